@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# The project's real servers, run natively on loopback (these machines have no
+# Docker engine): Redis 7 and MariaDB 10.11 from Debian's packages, Apache
+# Kafka 3.9 (KRaft, one combined broker+controller) from its jars on Maven
+# Central.
+#
+#   stack.sh install   apt-get the servers, fetch the Kafka jars (as root)
+#   stack.sh up        start what is not running, wait until each answers,
+#                      create users and topics, print the addresses
+#   stack.sh down      stop the processes this script started, by their pid
+#   stack.sh status    which of them run, and where
+#   stack.sh logs [redis|mariadb|kafka]   tail their logs
+#
+# Everything lives under $SECKILL_STACK_DIR (default: .stack in the repo,
+# git-ignored). The ports are the project's own, so a Redis on 6379 or a
+# MariaDB on 3306 that the machine already runs is neither used nor touched.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+STACK_DIR=${SECKILL_STACK_DIR:-$repo/.stack}
+REDIS_PORT=${SECKILL_REDIS_PORT:-16379}
+MYSQL_PORT=${SECKILL_MYSQL_PORT:-13306}
+KAFKA_PORT=${SECKILL_KAFKA_PORT:-19092}
+KAFKA_CONTROLLER_PORT=${SECKILL_KAFKA_CONTROLLER_PORT:-19093}
+KAFKA_HEAP=${SECKILL_KAFKA_HEAP:-512m}
+ORDER_PARTITIONS=${SECKILL_ORDER_PARTITIONS:-6}
+
+# The application user owns the project's databases (and creates the
+# per-test ones); the canal user is what the binlog follower needs, no more.
+MYSQL_APP_USER=seckill
+MYSQL_APP_PASSWORD=seckill
+MYSQL_CANAL_USER=canal
+MYSQL_CANAL_PASSWORD=canal
+MYSQL_DATABASE=seckill
+
+# topic:partitions, the defaults the daemons are configured with.
+TOPICS=(
+  "seckill.orders:$ORDER_PARTITIONS"
+  "seckill.orders.dlq:1"
+  "cache.invalidate.retry:3"
+  "cache.invalidate.dlq:1"
+)
+
+logs_dir=$STACK_DIR/logs
+kafka_libs=$STACK_DIR/kafka/libs
+
+say() { printf 'stack: %s\n' "$*"; }
+die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
+
+need_cmds() {
+  local missing=()
+  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db java mvn; do
+    command -v "$c" >/dev/null 2>&1 || missing+=("$c")
+  done
+  printf '%s\n' "${missing[@]}"
+}
+
+cmd_install() {
+  local missing
+  missing=$(need_cmds)
+  if [ -n "$missing" ]; then
+    [ "$(id -u)" = 0 ] || die "missing $(echo $missing | tr '\n' ' '); install needs root to apt-get them"
+    local pkgs=(redis-server redis-tools mariadb-server mariadb-client)
+    command -v java >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
+    command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+    say "installing Debian packages: ${pkgs[*]}"
+    # Keep the packages' own init scripts from starting system-wide servers
+    # on 6379/3306: we run our own instances on our own ports.
+    local policy_added=no
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+      chmod +x /usr/sbin/policy-rc.d
+      policy_added=yes
+    fi
+    local rc=0
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}"; } || rc=$?
+    [ "$policy_added" = yes ] && rm -f /usr/sbin/policy-rc.d
+    [ "$rc" = 0 ] || die "apt-get install ${pkgs[*]} failed (exit $rc)"
+    missing=$(need_cmds)
+    [ -z "$missing" ] || die "still missing after apt-get: $(echo $missing | tr '\n' ' ')"
+  fi
+  if ! ls "$kafka_libs"/kafka_2.13-3.9.1.jar >/dev/null 2>&1; then
+    say "fetching Kafka 3.9.1 jars from Maven Central (pom: deploy/local/kafka/pom.xml)"
+    mkdir -p "$kafka_libs"
+    mvn -B -q -f "$here/kafka/pom.xml" dependency:copy-dependencies -DoutputDirectory="$kafka_libs" \
+      || die "mvn could not fetch the Kafka jars (see the output above)"
+    ls "$kafka_libs"/kafka_2.13-3.9.1.jar >/dev/null 2>&1 || die "kafka_2.13-3.9.1.jar not in $kafka_libs after mvn"
+  fi
+  say "installed: redis $(redis-server --version | sed -n "s/.*v=\([0-9.]*\).*/\1/p"), $(mariadbd --version | awk '{print $3}'), kafka 3.9.1 jars in $kafka_libs"
+}
+
+installed() {
+  [ -z "$(need_cmds)" ] && ls "$kafka_libs"/kafka_2.13-3.9.1.jar >/dev/null 2>&1
+}
+
+# pid_alive FILE PATTERN: the pid in FILE runs and its command line still
+# mentions PATTERN (our config), so a recycled pid is never taken for ours.
+pid_alive() {
+  local file=$1 pattern=$2 pid
+  [ -s "$file" ] || return 1
+  pid=$(cat "$file")
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF -- "$pattern"
+}
+
+wait_for() {
+  local what=$1 seconds=$2; shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.5
+  done
+  say "$what answers"
+}
+
+# --- Redis -----------------------------------------------------------------
+
+redis_conf=$STACK_DIR/redis/redis.conf
+redis_pid=$STACK_DIR/redis/redis.pid
+
+redis_up() {
+  mkdir -p "$STACK_DIR/redis" "$logs_dir"
+  # appendfsync everysec: at most a second of writes lost on a crash, at a
+  # fraction of the cost of fsync on every write (the notes' trade-off).
+  cat > "$redis_conf" <<EOF
+bind 127.0.0.1
+port $REDIS_PORT
+protected-mode yes
+daemonize yes
+pidfile $redis_pid
+logfile $logs_dir/redis.log
+dir $STACK_DIR/redis
+appendonly yes
+appendfsync everysec
+save ""
+maxmemory 512mb
+maxmemory-policy noeviction
+EOF
+  if pid_alive "$redis_pid" "$REDIS_PORT"; then
+    say "redis already running (pid $(cat "$redis_pid"))"
+  else
+    redis-server "$redis_conf" || die "redis-server did not start; see $logs_dir/redis.log"
+  fi
+  wait_for "redis 127.0.0.1:$REDIS_PORT" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $REDIS_PORT ping)\" = PONG ]" \
+    || die "redis did not answer PING on 127.0.0.1:$REDIS_PORT; see $logs_dir/redis.log"
+}
+
+# --- MariaDB ---------------------------------------------------------------
+
+mysql_dir=$STACK_DIR/mariadb
+mysql_cnf=$mysql_dir/my.cnf
+mysql_pid=$mysql_dir/mariadb.pid
+mysql_sock=$mysql_dir/mariadb.sock
+
+mysql_root() { mariadb --no-defaults --protocol=socket -S "$mysql_sock" -uroot "$@"; }
+
+mariadb_up() {
+  mkdir -p "$mysql_dir/binlog" "$logs_dir"
+  cat > "$mysql_cnf" <<EOF
+[mysqld]
+user=root
+datadir=$mysql_dir/data
+socket=$mysql_sock
+pid-file=$mysql_pid
+port=$MYSQL_PORT
+bind-address=127.0.0.1
+log-error=$logs_dir/mariadb.log
+skip-name-resolve
+character-set-server=utf8mb4
+collation-server=utf8mb4_general_ci
+max_connections=500
+innodb_buffer_pool_size=128M
+# What the binlog follower (cmd/cache-invalidator) needs.
+server_id=1
+log_bin=$mysql_dir/binlog/mysql-bin
+binlog_format=ROW
+binlog_row_image=FULL
+expire_logs_days=2
+EOF
+  if [ ! -d "$mysql_dir/data/mysql" ]; then
+    say "initialising MariaDB data dir $mysql_dir/data"
+    mariadb-install-db --defaults-file="$mysql_cnf" --auth-root-authentication-method=socket \
+      --skip-test-db > "$logs_dir/mariadb-install.log" 2>&1 \
+      || die "mariadb-install-db failed; see $logs_dir/mariadb-install.log"
+  fi
+  if pid_alive "$mysql_pid" "$mysql_cnf"; then
+    say "mariadb already running (pid $(cat "$mysql_pid"))"
+  else
+    # mariadbd writes its own pid file; setsid detaches it from this shell.
+    setsid mariadbd --defaults-file="$mysql_cnf" > /dev/null 2>&1 < /dev/null &
+  fi
+  wait_for "mariadb socket" 60 mysql_root -e 'SELECT 1' \
+    || die "mariadb did not answer on $mysql_sock; see $logs_dir/mariadb.log"
+  mysql_root <<EOF || die "could not create the MariaDB users"
+CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;
+CREATE USER IF NOT EXISTS '$MYSQL_APP_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_APP_PASSWORD';
+CREATE USER IF NOT EXISTS '$MYSQL_APP_USER'@'localhost' IDENTIFIED BY '$MYSQL_APP_PASSWORD';
+GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_APP_USER'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_APP_USER'@'localhost';
+CREATE USER IF NOT EXISTS '$MYSQL_CANAL_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_CANAL_PASSWORD';
+GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$MYSQL_CANAL_USER'@'127.0.0.1';
+FLUSH PRIVILEGES;
+EOF
+  wait_for "mariadb 127.0.0.1:$MYSQL_PORT" 30 \
+    mariadb --no-defaults -h127.0.0.1 -P"$MYSQL_PORT" -u"$MYSQL_APP_USER" -p"$MYSQL_APP_PASSWORD" -e 'SELECT 1' \
+    || die "mariadb did not answer a query on 127.0.0.1:$MYSQL_PORT"
+}
+
+# --- Kafka -----------------------------------------------------------------
+
+kafka_dir=$STACK_DIR/kafka
+kafka_props=$kafka_dir/server.properties
+kafka_pid=$kafka_dir/kafka.pid
+
+kafka_java() {
+  java -Xms64m -Xmx256m -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
+    -cp "$kafka_libs/*" "$@"
+}
+
+kafka_up() {
+  mkdir -p "$kafka_dir/data" "$logs_dir"
+  cat > "$kafka_props" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$kafka_dir/data
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+delete.topic.enable=true
+log.retention.hours=72
+EOF
+  cat > "$kafka_dir/log4j.properties" <<EOF
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.RollingFileAppender
+log4j.appender.file.File=$logs_dir/kafka.log
+log4j.appender.file.MaxFileSize=20MB
+log4j.appender.file.MaxBackupIndex=2
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.controller=INFO
+log4j.logger.state.change.logger=WARN
+EOF
+  cat > "$kafka_dir/tools-log4j.properties" <<EOF
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+EOF
+  if [ ! -f "$kafka_dir/data/meta.properties" ]; then
+    local cluster_id
+    cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid) || die "StorageTool random-uuid failed"
+    say "formatting Kafka storage (cluster $cluster_id)"
+    kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$kafka_props" > "$logs_dir/kafka-format.log" 2>&1 \
+      || die "StorageTool format failed; see $logs_dir/kafka-format.log"
+  fi
+  if pid_alive "$kafka_pid" "$kafka_props"; then
+    say "kafka already running (pid $(cat "$kafka_pid"))"
+  else
+    setsid java -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -Djava.awt.headless=true \
+      -Dlog4j.configuration="file:$kafka_dir/log4j.properties" \
+      -cp "$kafka_libs/*" kafka.Kafka "$kafka_props" > "$logs_dir/kafka.out" 2>&1 < /dev/null &
+    echo $! > "$kafka_pid"
+  fi
+  wait_for "kafka 127.0.0.1:$KAFKA_PORT (metadata)" 90 kafka_topics --list \
+    || die "kafka did not answer a metadata request on 127.0.0.1:$KAFKA_PORT; see $logs_dir/kafka.log and kafka.out"
+  local existing t name parts
+  existing=$(kafka_topics --list)
+  for t in "${TOPICS[@]}"; do
+    name=${t%%:*} parts=${t##*:}
+    if ! grep -qx "$name" <<<"$existing"; then
+      kafka_topics --create --if-not-exists --topic "$name" --partitions "$parts" --replication-factor 1 >/dev/null \
+        || die "could not create topic $name"
+      say "created topic $name ($parts partitions)"
+    fi
+  done
+}
+
+kafka_topics() {
+  timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
+    -cp "$kafka_libs/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" "$@"
+}
+
+# --- commands --------------------------------------------------------------
+
+print_env() {
+  cat <<EOF
+stack: up. Addresses (the programs' defaults; the tests read the SECKILL_TEST_* ones):
+  REDIS_ADDR=127.0.0.1:$REDIS_PORT
+  MYSQL_DSN=$MYSQL_APP_USER:$MYSQL_APP_PASSWORD@tcp(127.0.0.1:$MYSQL_PORT)/$MYSQL_DATABASE
+  BINLOG_USER=$MYSQL_CANAL_USER (password $MYSQL_CANAL_PASSWORD)
+  KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT
+EOF
+}
+
+cmd_up() {
+  installed || die "servers or Kafka jars missing: run '$0 install' (make does it for you)"
+  mkdir -p "$STACK_DIR"
+  redis_up
+  mariadb_up
+  kafka_up
+  print_env
+}
+
+stop_pid() {
+  local name=$1 file=$2 pattern=$3 pid i
+  if ! pid_alive "$file" "$pattern"; then
+    say "$name not running"
+    rm -f "$file"
+    return
+  fi
+  pid=$(cat "$file")
+  kill -TERM "$pid"
+  for i in $(seq 1 60); do
+    kill -0 "$pid" 2>/dev/null || { say "$name stopped (pid $pid)"; rm -f "$file"; return; }
+    sleep 0.5
+  done
+  say "$name did not stop within 30s; sending SIGKILL to $pid"
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$file"
+}
+
+cmd_down() {
+  stop_pid kafka "$kafka_pid" "$kafka_props"
+  stop_pid mariadb "$mysql_pid" "$mysql_cnf"
+  stop_pid redis "$redis_pid" "$REDIS_PORT"
+}
+
+cmd_status() {
+  local rc=0
+  for s in "redis:$redis_pid:$REDIS_PORT:127.0.0.1:$REDIS_PORT" \
+           "mariadb:$mysql_pid:$mysql_cnf:127.0.0.1:$MYSQL_PORT" \
+           "kafka:$kafka_pid:$kafka_props:127.0.0.1:$KAFKA_PORT"; do
+    IFS=: read -r name file pattern host port <<<"$s"
+    if pid_alive "$file" "$pattern"; then
+      printf '%-8s running  pid %-7s %s:%s\n' "$name" "$(cat "$file")" "$host" "$port"
+    else
+      printf '%-8s stopped\n' "$name"
+      rc=3
+    fi
+  done
+  return $rc
+}
+
+cmd_logs() {
+  case "${1:-all}" in
+    redis) tail -n 100 -f "$logs_dir/redis.log" ;;
+    mariadb) tail -n 100 -f "$logs_dir/mariadb.log" ;;
+    kafka) tail -n 100 -f "$logs_dir/kafka.log" ;;
+    all) tail -n 30 -f "$logs_dir/redis.log" "$logs_dir/mariadb.log" "$logs_dir/kafka.log" ;;
+    *) die "logs: unknown server '$1' (redis, mariadb, kafka)" ;;
+  esac
+}
+
+case "${1:-}" in
+  install) cmd_install ;;
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  logs) shift; cmd_logs "$@" ;;
+  env) print_env ;;
+  *) echo "usage: $0 install|up|down|status|logs [redis|mariadb|kafka]|env" >&2; exit 2 ;;
+esac
