@@ -1,0 +1,81 @@
+// Command api is the HTTP flash-sale API. See README.md for its settings.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/envconfig"
+	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/mysqldb"
+)
+
+type config struct {
+	daemon.Common
+	Addr string
+}
+
+func loadConfig(r *envconfig.Reader) (config, error) {
+	c := config{Common: daemon.LoadCommon(r), Addr: r.HostPort("SECKILL_API_ADDR", "127.0.0.1:8081")}
+	return c, r.Err()
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := loadConfig(envconfig.New())
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := daemon.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel, "api")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rdb := daemon.NewRedis(cfg.Common)
+	db, err := mysqldb.Open(cfg.MySQLDSN)
+	if err != nil {
+		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+	}
+	reg := daemon.NewRegistry()
+	monitor := health.NewMonitor(logger, reg, health.Options{})
+	monitor.Add("redis", cfg.RedisAddr, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+	monitor.Add("mysql", mysqldb.Addr(cfg.MySQLDSN), db.PingContext)
+	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
+
+	srv, err := api.Listen(cfg.Addr, api.Deps{Logger: logger, Monitor: monitor, Registry: reg})
+	if err != nil {
+		return err
+	}
+	monitorCtx, stopMonitor := context.WithCancel(context.Background())
+	go monitor.Run(monitorCtx)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve() }()
+	logger.Info("api listening", "addr", "http://"+srv.Addr())
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	case err := <-serveErr:
+		stopMonitor()
+		return err
+	}
+	return errors.Join(daemon.Shutdown(logger, cfg.ShutdownTimeout,
+		daemon.Step{Name: "http server", Do: srv.Shutdown},
+		daemon.Step{Name: "dependency monitor", Do: func(context.Context) error { stopMonitor(); return nil }},
+		daemon.Step{Name: "mysql", Do: func(context.Context) error { return db.Close() }},
+		daemon.Step{Name: "redis", Do: func(context.Context) error { return rdb.Close() }},
+	), <-serveErr)
+}

@@ -1,0 +1,73 @@
+// Command cache-invalidator follows the MySQL binlog and deletes the Redis
+// cache keys of changed rows. See README.md for its settings.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/seckill/seckill/internal/binlog"
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/envconfig"
+	"github.com/seckill/seckill/internal/health"
+)
+
+type config struct {
+	daemon.Common
+	AdminAddr string
+	Binlog    binlog.Source
+}
+
+func loadConfig(r *envconfig.Reader) (config, error) {
+	c := config{
+		Common:    daemon.LoadCommon(r),
+		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9102"),
+		Binlog: binlog.Source{
+			Addr:     r.HostPort("SECKILL_BINLOG_ADDR", "127.0.0.1:13306"),
+			User:     r.String("SECKILL_BINLOG_USER", "canal"),
+			Password: r.String("SECKILL_BINLOG_PASSWORD", "canal"),
+			Flavor:   r.OneOf("SECKILL_BINLOG_FLAVOR", "mariadb", "mariadb", "mysql"),
+			ServerID: uint32(r.Int("SECKILL_BINLOG_SERVER_ID", 1001, 1, 1<<32-1)),
+		},
+	}
+	return c, r.Err()
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "cache-invalidator:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := loadConfig(envconfig.New())
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := daemon.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel, "cache-invalidator")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rdb := daemon.NewRedis(cfg.Common)
+	binlogDB, err := cfg.Binlog.Open()
+	if err != nil {
+		return err
+	}
+	reg := daemon.NewRegistry()
+	monitor := health.NewMonitor(logger, reg, health.Options{})
+	monitor.Add("binlog", cfg.Binlog.Addr, func(ctx context.Context) error { return binlog.CheckServer(ctx, binlogDB) })
+	monitor.Add("redis", cfg.RedisAddr, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
+
+	d := daemon.Daemon{Logger: logger, Monitor: monitor, Registry: reg, AdminAddr: cfg.AdminAddr, ShutdownTimeout: cfg.ShutdownTimeout}
+	return d.Run(ctx, nil,
+		daemon.Step{Name: "binlog source", Do: func(context.Context) error { return binlogDB.Close() }},
+		daemon.Step{Name: "redis", Do: func(context.Context) error { return rdb.Close() }},
+	)
+}

@@ -1,0 +1,98 @@
+// Package broker is the Kafka adapter: the settings every writer and reader
+// of the project uses, topic management, and the readiness check.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Topic is a topic the project needs, with its partition count.
+type Topic struct {
+	Name       string
+	Partitions int
+}
+
+// Ping asks the cluster for its metadata: a broker that accepts TCP but has
+// no controller yet does not pass.
+func Ping(ctx context.Context, brokers []string) error {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 3*time.Second)}
+	resp, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	if err != nil {
+		return fmt.Errorf("kafka metadata: %w", err)
+	}
+	if resp.Controller.ID < 0 && len(resp.Brokers) == 0 {
+		return errors.New("kafka metadata: no brokers and no controller")
+	}
+	return nil
+}
+
+// EnsureTopics creates the topics that do not exist yet (single replica: the
+// local stack has one broker; production creates its topics with its own
+// replication) and leaves existing ones as they are.
+func EnsureTopics(ctx context.Context, brokers []string, replication int, topics ...Topic) error {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}
+	req := &kafka.CreateTopicsRequest{}
+	for _, t := range topics {
+		req.Topics = append(req.Topics, kafka.TopicConfig{
+			Topic: t.Name, NumPartitions: t.Partitions, ReplicationFactor: replication,
+		})
+	}
+	resp, err := client.CreateTopics(ctx, req)
+	if err != nil {
+		return fmt.Errorf("create topics: %w", err)
+	}
+	for name, err := range resp.Errors {
+		if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// DeleteTopics removes topics; a topic that is already gone is no error.
+func DeleteTopics(ctx context.Context, brokers []string, names ...string) error {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}
+	resp, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: names})
+	if err != nil {
+		return fmt.Errorf("delete topics: %w", err)
+	}
+	for name, err := range resp.Errors {
+		if err != nil && !errors.Is(err, kafka.UnknownTopicOrPartition) {
+			return fmt.Errorf("delete topic %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// NewWriter is a synchronous, keyed writer that waits for every in-sync
+// replica. RequiredAcks is set explicitly because the struct's zero value
+// means no acks at all, and BatchTimeout is a few milliseconds because the
+// 1 s default caps a synchronous writer at one batch per second.
+func NewWriter(brokers []string, topic string) *kafka.Writer {
+	return &kafka.Writer{
+		Addr:                   kafka.TCP(brokers...),
+		Topic:                  topic,
+		Balancer:               &kafka.Hash{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchTimeout:           5 * time.Millisecond,
+		WriteTimeout:           5 * time.Second,
+		ReadTimeout:            5 * time.Second,
+		MaxAttempts:            3,
+		AllowAutoTopicCreation: false,
+	}
+}
+
+// deadline is how long a kafka.Client call may take: ctx's own deadline if
+// it has one, def otherwise.
+func deadline(ctx context.Context, def time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
+	}
+	return def
+}
+

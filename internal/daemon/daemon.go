@@ -1,0 +1,146 @@
+// Package daemon is what every program of the project shares: the common
+// settings, structured logging, the admin endpoints (/healthz, /readyz,
+// /metrics) and an ordered, bounded shutdown.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/envconfig"
+	"github.com/seckill/seckill/internal/health"
+)
+
+// Common are the settings of every program. The defaults point at the
+// local stack (deploy/local).
+type Common struct {
+	LogFormat       string
+	LogLevel        slog.Level
+	RedisAddr       string
+	RedisPassword   string
+	RedisDB         int
+	MySQLDSN        string
+	KafkaBrokers    []string
+	ShutdownTimeout time.Duration
+}
+
+// LoadCommon reads the shared SECKILL_* variables; errors accumulate in r.
+func LoadCommon(r *envconfig.Reader) Common {
+	c := Common{
+		LogFormat:       r.OneOf("SECKILL_LOG_FORMAT", "text", "text", "json"),
+		RedisAddr:       r.HostPort("SECKILL_REDIS_ADDR", "127.0.0.1:16379"),
+		RedisPassword:   r.String("SECKILL_REDIS_PASSWORD", ""),
+		RedisDB:         r.Int("SECKILL_REDIS_DB", 0, 0, 15),
+		MySQLDSN:        r.String("SECKILL_MYSQL_DSN", "seckill:seckill@tcp(127.0.0.1:13306)/seckill"),
+		KafkaBrokers:    r.HostPorts("SECKILL_KAFKA_BROKERS", "127.0.0.1:19092"),
+		ShutdownTimeout: r.Duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second),
+	}
+	level := r.OneOf("SECKILL_LOG_LEVEL", "info", "debug", "info", "warn", "error")
+	_ = c.LogLevel.UnmarshalText([]byte(level))
+	return c
+}
+
+// NewLogger writes text (the default, for people) or JSON (for collectors).
+func NewLogger(w io.Writer, format string, level slog.Level, program string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(h).With("program", program)
+}
+
+// NewRedis is a client whose every call is bounded; go-redis redials by
+// itself after Redis restarts.
+func NewRedis(c Common) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:         c.RedisAddr,
+		Password:     c.RedisPassword,
+		DB:           c.RedisDB,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		PoolTimeout:  2 * time.Second,
+		MaxRetries:   2,
+	})
+}
+
+// NewRegistry is a metrics registry with the Go and process collectors; one
+// per program keeps tests that run several programs in one process apart.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// AdminServer serves /healthz, /readyz and /metrics on a daemon's admin port.
+type AdminServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// ListenAdmin binds addr at once, so a taken port fails the start.
+func ListenAdmin(addr string, monitor *health.Monitor, reg *prometheus.Registry) (*AdminServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listener on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", health.LiveHandler())
+	mux.Handle("GET /readyz", monitor.ReadyHandler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return &AdminServer{
+		ln:  ln,
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second},
+	}, nil
+}
+
+// Addr is the bound address (useful with port 0).
+func (a *AdminServer) Addr() string { return a.ln.Addr().String() }
+
+// Serve blocks until Shutdown.
+func (a *AdminServer) Serve() error {
+	if err := a.srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("admin server: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting and waits for in-flight requests until ctx ends.
+func (a *AdminServer) Shutdown(ctx context.Context) error { return a.srv.Shutdown(ctx) }
+
+// Step is one stage of a shutdown.
+type Step struct {
+	Name string
+	Do   func(ctx context.Context) error
+}
+
+// Shutdown runs the steps in order, all of them within timeout, and logs
+// each. A step that fails or overruns is logged and the next one still runs:
+// closing the database must not be skipped because a Kafka flush failed.
+func Shutdown(logger *slog.Logger, timeout time.Duration, steps ...Step) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.Do(ctx); err != nil {
+			logger.Error("shutdown step failed", "step", s.Name, "err", err, "took", time.Since(start))
+			errs = append(errs, fmt.Errorf("%s: %w", s.Name, err))
+			continue
+		}
+		logger.Info("shutdown step done", "step", s.Name, "took", time.Since(start))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,65 @@
+// Package mysqldb opens MySQL/MariaDB connection pools with the settings
+// every part of the project relies on, whatever DSN the user passed.
+package mysqldb
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Config turns a DSN into the driver's config with the project's fixed
+// settings: times are UTC on both sides (TIMESTAMP columns convert through
+// the session time zone), and every network step has a deadline.
+func Config(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 3 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	return cfg, nil
+}
+
+// Open returns a pool for dsn. It does not dial: a database that is down at
+// start is retried by the caller's readiness loop, not treated as fatal.
+func Open(dsn string) (*sql.DB, error) {
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("MySQL connector: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	return db, nil
+}
+
+// Addr is the host:port a DSN points at, for logs and readiness reports.
+func Addr(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "(invalid DSN)"
+	}
+	return cfg.Addr
+}

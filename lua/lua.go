@@ -1,0 +1,27 @@
+// Package lua holds the project's Redis scripts. Each .lua file is embedded
+// and wrapped in a go-redis Script, so callers run it with EVALSHA and fall
+// back to EVAL (which reloads it) after a NOSCRIPT, e.g. a Redis restart or
+// SCRIPT FLUSH.
+package lua
+
+import (
+	"embed"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed *.lua
+var files embed.FS
+
+// Unlock deletes KEYS[1] only if it still holds the owner token ARGV[1].
+var Unlock = mustLoad("unlock.lua")
+
+func mustLoad(name string) *redis.Script {
+	src, err := files.ReadFile(name)
+	if err != nil {
+		// The file is embedded at build time: failing here is a build defect.
+		panic(fmt.Sprintf("lua: embedded script %s: %v", name, err))
+	}
+	return redis.NewScript(string(src))
+}
