@@ -95,4 +95,3 @@ func deadline(ctx context.Context, def time.Duration) time.Duration {
 	}
 	return def
 }
-
