@@ -1,0 +1,143 @@
+// Package e2e runs the built programs as separate processes against the
+// real stack.
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+type stack struct {
+	redis *testsupport.Redis
+	mysql *testsupport.MySQL
+	kafka *testsupport.Kafka
+}
+
+func (s stack) env() map[string]string {
+	return map[string]string{
+		"SECKILL_REDIS_ADDR":       s.redis.Addr,
+		"SECKILL_MYSQL_DSN":        s.mysql.DSN,
+		"SECKILL_KAFKA_BROKERS":    strings.Join(s.kafka.Brokers, ","),
+		"SECKILL_BINLOG_ADDR":      s.mysql.Addr,
+		"SECKILL_BINLOG_USER":      s.mysql.User,
+		"SECKILL_BINLOG_PASSWORD":  s.mysql.Password,
+		"SECKILL_BINLOG_FLAVOR":    s.mysql.Flavor,
+		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
+	}
+}
+
+// programs are the three daemons: where they listen, and which dependency
+// the broken-dependency case takes away from each.
+var programs = []struct {
+	dir       string
+	listenVar string
+	broken    string
+	breakIt   func(env map[string]string, closed string)
+}{
+	{"../../cmd/api", "SECKILL_API_ADDR", "mysql", func(env map[string]string, closed string) {
+		env["SECKILL_MYSQL_DSN"] = "seckill:seckill@tcp(" + closed + ")/seckill"
+	}},
+	{"../../cmd/order-writer", "SECKILL_ADMIN_ADDR", "kafka", func(env map[string]string, closed string) {
+		env["SECKILL_KAFKA_BROKERS"] = closed
+	}},
+	{"../../cmd/cache-invalidator", "SECKILL_ADMIN_ADDR", "binlog", func(env map[string]string, closed string) {
+		env["SECKILL_BINLOG_ADDR"] = closed
+	}},
+}
+
+// The shutdown timeout is 5 s; a process that has not exited 5 s after
+// that has ignored its deadline.
+const exitBound = 10 * time.Second
+
+func TestProgramsBecomeReadyAndStopOnSIGTERM(t *testing.T) {
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	for _, p := range programs {
+		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
+			bin := testsupport.MustBuild(t, p.dir)
+			addr := testsupport.FreeAddr(t)
+			env := s.env()
+			env[p.listenVar] = addr
+			proc := testsupport.Start(t, bin, env)
+
+			body := testsupport.Eventually(t, "http://"+addr+"/readyz", 200, 30*time.Second)
+			if !strings.Contains(body, `"status":"ready"`) {
+				t.Fatalf("readyz body = %s", body)
+			}
+			testsupport.Eventually(t, "http://"+addr+"/healthz", 200, time.Second)
+			metrics := testsupport.Eventually(t, "http://"+addr+"/metrics", 200, time.Second)
+			if !strings.Contains(metrics, "seckill_dependency_up") {
+				t.Fatalf("metrics lack seckill_dependency_up:\n%.500s", metrics)
+			}
+
+			proc.Signal(t, syscall.SIGTERM)
+			code, err := proc.Wait(exitBound)
+			if err != nil {
+				t.Fatalf("after SIGTERM: %v", err)
+			}
+			if code != 0 {
+				t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+			}
+		})
+	}
+}
+
+func TestProgramsRetryAnUnreachableDependency(t *testing.T) {
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	for _, p := range programs {
+		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
+			bin := testsupport.MustBuild(t, p.dir)
+			addr, closed := testsupport.FreeAddr(t), testsupport.FreeAddr(t)
+			env := s.env()
+			env[p.listenVar] = addr
+			p.breakIt(env, closed)
+			proc := testsupport.Start(t, bin, env)
+
+			body := testsupport.Eventually(t, "http://"+addr+"/readyz", 503, 30*time.Second)
+			want := `{"name":"` + p.broken + `","addr":"` + closed + `","up":false`
+			if !strings.Contains(body, want) {
+				t.Fatalf("readyz body = %s\nwant it to contain %s", body, want)
+			}
+			// Still down and still trying a while later: the program neither
+			// exits nor pretends to be ready.
+			time.Sleep(3 * time.Second)
+			if proc.Exited() {
+				t.Fatalf("program exited while its dependency was down:\n%s", proc.Output())
+			}
+			testsupport.Eventually(t, "http://"+addr+"/readyz", 503, time.Second)
+			logs := proc.Output()
+			if !strings.Contains(logs, "dependency="+p.broken) || !strings.Contains(logs, closed) {
+				t.Fatalf("logs do not name the dependency %s and its address %s:\n%s", p.broken, closed, logs)
+			}
+
+			proc.Signal(t, syscall.SIGTERM)
+			code, err := proc.Wait(exitBound)
+			if err != nil || code != 0 {
+				t.Fatalf("after SIGTERM: code %d, err %v", code, err)
+			}
+		})
+	}
+}
+
+func TestInvalidConfigurationStopsTheStartNamingTheVariable(t *testing.T) {
+	for _, p := range programs {
+		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
+			bin := testsupport.MustBuild(t, p.dir)
+			proc := testsupport.Start(t, bin, map[string]string{
+				"SECKILL_SHUTDOWN_TIMEOUT": "soon",
+				p.listenVar:                "no-port",
+			})
+			code, err := proc.Wait(exitBound)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := proc.Output()
+			if code == 0 || !strings.Contains(out, "SECKILL_SHUTDOWN_TIMEOUT") || !strings.Contains(out, p.listenVar) {
+				t.Fatalf("exit %d, output:\n%s\nwant a non-zero exit naming SECKILL_SHUTDOWN_TIMEOUT and %s", code, out, p.listenVar)
+			}
+		})
+	}
+}

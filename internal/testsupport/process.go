@@ -1,0 +1,175 @@
+package testsupport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// MustBuild compiles the main package in dir (relative to the test's
+// working directory) and returns the binary's path.
+func MustBuild(tb testing.TB, dir string) string {
+	tb.Helper()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(tb.TempDir(), filepath.Base(abs))
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = dir
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build %s: %v\n%s", dir, err, msg)
+	}
+	return out
+}
+
+// FreeAddr is a loopback address with a port nobody listens on right now.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// Process is a program started by a test, its output kept for assertions.
+type Process struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Start runs bin with exactly env (plus PATH and HOME); the process is
+// killed when the test ends if it still runs.
+func Start(tb testing.TB, bin string, env map[string]string, args ...string) *Process {
+	tb.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &Process{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", bin, err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	tb.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if tb.Failed() {
+			tb.Logf("output of %s:\n%s", filepath.Base(bin), p.Output())
+		}
+	})
+	return p
+}
+
+// Output is everything the process wrote so far.
+func (p *Process) Output() string { return p.out.String() }
+
+// Signal sends sig to the process.
+func (p *Process) Signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// Wait is the process's exit code, or an error when it did not exit within
+// timeout.
+func (p *Process) Wait(timeout time.Duration) (int, error) {
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		return -1, errors.New("process did not exit in time")
+	}
+	var exitErr *exec.ExitError
+	if errors.As(p.err, &exitErr) {
+		return exitErr.ExitCode(), nil
+	}
+	if p.err != nil {
+		return -1, p.err
+	}
+	return 0, nil
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Get fetches url and returns its status and body; status 0 when nothing
+// answered.
+func Get(ctx context.Context, url string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// Eventually polls url until it answers status, or fails the test after
+// timeout with the last answer.
+func Eventually(tb testing.TB, url string, status int, timeout time.Duration) string {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	var code int
+	var body string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		code, body = Get(ctx, url)
+		cancel()
+		if code == status {
+			return body
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tb.Fatalf("GET %s: want %d within %v, last answer %d %s", url, status, timeout, code, body)
+	return ""
+}
