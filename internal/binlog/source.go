@@ -7,8 +7,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
+	"github.com/go-mysql-org/go-mysql/canal"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -80,4 +83,29 @@ func CheckServer(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("%w: SHOW MASTER STATUS returned no row", ErrMisconfigured)
 	}
 	return status.Err()
+}
+
+// NewCanal is a binlog follower of the given tables ("db.table" regular
+// expressions matched against the whole name: canal itself would let
+// "db.tb_shop" match "db.tb_shop_type"). It never runs mysqldump: the follower starts from a binlog
+// position, and rows older than that are the cache's TTL's business.
+func (s Source) NewCanal(logger *slog.Logger, tables ...string) (*canal.Canal, error) {
+	cfg := canal.NewDefaultConfig()
+	cfg.Addr, cfg.User, cfg.Password = s.Addr, s.User, s.Password
+	cfg.Flavor = s.Flavor
+	cfg.ServerID = s.ServerID
+	cfg.Dump.ExecutionPath = ""
+	for _, t := range tables {
+		cfg.IncludeTableRegex = append(cfg.IncludeTableRegex, "^(?:"+t+")$")
+	}
+	cfg.Logger = logger
+	// The server sends a heartbeat when idle, so a read that waits longer
+	// than a few heartbeats means the connection is dead.
+	cfg.HeartbeatPeriod = 10 * time.Second
+	cfg.ReadTimeout = 35 * time.Second
+	c, err := canal.NewCanal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("binlog follower of %s: %w", s.Addr, err)
+	}
+	return c, nil
 }
