@@ -1,0 +1,69 @@
+# The two commands of the README:
+#   make run    the whole system on the local stack, in the foreground
+#   make test   every test, unit and integration, against real servers
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+STACK := deploy/local/stack.sh
+GO ?= go
+REDIS_PORT ?= $(or $(SECKILL_REDIS_PORT),16379)
+MYSQL_PORT ?= $(or $(SECKILL_MYSQL_PORT),13306)
+KAFKA_PORT ?= $(or $(SECKILL_KAFKA_PORT),19092)
+# The test servers: the local stack that `make up` starts.
+TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
+	SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/' \
+	SECKILL_TEST_MYSQL_FLAVOR=mariadb \
+	SECKILL_TEST_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT)
+RUN_ENV := SECKILL_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
+	SECKILL_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/seckill' \
+	SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
+	SECKILL_BINLOG_ADDR=127.0.0.1:$(MYSQL_PORT)
+PROGRAMS := api order-writer cache-invalidator seckillctl
+
+.PHONY: help run test up down status install migrate seed build lint bench go-check
+
+help:
+	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
+	@echo "make test     install if missing, start the stack, migrate, go test -race ./..."
+	@echo "make up|down|status   the local stack (deploy/local/stack.sh)"
+	@echo "make migrate|seed     schema migrations / demo data on the local stack"
+	@echo "make build|lint|bench"
+
+go-check:
+	@command -v $(GO) >/dev/null || { echo "make: Go is not installed; install Go 1.26 from https://go.dev/dl/ (see README)" >&2; exit 1; }
+
+install:
+	@$(STACK) install
+
+up: install
+	@$(STACK) up
+
+down:
+	@$(STACK) down
+
+status:
+	@$(STACK) status
+
+build: go-check
+	@mkdir -p bin
+	@for p in $(PROGRAMS); do $(GO) build -o bin/$$p ./cmd/$$p; done
+
+migrate: up build
+	@$(RUN_ENV) bin/seckillctl migrate
+
+seed: migrate
+	@$(RUN_ENV) bin/seckillctl seed
+
+run: seed
+	@$(RUN_ENV) deploy/local/run.sh
+
+test: migrate
+	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
+
+lint: go-check
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+bench: up
+	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchtime 2s ./...
