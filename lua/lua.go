@@ -17,6 +17,14 @@ var files embed.FS
 // Unlock deletes KEYS[1] only if it still holds the owner token ARGV[1].
 var Unlock = mustLoad("unlock.lua")
 
+// IssueCode stores a new login code for a phone within the phone's cooldown
+// and daily limit.
+var IssueCode = mustLoad("issue_code.lua")
+
+// VerifyCode checks a login code: single use, burned after too many wrong
+// tries.
+var VerifyCode = mustLoad("verify_code.lua")
+
 func mustLoad(name string) *redis.Script {
 	src, err := files.ReadFile(name)
 	if err != nil {

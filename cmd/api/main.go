@@ -20,11 +20,11 @@ import (
 
 type config struct {
 	daemon.Common
-	Addr string
+	API api.Config
 }
 
 func loadConfig(r *envconfig.Reader) (config, error) {
-	c := config{Common: daemon.LoadCommon(r), Addr: r.HostPort("SECKILL_API_ADDR", "127.0.0.1:8081")}
+	c := config{Common: daemon.LoadCommon(r), API: api.LoadConfig(r)}
 	return c, r.Err()
 }
 
@@ -55,7 +55,7 @@ func run() error {
 	monitor.Add("mysql", mysqldb.Addr(cfg.MySQLDSN), db.PingContext)
 	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
 
-	srv, err := api.Listen(cfg.Addr, api.Deps{Logger: logger, Monitor: monitor, Registry: reg})
+	srv, err := api.Listen(cfg.API, api.Deps{Logger: logger, Monitor: monitor, Registry: reg, Redis: rdb, DB: db})
 	if err != nil {
 		return err
 	}

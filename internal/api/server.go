@@ -4,26 +4,35 @@ package api
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/user"
 )
 
 // Server is the API's HTTP server.
 type Server struct {
-	echo   *echo.Echo
-	ln     net.Listener
-	logger *slog.Logger
+	echo     *echo.Echo
+	ln       net.Listener
+	logger   *slog.Logger
+	cfg      Config
+	users    *user.Service
+	sessions *user.Sessions
+	limiter  *ratelimit.Limiter
 }
 
 // Deps are what the server needs from main.
@@ -31,14 +40,18 @@ type Deps struct {
 	Logger   *slog.Logger
 	Monitor  *health.Monitor
 	Registry *prometheus.Registry
+	Redis    *redis.Client
+	DB       *sql.DB
+	// Sender delivers login codes; nil logs them.
+	Sender user.CodeSender
 }
 
-// Listen binds addr at once (so a taken port fails the start) and builds
-// the routes.
-func Listen(addr string, deps Deps) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// Listen binds cfg.Addr at once (so a taken port fails the start) and
+// builds the routes.
+func Listen(cfg Config, deps Deps) (*Server, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("api listener on %s: %w", addr, err)
+		return nil, fmt.Errorf("api listener on %s: %w", cfg.Addr, err)
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -47,16 +60,63 @@ func Listen(addr string, deps Deps) (*Server, error) {
 	e.Server.ReadTimeout = 10 * time.Second
 	e.Server.WriteTimeout = 15 * time.Second
 	e.Server.IdleTimeout = 60 * time.Second
+	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
 
-	s := &Server{echo: e, ln: ln, logger: deps.Logger}
+	sender := deps.Sender
+	if sender == nil {
+		sender = user.LogSender{Logger: deps.Logger}
+	}
+	sessions := user.NewSessions(deps.Redis, cfg.SessionTTL)
+	s := &Server{
+		echo: e, ln: ln, logger: deps.Logger, cfg: cfg, sessions: sessions,
+		limiter: ratelimit.New(deps.Redis, cfg.RatePrefix, deps.Logger),
+		users: &user.Service{
+			Codes:    user.NewCodes(deps.Redis, cfg.CodePolicy),
+			Sessions: sessions,
+			Users:    user.NewUsers(deps.DB),
+			Sender:   sender,
+		},
+	}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{TargetHeader: echo.HeaderXRequestID}))
+	e.Use(observe(deps.Registry))
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
+	e.Use(middleware.BodyLimit(strconv.FormatInt(cfg.BodyLimit, 10)))
+	e.Use(s.loadSession)
 
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
 	e.GET("/readyz", echo.WrapHandler(deps.Monitor.ReadyHandler()))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{Registry: deps.Registry})))
+
+	e.POST("/user/code", s.sendCode, s.rateLimit("code", cfg.Limits.Code))
+	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))
+	e.GET("/user/me", s.me, s.requireUser)
+	e.POST("/user/logout", s.logout, s.requireUser)
 	return s, nil
+}
+
+// Seckill mounts the flash-sale handler on POST /voucher-order/seckill/:id
+// behind a login and the seckill rate-limit policy.
+func (s *Server) Seckill(h echo.HandlerFunc) {
+	s.echo.POST("/voucher-order/seckill/:id", h, s.requireUser, s.rateLimit("seckill", s.cfg.Limits.Seckill))
+}
+
+// Admin mounts an admin route, guarded by X-Admin-Token.
+func (s *Server) Admin(method, path string, h echo.HandlerFunc) {
+	s.echo.Add(method, path, h, s.requireAdmin)
+}
+
+// ipExtractor takes the client IP from the connection, or from
+// X-Forwarded-For when the connection comes from a trusted proxy.
+func ipExtractor(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // Addr is the bound address (useful with port 0).
@@ -78,36 +138,37 @@ func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
 	return err
 }
 
-// handleError is the one mapping from errors to HTTP answers. A protocol
-// error keeps its status with a message meant for the client; anything else
-// is a server fault: logged with the request id, answered with a generic
-// message so no internal text reaches the client.
-func (s *Server) handleError(err error, c echo.Context) {
-	if c.Response().Committed {
-		return
-	}
-	code, msg := http.StatusInternalServerError, "internal server error"
-	var he *echo.HTTPError
-	if errors.As(err, &he) && he.Code < http.StatusInternalServerError {
-		code, msg = he.Code, fmt.Sprint(he.Message)
-	} else {
-		s.logger.Error("request failed", "request_id", requestID(c), "method", c.Request().Method,
-			"path", c.Request().URL.Path, "err", err)
-		if errors.As(err, &he) {
-			code = he.Code
-		}
-	}
-	var writeErr error
-	if c.Request().Method == http.MethodHead {
-		writeErr = c.NoContent(code)
-	} else {
-		writeErr = c.JSON(code, Fail(msg))
-	}
-	if writeErr != nil {
-		s.logger.Warn("writing error response", "request_id", requestID(c), "err", writeErr)
-	}
-}
-
 func requestID(c echo.Context) string {
 	return c.Response().Header().Get(echo.HeaderXRequestID)
+}
+
+// observe counts requests and their latency per route template and status.
+func observe(reg prometheus.Registerer) echo.MiddlewareFunc {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_http_requests_total", Help: "HTTP requests by method, route template and status.",
+	}, []string{"method", "route", "status"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "seckill_http_request_seconds", Help: "HTTP request latency by route template.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	}, []string{"route"})
+	reg.MustRegister(requests, latency)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			if err != nil {
+				// Write the answer now so its status is the one counted.
+				c.Error(err)
+			}
+			// Unknown routes and methods are labelled as one, so a scan of
+			// random paths cannot blow up the label set.
+			route, status := c.Path(), c.Response().Status
+			if route == "" || status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
+				route = "unmatched"
+			}
+			requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Inc()
+			latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+			return nil
+		}
+	}
 }

@@ -1,0 +1,124 @@
+package user
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/lua"
+)
+
+// CodeSender delivers a login code to a phone: the seam for an SMS provider.
+type CodeSender interface {
+	SendCode(ctx context.Context, phone, code string) error
+}
+
+// LogSender "sends" codes by writing them to the log, for development.
+type LogSender struct{ Logger *slog.Logger }
+
+// SendCode logs the code.
+func (s LogSender) SendCode(_ context.Context, phone, code string) error {
+	s.Logger.Info("login code (LogSender: no SMS is sent)", "phone", phone, "code", code)
+	return nil
+}
+
+// CodePolicy bounds the login codes of one phone.
+type CodePolicy struct {
+	TTL      time.Duration // a code's lifetime
+	Cooldown time.Duration // between two codes for one phone
+	DailyMax int           // codes per phone per day
+	MaxTries int           // wrong tries that burn a code
+	// Day is the time zone whose calendar days DailyMax counts.
+	Day *time.Location
+}
+
+// DefaultCodePolicy: 5-minute codes, one a minute, ten a day (China's
+// calendar day), burned by the fifth wrong try.
+var DefaultCodePolicy = CodePolicy{
+	TTL: 5 * time.Minute, Cooldown: time.Minute, DailyMax: 10, MaxTries: 5,
+	Day: time.FixedZone("UTC+8", 8*60*60),
+}
+
+// Codes keeps login codes in Redis.
+type Codes struct {
+	rdb    redis.Scripter
+	policy CodePolicy
+	now    func() time.Time
+}
+
+// NewCodes is the code store with its policy.
+func NewCodes(rdb redis.Scripter, policy CodePolicy) *Codes {
+	return &Codes{rdb: rdb, policy: policy, now: time.Now}
+}
+
+func codeKey(phone string) string { return "login:code:{" + phone + "}" }
+
+// Issue stores a fresh code for phone and returns it, or a
+// *ratelimit.ExceededError when the phone's cooldown or daily limit says no.
+func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
+	code, err := newCode()
+	if err != nil {
+		return "", err
+	}
+	now := c.now().In(c.policy.Day)
+	y, m, d := now.Date()
+	dayEnds := time.Date(y, m, d+1, 0, 0, 0, 0, c.policy.Day).Sub(now)
+	keys := []string{codeKey(phone), "login:code:last:{" + phone + "}", "login:code:day:{" + phone + "}"}
+	res, err := lua.IssueCode.Run(ctx, c.rdb, keys, code, c.policy.TTL.Milliseconds(),
+		c.policy.Cooldown.Milliseconds(), c.policy.DailyMax, max(dayEnds.Milliseconds(), 1)).Int64Slice()
+	if err != nil {
+		return "", fmt.Errorf("issue login code: %w", err)
+	}
+	wait := time.Duration(res[1]) * time.Millisecond
+	switch res[0] {
+	case 1:
+		return code, nil
+	case 0:
+		return "", &ratelimit.ExceededError{Message: "a code was sent to this phone less than a minute ago: wait before asking again", RetryAfter: wait}
+	default:
+		return "", &ratelimit.ExceededError{Message: "this phone has had its codes for today: try again tomorrow", RetryAfter: wait}
+	}
+}
+
+// Verify checks code for phone: nil when right (and the code is used up),
+// ErrWrongCode, or ErrNoCode.
+func (c *Codes) Verify(ctx context.Context, phone, code string) error {
+	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{codeKey(phone)}, code, c.policy.MaxTries).Int64()
+	if err != nil {
+		return fmt.Errorf("verify login code: %w", err)
+	}
+	switch res {
+	case 1:
+		return nil
+	case 0:
+		return ErrWrongCode
+	case -2:
+		return ErrCodeBurned
+	default:
+		return ErrNoCode
+	}
+}
+
+// newCode is six random decimal digits from crypto/rand.
+func newCode() (string, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		return "", fmt.Errorf("random login code: %w", err)
+	}
+	return fmt.Sprintf("%06d", n.Int64()), nil
+}
+
+// The outcomes of a login a user should read.
+var (
+	ErrInvalidPhone = errors.New("invalid phone number: want a mainland China mobile number, 11 digits starting with 13 to 19")
+	ErrWrongCode    = errors.New("wrong code")
+	ErrCodeBurned   = errors.New("wrong code, and too many wrong tries: request a new code")
+	ErrNoCode       = errors.New("no valid code for this phone: request a new code")
+)

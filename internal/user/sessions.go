@@ -1,0 +1,103 @@
+package user
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// User is what a session knows of its user: the course's UserDTO.
+type User struct {
+	ID       int64  `json:"id"`
+	NickName string `json:"nickName"`
+	Icon     string `json:"icon"`
+}
+
+// Sessions are login sessions in Redis: a hash per random token, expiring
+// after TTL without a request.
+type Sessions struct {
+	rdb redis.Cmdable
+	ttl time.Duration
+}
+
+// NewSessions keeps sessions for ttl after their last use.
+func NewSessions(rdb redis.Cmdable, ttl time.Duration) *Sessions {
+	return &Sessions{rdb: rdb, ttl: ttl}
+}
+
+func sessionKey(token string) string { return "login:token:{" + token + "}" }
+
+// tokenBytes is 128 bits: unguessable, and short in a header.
+const tokenBytes = 16
+
+// Create starts a session for u and returns its token.
+func (s *Sessions) Create(ctx context.Context, u User) (string, error) {
+	b := make([]byte, tokenBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("session token: %w", err)
+	}
+	token := hex.EncodeToString(b)
+	key := sessionKey(token)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, key, "id", strconv.FormatInt(u.ID, 10), "nickName", u.NickName, "icon", u.Icon)
+		p.Expire(ctx, key, s.ttl)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("store session: %w", err)
+	}
+	return token, nil
+}
+
+// WellFormedToken reports whether token could be one of ours; anything else
+// is not looked up at all.
+func WellFormedToken(token string) bool {
+	if len(token) != 2*tokenBytes {
+		return false
+	}
+	_, err := hex.DecodeString(token)
+	return err == nil
+}
+
+// Load returns the session's user and pushes its expiry TTL into the
+// future; ok is false when there is no such session.
+func (s *Sessions) Load(ctx context.Context, token string) (u User, ok bool, err error) {
+	if !WellFormedToken(token) {
+		return User{}, false, nil
+	}
+	key := sessionKey(token)
+	var fields *redis.MapStringStringCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		fields = p.HGetAll(ctx, key)
+		p.Expire(ctx, key, s.ttl)
+		return nil
+	})
+	if err != nil {
+		return User{}, false, fmt.Errorf("load session: %w", err)
+	}
+	m := fields.Val()
+	if len(m) == 0 {
+		return User{}, false, nil
+	}
+	id, err := strconv.ParseInt(m["id"], 10, 64)
+	if err != nil {
+		return User{}, false, fmt.Errorf("session %s…: bad user id %q", token[:6], m["id"])
+	}
+	return User{ID: id, NickName: m["nickName"], Icon: m["icon"]}, true, nil
+}
+
+// Delete ends the session.
+func (s *Sessions) Delete(ctx context.Context, token string) error {
+	if !WellFormedToken(token) {
+		return nil
+	}
+	if err := s.rdb.Del(ctx, sessionKey(token)).Err(); err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
