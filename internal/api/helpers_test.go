@@ -1,0 +1,192 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/envconfig"
+	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// inbox is a CodeSender that keeps the last code per phone, as a phone
+// would receive it.
+type inbox struct {
+	mu    sync.Mutex
+	codes map[string]string
+}
+
+func (b *inbox) SendCode(_ context.Context, phone, code string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.codes[phone] = code
+	return nil
+}
+
+func (b *inbox) last(t *testing.T, phone string) string {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	code, ok := b.codes[phone]
+	if !ok {
+		t.Fatalf("no code was sent to %s", phone)
+	}
+	return code
+}
+
+type testAPI struct {
+	URL    string
+	Server *api.Server
+	Redis  *testsupport.Redis
+	MySQL  *testsupport.MySQL
+	Inbox  *inbox
+	Logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startAPI runs an API server in the test process against the real Redis
+// and a MySQL database of the test's own. env overrides configuration the
+// way the real program reads it; mount adds routes before serving.
+func startAPI(t *testing.T, env map[string]string, mount ...func(*api.Server)) *testAPI {
+	t.Helper()
+	r := testsupport.MustRedis(t)
+	m := testsupport.MustMySQL(t)
+	vars := map[string]string{"SECKILL_API_ADDR": "127.0.0.1:0", "SECKILL_RATE_PREFIX": r.Key("rate:")}
+	for k, v := range env {
+		vars[k] = v
+	}
+	reader := envconfig.NewFrom(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	cfg := api.LoadConfig(reader)
+	if err := reader.Err(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	reg := prometheus.NewRegistry()
+	box := &inbox{codes: map[string]string{}}
+	srv, err := api.Listen(cfg, api.Deps{
+		Logger: logger, Monitor: health.NewMonitor(logger, reg, health.Options{}), Registry: reg,
+		Redis: r.Client, DB: m.DB, Sender: box,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range mount {
+		f(srv)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return &testAPI{URL: "http://" + srv.Addr(), Server: srv, Redis: r, MySQL: m, Inbox: box, Logs: logs}
+}
+
+// envelope is the course's Result as a client decodes it.
+type envelope struct {
+	Success  bool            `json:"success"`
+	ErrorMsg string          `json:"errorMsg"`
+	Data     json.RawMessage `json:"data"`
+	Total    *int64          `json:"total"`
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Raw    string
+	Body   envelope
+}
+
+// call sends a request; body may be a string or an io.Reader (sent
+// chunked, without Content-Length).
+func call(t *testing.T, method, url string, header map[string]string, body any) response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case io.Reader:
+		rd = b
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := body.(string); ok && s != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := response{Status: res.StatusCode, Header: res.Header, Raw: string(raw)}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out.Body); err != nil {
+			t.Fatalf("%s %s: the body is not the Result envelope: %v\n%s", method, url, err, raw)
+		}
+	}
+	return out
+}
+
+func (a *testAPI) sendCode(t *testing.T, phone string) string {
+	t.Helper()
+	res := call(t, "POST", a.URL+"/user/code?phone="+phone, nil, nil)
+	if res.Status != 200 || !res.Body.Success {
+		t.Fatalf("send code to %s: %d %s", phone, res.Status, res.Raw)
+	}
+	return a.Inbox.last(t, phone)
+}
+
+func (a *testAPI) login(t *testing.T, phone, code string) response {
+	t.Helper()
+	return call(t, "POST", a.URL+"/user/login", nil, `{"phone":"`+phone+`","code":"`+code+`"}`)
+}
+
+// loggedIn is a new user's session token.
+func (a *testAPI) loggedIn(t *testing.T, phone string) string {
+	t.Helper()
+	res := a.login(t, phone, a.sendCode(t, phone))
+	var token string
+	if res.Status != 200 || !res.Body.Success || json.Unmarshal(res.Body.Data, &token) != nil {
+		t.Fatalf("login %s: %d %s", phone, res.Status, res.Raw)
+	}
+	return token
+}

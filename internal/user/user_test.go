@@ -1,0 +1,248 @@
+package user_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/user"
+)
+
+func TestValidPhone(t *testing.T) {
+	tests := []struct {
+		phone string
+		valid bool
+	}{
+		{"13800138000", true},
+		{"19912345678", true},
+		{"15000000000", true},
+		{"12800138000", false}, // second digit 2
+		{"10800138000", false},
+		{"23800138000", false},
+		{"1380013800", false},   // 10 digits
+		{"138001380000", false}, // 12 digits
+		{"", false},
+		{"1380013800a", false},
+		{"+8613800138000", false},
+		{" 13800138000", false},
+		{"13800138000\n", false},
+		{"１3800138000", false}, // a full-width digit
+		{"1380013800٠", false}, // an Arabic-Indic zero
+	}
+	for _, tt := range tests {
+		if got := user.ValidPhone(tt.phone); got != tt.valid {
+			t.Errorf("ValidPhone(%q) = %v, want %v", tt.phone, got, tt.valid)
+		}
+	}
+}
+
+// randomPhone is a valid phone no other test run uses, so tests share the
+// real Redis without seeing each other's codes.
+func randomPhone() string {
+	return fmt.Sprintf("1%d%09d", 3+rand.IntN(7), rand.IntN(1_000_000_000))
+}
+
+func TestCodeIsSingleUseAndBoundToItsPhone(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	codes := user.NewCodes(r.Client, user.DefaultCodePolicy)
+	phone, other := randomPhone(), randomPhone()
+	code, err := codes.Issue(ctx, phone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(code) != 6 {
+		t.Fatalf("code %q is not six digits", code)
+	}
+	if err := codes.Verify(ctx, other, code); !errors.Is(err, user.ErrNoCode) {
+		t.Fatalf("another phone with this code: %v, want ErrNoCode", err)
+	}
+	if err := codes.Verify(ctx, phone, code); err != nil {
+		t.Fatalf("right code: %v", err)
+	}
+	if err := codes.Verify(ctx, phone, code); !errors.Is(err, user.ErrNoCode) {
+		t.Fatalf("the same code a second time: %v, want ErrNoCode", err)
+	}
+}
+
+func TestWrongTriesBurnTheCode(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	policy := user.DefaultCodePolicy
+	policy.Cooldown = time.Millisecond
+	codes := user.NewCodes(r.Client, policy)
+
+	t.Run("FourWrongThenRight", func(t *testing.T) {
+		phone := randomPhone()
+		code, _ := codes.Issue(ctx, phone)
+		for i := range 4 {
+			if err := codes.Verify(ctx, phone, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
+				t.Fatalf("wrong try %d: %v, want ErrWrongCode", i+1, err)
+			}
+		}
+		if err := codes.Verify(ctx, phone, code); err != nil {
+			t.Fatalf("right code after 4 wrong tries: %v", err)
+		}
+	})
+	t.Run("FiveWrongBurnIt", func(t *testing.T) {
+		phone := randomPhone()
+		code, _ := codes.Issue(ctx, phone)
+		for i := range 4 {
+			if err := codes.Verify(ctx, phone, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
+				t.Fatalf("wrong try %d: %v", i+1, err)
+			}
+		}
+		if err := codes.Verify(ctx, phone, wrong(code)); !errors.Is(err, user.ErrCodeBurned) {
+			t.Fatalf("5th wrong try: %v, want ErrCodeBurned", err)
+		}
+		if err := codes.Verify(ctx, phone, code); !errors.Is(err, user.ErrNoCode) {
+			t.Fatalf("6th try, with the right code: %v, want ErrNoCode (burned)", err)
+		}
+	})
+	t.Run("ANewCodeResetsTheTries", func(t *testing.T) {
+		phone := randomPhone()
+		first, _ := codes.Issue(ctx, phone)
+		for range 4 {
+			_ = codes.Verify(ctx, phone, wrong(first))
+		}
+		time.Sleep(5 * time.Millisecond)
+		second, err := codes.Issue(ctx, phone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := codes.Verify(ctx, phone, wrong(second)); !errors.Is(err, user.ErrWrongCode) {
+			t.Fatalf("first wrong try on a new code: %v, want ErrWrongCode", err)
+		}
+		if err := codes.Verify(ctx, phone, second); err != nil {
+			t.Fatalf("new code: %v", err)
+		}
+	})
+}
+
+func wrong(code string) string {
+	if code == "000000" {
+		return "111111"
+	}
+	return "000000"
+}
+
+func TestCodeLimitsPerPhone(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+
+	t.Run("Cooldown", func(t *testing.T) {
+		codes := user.NewCodes(r.Client, user.DefaultCodePolicy)
+		phone := randomPhone()
+		if _, err := codes.Issue(ctx, phone); err != nil {
+			t.Fatal(err)
+		}
+		_, err := codes.Issue(ctx, phone)
+		var exceeded *ratelimit.ExceededError
+		if !errors.As(err, &exceeded) {
+			t.Fatalf("second code within a minute: %v, want ExceededError", err)
+		}
+		if exceeded.RetryAfter <= 55*time.Second || exceeded.RetryAfter > time.Minute {
+			t.Fatalf("RetryAfter = %v, want just under a minute", exceeded.RetryAfter)
+		}
+		if _, err := codes.Issue(ctx, randomPhone()); err != nil {
+			t.Fatalf("another phone is not limited: %v", err)
+		}
+	})
+	t.Run("DailyMax", func(t *testing.T) {
+		policy := user.DefaultCodePolicy
+		policy.Cooldown = time.Millisecond
+		codes := user.NewCodes(r.Client, policy)
+		phone := randomPhone()
+		for i := range policy.DailyMax {
+			if _, err := codes.Issue(ctx, phone); err != nil {
+				t.Fatalf("code %d of %d: %v", i+1, policy.DailyMax, err)
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+		_, err := codes.Issue(ctx, phone)
+		var exceeded *ratelimit.ExceededError
+		if !errors.As(err, &exceeded) {
+			t.Fatalf("code %d in a day: %v, want ExceededError", policy.DailyMax+1, err)
+		}
+		if exceeded.RetryAfter <= 0 || exceeded.RetryAfter > 24*time.Hour {
+			t.Fatalf("RetryAfter = %v, want until the end of the day", exceeded.RetryAfter)
+		}
+	})
+}
+
+func TestSessions(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	sessions := user.NewSessions(r.Client, 30*time.Minute)
+	want := user.User{ID: 42, NickName: "user_abc", Icon: "/imgs/a.png"}
+	token, err := sessions.Create(ctx, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !user.WellFormedToken(token) {
+		t.Fatalf("token %q is not 32 hex digits", token)
+	}
+	t.Cleanup(func() { r.Client.Del(ctx, "login:token:{"+token+"}") })
+
+	key := "login:token:{" + token + "}"
+	r.Client.Expire(ctx, key, time.Minute)
+	got, ok, err := sessions.Load(ctx, token)
+	if err != nil || !ok || got != want {
+		t.Fatalf("Load = %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+	if ttl := r.Client.TTL(ctx, key).Val(); ttl < 29*time.Minute {
+		t.Fatalf("TTL after Load = %v, want refreshed to 30m", ttl)
+	}
+	for _, bad := range []string{"", "nope", token + "0", "zz" + token[2:]} {
+		if _, ok, err := sessions.Load(ctx, bad); ok || err != nil {
+			t.Fatalf("Load(%q) = %v, %v; want no session", bad, ok, err)
+		}
+	}
+	if err := sessions.Delete(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := sessions.Load(ctx, token); ok {
+		t.Fatal("session still there after Delete")
+	}
+}
+
+// Two first logins of one phone at once make one user.
+func TestFindOrCreateMakesOneUserPerPhone(t *testing.T) {
+	m := testsupport.MustMySQL(t)
+	users := user.NewUsers(m.DB)
+	ctx := context.Background()
+	phone := randomPhone()
+	const logins = 8
+	ids := make([]int64, logins)
+	var wg sync.WaitGroup
+	for i := range logins {
+		wg.Go(func() {
+			u, err := users.FindOrCreate(ctx, phone)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = u.ID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] || id == 0 {
+			t.Fatalf("ids = %v, want one user", ids)
+		}
+	}
+	var rows int
+	if err := m.DB.QueryRow("SELECT COUNT(*) FROM tb_user WHERE phone = ?", phone).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("rows for the phone = %d, %v; want 1", rows, err)
+	}
+	u, _ := users.FindOrCreate(ctx, phone)
+	if len(u.NickName) != len("user_")+10 || u.NickName[:5] != "user_" {
+		t.Fatalf("nickname %q, want user_ and 10 random characters", u.NickName)
+	}
+}
