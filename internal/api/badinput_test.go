@@ -1,0 +1,140 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seckill/seckill/internal/api"
+)
+
+const testAdminToken = "test-admin-token-0123456789"
+
+func mountProbes(s *api.Server) {
+	ok := func(c echo.Context) error { return c.JSON(http.StatusOK, api.OK("probe")) }
+	s.Seckill(ok)
+	s.Admin(http.MethodPost, "/voucher/seckill", ok)
+}
+
+// Every way a request can be wrong gets its status and a message that says
+// what is wrong, in the Result envelope, with a request id.
+func TestBadInputs(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_API_BODY_LIMIT": "1024", "SECKILL_ADMIN_TOKEN": testAdminToken}, mountProbes)
+	valid := randomPhone()
+	unknownToken := strings.Repeat("ab", 16)
+	big := `{"phone":"` + valid + `","code":"` + strings.Repeat("1", 2000) + `"}`
+	tests := []struct {
+		name    string
+		method  string
+		path    string
+		header  map[string]string
+		body    any
+		status  int
+		message string
+	}{
+		{"code: missing phone", "POST", "/user/code", nil, nil, 400, "missing query parameter: phone"},
+		{"code: empty phone", "POST", "/user/code?phone=", nil, nil, 400, "missing query parameter: phone"},
+		{"code: short phone", "POST", "/user/code?phone=1380013800", nil, nil, 200, "invalid phone number"},
+		{"code: letters", "POST", "/user/code?phone=1380013800a", nil, nil, 200, "invalid phone number"},
+		{"code: landline prefix", "POST", "/user/code?phone=12800138000", nil, nil, 200, "invalid phone number"},
+		{"code: huge phone", "POST", "/user/code?phone=" + strings.Repeat("1", 4000), nil, nil, 200, "invalid phone number"},
+		{"code: wrong method", "GET", "/user/code?phone=" + valid, nil, nil, 405, "method GET is not allowed on /user/code"},
+		{"login: empty body", "POST", "/user/login", nil, "", 400, "the body is empty"},
+		{"login: truncated JSON", "POST", "/user/login", nil, `{"phone":"1`, 400, "ends in the middle"},
+		{"login: malformed JSON", "POST", "/user/login", nil, `{phone:1}`, 400, "malformed JSON at byte 2"},
+		{"login: phone is a number", "POST", "/user/login", nil, `{"phone":13800138000,"code":"123456"}`, 400, `field "phone" must be a string`},
+		{"login: code is a number", "POST", "/user/login", nil, `{"phone":"` + valid + `","code":123456}`, 400, `field "code" must be a string`},
+		{"login: code is an object", "POST", "/user/login", nil, `{"phone":"` + valid + `","code":{}}`, 400, `field "code" must be a string`},
+		{"login: body is an array", "POST", "/user/login", nil, `[]`, 400, "must be a JSON object"},
+		{"login: two objects", "POST", "/user/login", nil, `{"phone":"1"} {"code":"2"}`, 400, "one JSON object and nothing after it"},
+		{"login: missing phone", "POST", "/user/login", nil, `{"code":"123456"}`, 400, "missing field: phone"},
+		{"login: null phone", "POST", "/user/login", nil, `{"phone":null,"code":"123456"}`, 400, "missing field: phone"},
+		{"login: missing code", "POST", "/user/login", nil, `{"phone":"` + valid + `"}`, 400, "missing field: code"},
+		{"login: password login", "POST", "/user/login", nil, `{"phone":"` + valid + `","password":"x"}`, 200, "password login is not supported"},
+		{"login: invalid phone", "POST", "/user/login", nil, `{"phone":"123","code":"123456"}`, 200, "invalid phone number"},
+		{"login: short code", "POST", "/user/login", nil, `{"phone":"` + valid + `","code":"12"}`, 200, "wrong code"},
+		{"login: no code issued", "POST", "/user/login", nil, `{"phone":"` + randomPhone() + `","code":"123456"}`, 200, "no valid code"},
+		{"login: invalid UTF-8", "POST", "/user/login", nil, "{\"phone\":\"1\xff\",\"code\":\"123456\"}", 200, "invalid phone number"},
+		{"login: body over the limit", "POST", "/user/login", nil, big, 413, "request body too large: at most 1024 bytes"},
+		{"login: chunked body over the limit", "POST", "/user/login", nil, strings.NewReader(big), 413, "request body too large"},
+		{"login: text/plain", "POST", "/user/login", map[string]string{"Content-Type": "text/plain"}, nil, 415, "Content-Type must be application/json"},
+		{"login: wrong method", "GET", "/user/login", nil, nil, 405, "method GET is not allowed"},
+		{"me: no authorization", "GET", "/user/me", nil, nil, 401, "please log in: no authorization header"},
+		{"me: garbage token", "GET", "/user/me", map[string]string{"authorization": "garbage"}, nil, 401, "session expired or unknown"},
+		{"me: unknown bearer token", "GET", "/user/me", map[string]string{"authorization": "Bearer " + unknownToken}, nil, 401, "session expired or unknown"},
+		{"me: wrong method", "POST", "/user/me", nil, nil, 405, "method POST is not allowed"},
+		{"logout: no authorization", "POST", "/user/logout", nil, nil, 401, "please log in"},
+		{"logout: wrong method", "GET", "/user/logout", nil, nil, 405, "method GET is not allowed"},
+		{"seckill: no authorization", "POST", "/voucher-order/seckill/1", nil, nil, 401, "please log in"},
+		{"seckill: expired session", "POST", "/voucher-order/seckill/1", map[string]string{"authorization": unknownToken}, nil, 401, "session expired or unknown"},
+		{"admin: no token", "POST", "/voucher/seckill", nil, nil, 401, "send the admin token in X-Admin-Token"},
+		{"admin: wrong token", "POST", "/voucher/seckill", map[string]string{"X-Admin-Token": "nope"}, nil, 403, "wrong admin token"},
+		{"admin: a user session is not an admin", "POST", "/voucher/seckill", map[string]string{"authorization": unknownToken}, nil, 401, "X-Admin-Token"},
+		{"unknown route", "GET", "/no/such/route", nil, nil, 404, "no such route: GET /no/such/route"},
+		{"versioned prefix is not a route", "POST", "/api/v1/user/code?phone=" + valid, nil, nil, 404, "no such route"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, tt.method, a.URL+tt.path, tt.header, tt.body)
+			if res.Status != tt.status {
+				t.Fatalf("status %d, want %d: %s", res.Status, tt.status, res.Raw)
+			}
+			if res.Body.Success || !strings.Contains(res.Body.ErrorMsg, tt.message) {
+				t.Fatalf("body %s, want success false and errorMsg with %q", res.Raw, tt.message)
+			}
+			if res.Header.Get("X-Request-Id") == "" {
+				t.Fatal("no X-Request-Id header")
+			}
+		})
+	}
+	if n := len(tests); n < 20 {
+		t.Fatalf("only %d bad inputs", n)
+	}
+}
+
+func TestAdminRoutes(t *testing.T) {
+	t.Run("RightToken", func(t *testing.T) {
+		a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken}, mountProbes)
+		res := call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": testAdminToken}, nil)
+		if res.Status != 200 || !res.Body.Success {
+			t.Fatalf("right admin token: %d %s", res.Status, res.Raw)
+		}
+		res = call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": testAdminToken + "x"}, nil)
+		if res.Status != 403 {
+			t.Fatalf("the token plus a character: %d %s", res.Status, res.Raw)
+		}
+	})
+	t.Run("DisabledWithoutConfiguredToken", func(t *testing.T) {
+		a := startAPI(t, nil, mountProbes)
+		res := call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": "anything-at-all-123"}, nil)
+		if res.Status != 403 || !strings.Contains(res.Body.ErrorMsg, "admin routes are disabled") {
+			t.Fatalf("admin route with no token configured: %d %s", res.Status, res.Raw)
+		}
+	})
+}
+
+// A server fault answers 500 with a generic message; the cause goes to the
+// log under the request id, never to the client.
+func TestServerFaultHidesInternals(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_CODE_COOLDOWN": "1ms"})
+	if _, err := a.MySQL.DB.Exec("DROP TABLE tb_user"); err != nil {
+		t.Fatal(err)
+	}
+	phone := randomPhone()
+	res := a.login(t, phone, a.sendCode(t, phone))
+	if res.Status != 500 || res.Body.Success || res.Body.ErrorMsg != "internal server error" {
+		t.Fatalf("login with tb_user gone: %d %s", res.Status, res.Raw)
+	}
+	for _, leak := range []string{"tb_user", "Error 1146", "sql", "doesn't exist"} {
+		if strings.Contains(res.Raw, leak) {
+			t.Fatalf("the response leaks %q: %s", leak, res.Raw)
+		}
+	}
+	id := res.Header.Get("X-Request-Id")
+	logs := a.Logs.String()
+	if id == "" || !strings.Contains(logs, "request_id="+id) || !strings.Contains(logs, "tb_user") {
+		t.Fatalf("the log lacks the request id %q and the cause:\n%s", id, logs)
+	}
+}

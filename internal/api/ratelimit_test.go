@@ -1,0 +1,108 @@
+package api_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/envconfig"
+)
+
+func codeRequest(t *testing.T, a *testAPI, xff string) response {
+	t.Helper()
+	var h map[string]string
+	if xff != "" {
+		h = map[string]string{"X-Forwarded-For": xff}
+	}
+	return call(t, "POST", a.URL+"/user/code?phone="+randomPhone(), h, nil)
+}
+
+// X-Forwarded-For is believed only from a configured proxy, so a client
+// cannot dodge a per-IP limit by sending a new address each time.
+func TestPerIPLimitUsesTheRealClientIP(t *testing.T) {
+	t.Run("SpoofedHeaderFromAClientIsIgnored", func(t *testing.T) {
+		a := startAPI(t, map[string]string{"SECKILL_RATE_CODE_IP": "3/1m"})
+		for i := range 3 {
+			if res := codeRequest(t, a, "10.0.0."+strconv.Itoa(i)); res.Status != 200 {
+				t.Fatalf("request %d: %d %s", i+1, res.Status, res.Raw)
+			}
+		}
+		res := codeRequest(t, a, "10.0.0.99")
+		if res.Status != 429 {
+			t.Fatalf("4th request with a new spoofed address: %d %s, want 429", res.Status, res.Raw)
+		}
+	})
+	t.Run("TrustedProxyForwardsClients", func(t *testing.T) {
+		a := startAPI(t, map[string]string{"SECKILL_RATE_CODE_IP": "3/1m", "SECKILL_API_TRUSTED_PROXIES": "127.0.0.1"})
+		for i := range 6 {
+			if res := codeRequest(t, a, "203.0.113."+strconv.Itoa(i)); res.Status != 200 {
+				t.Fatalf("client %d behind the proxy: %d %s", i, res.Status, res.Raw)
+			}
+		}
+		for i := range 3 {
+			if res := codeRequest(t, a, "198.51.100.7"); res.Status != 200 {
+				t.Fatalf("request %d of one forwarded client: %d %s", i+1, res.Status, res.Raw)
+			}
+		}
+		// A client that prepends its own entry still counts as the
+		// address the proxy saw.
+		if res := codeRequest(t, a, "1.2.3.4, 198.51.100.7"); res.Status != 429 {
+			t.Fatalf("4th request of one forwarded client: %d %s, want 429", res.Status, res.Raw)
+		}
+	})
+}
+
+func TestRateLimitedAnswer(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_RATE_LOGIN_IP": "2/1m"})
+	body := `{"phone":"123","code":"123456"}`
+	for range 2 {
+		call(t, "POST", a.URL+"/user/login", nil, body)
+	}
+	res := call(t, "POST", a.URL+"/user/login", nil, body)
+	if res.Status != 429 || res.Body.Success || !strings.Contains(res.Body.ErrorMsg, "too many requests") {
+		t.Fatalf("3rd login in the window: %d %s", res.Status, res.Raw)
+	}
+	if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+		t.Fatalf("Retry-After %q, want 1..60 seconds", res.Header.Get("Retry-After"))
+	}
+}
+
+func TestDefaultFailureModes(t *testing.T) {
+	r := envconfig.NewFrom(func(string) (string, bool) { return "", false })
+	cfg := api.LoadConfig(r)
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Limits.Seckill.FailOpen {
+		t.Error("the seckill route must fail closed by default")
+	}
+	if !cfg.Limits.Code.FailOpen || !cfg.Limits.Login.FailOpen {
+		t.Error("the other routes fail open by default")
+	}
+	if cfg.Limits.Seckill.PerUser.Off() || cfg.Limits.Seckill.PerIP.Off() || cfg.Limits.Code.PerIP.Off() {
+		t.Error("default limits missing")
+	}
+}
+
+func TestBadConfigurationNamesTheVariable(t *testing.T) {
+	for key, value := range map[string]string{
+		"SECKILL_RATE_CODE_IP":        "lots",
+		"SECKILL_RATE_SECKILL_FAIL":   "maybe",
+		"SECKILL_API_TRUSTED_PROXIES": "10.0.0.0/99",
+		"SECKILL_ADMIN_TOKEN":         "short",
+		"SECKILL_API_BODY_LIMIT":      "12",
+		"SECKILL_SESSION_TTL":         "forever",
+	} {
+		r := envconfig.NewFrom(func(k string) (string, bool) {
+			if k == key {
+				return value, true
+			}
+			return "", false
+		})
+		api.LoadConfig(r)
+		if err := r.Err(); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s=%q: error %v, want one naming the variable", key, value, err)
+		}
+	}
+}
