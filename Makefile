@@ -58,8 +58,16 @@ seed: migrate
 run: seed
 	@$(RUN_ENV) deploy/local/run.sh
 
+# The fuzz targets, each run briefly on top of its committed corpus.
+FUZZ := internal/api:FuzzDecodeLoginForm internal/user:FuzzValidPhone
+FUZZTIME ?= 10s
+
 test: migrate
 	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
+	@for f in $(FUZZ); do \
+	  echo "fuzz $${f#*:} for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${f#*:}$$" -fuzztime $(FUZZTIME) ./$${f%%:*} || exit 1; \
+	done
 
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
