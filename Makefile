@@ -19,7 +19,7 @@ RUN_ENV := SECKILL_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/seckill' \
 	SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 	SECKILL_BINLOG_ADDR=127.0.0.1:$(MYSQL_PORT)
-PROGRAMS := api order-writer cache-invalidator seckillctl
+PROGRAMS := api order-writer cache-invalidator seckillctl loadgen
 
 .PHONY: help run test up down status install migrate seed build lint bench go-check
 
@@ -73,5 +73,6 @@ lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
-bench: up
+bench: migrate
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	@$(RUN_ENV) deploy/local/bench.sh
