@@ -1,0 +1,63 @@
+package idgen_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// Several generators (as several API processes) share one Redis: their ids
+// never collide, and each generator's ids increase.
+func TestIDsAreUniqueAcrossGeneratorsAndIncrease(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	kind := r.Key("order")
+	ctx := context.Background()
+	const gens, perGen = 4, 5000
+	ids := make([][]int64, gens)
+	var wg sync.WaitGroup
+	for g := range gens {
+		gen := idgen.New(r.Client, kind, 100)
+		wg.Go(func() {
+			for range perGen {
+				id, err := gen.Next(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[g] = append(ids[g], id)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for g := range gens {
+		for i, id := range ids[g] {
+			if seen[id] {
+				t.Fatalf("id %d made twice", id)
+			}
+			seen[id] = true
+			if i > 0 && id <= ids[g][i-1] {
+				t.Fatalf("generator %d: id %d after %d", g, id, ids[g][i-1])
+			}
+			if id <= 0 {
+				t.Fatalf("id %d not positive", id)
+			}
+		}
+	}
+	if len(seen) != gens*perGen {
+		t.Fatalf("%d ids, want %d", len(seen), gens*perGen)
+	}
+	// A restarted process leases a new block: no id of before comes back.
+	restarted := idgen.New(r.Client, kind, 100)
+	id, err := restarted.Next(ctx)
+	if err != nil || seen[id] {
+		t.Fatalf("after a restart: %d, %v", id, err)
+	}
+	if got := idgen.Time(id); time.Since(got) > 5*time.Second || time.Until(got) > time.Second {
+		t.Fatalf("id time %v, want now", got)
+	}
+}
