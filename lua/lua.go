@@ -17,6 +17,10 @@ var files embed.FS
 // Unlock deletes KEYS[1] only if it still holds the owner token ARGV[1].
 var Unlock = mustLoad("unlock.lua")
 
+// Seckill is the flash-sale gate: sale window, stock and one order per
+// user, decided and recorded atomically.
+var Seckill = mustLoad("seckill.lua")
+
 // IssueCode stores a new login code for a phone within the phone's cooldown
 // and daily limit.
 var IssueCode = mustLoad("issue_code.lua")

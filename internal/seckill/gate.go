@@ -1,0 +1,126 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+)
+
+// The gate's answers a buyer should read.
+var (
+	ErrUnknownVoucher = errors.New("no such flash-sale voucher")
+	ErrNotStarted     = errors.New("the flash sale has not started yet")
+	ErrEnded          = errors.New("the flash sale has ended")
+	ErrAlreadyBought  = errors.New("you already have an order for this voucher: one per user")
+	ErrSoldOut        = errors.New("sold out")
+)
+
+var outcomes = []error{nil, ErrUnknownVoucher, ErrNotStarted, ErrEnded, ErrAlreadyBought, ErrSoldOut}
+
+// Decision is the gate's answer to one attempt.
+type Decision struct {
+	Err        error // nil when accepted, else one of the outcomes above
+	StockLeft  int64
+	AcceptedAt time.Time // Redis's clock
+}
+
+// Try runs the gate: one unit of voucherID for userID under orderID.
+func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (Decision, error) {
+	res, err := lua.Seckill.Run(ctx, s.rdb, s.KeysOf(voucherID).list(),
+		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)).Int64Slice()
+	if err != nil {
+		return Decision{}, fmt.Errorf("seckill gate: %w", err)
+	}
+	if res[0] < 0 || int(res[0]) >= len(outcomes) {
+		return Decision{}, fmt.Errorf("seckill gate: unknown outcome %d", res[0])
+	}
+	return Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2])}, nil
+}
+
+// Warm puts a voucher's sale into Redis: its stock and window, and a buyer
+// set and reservations of its own. Warming again (a changed window, a
+// restocked sale) keeps the buyers and reservations.
+func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
+	k := s.KeysOf(voucherID)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, k.Voucher, "stock", stock, "begin", begin.UnixMilli(), "end", end.UnixMilli())
+		p.SAdd(ctx, s.ActiveVouchers(), voucherID)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("warm voucher %d in Redis: %w", voucherID, err)
+	}
+	return nil
+}
+
+// Reservation is an accepted order the order-writer has not confirmed.
+type Reservation struct {
+	OrderID, UserID, VoucherID int64
+	AcceptedAt                 time.Time
+}
+
+func parseReservation(voucherID, orderID int64, v string) (Reservation, error) {
+	user, ms, ok := strings.Cut(v, ":")
+	uid, err1 := strconv.ParseInt(user, 10, 64)
+	at, err2 := strconv.ParseInt(ms, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return Reservation{}, fmt.Errorf("reservation %d of voucher %d: malformed %q", orderID, voucherID, v)
+	}
+	return Reservation{OrderID: orderID, UserID: uid, VoucherID: voucherID, AcceptedAt: time.UnixMilli(at)}, nil
+}
+
+// FindReservation looks for a pending order among the active vouchers.
+func (s *Store) FindReservation(ctx context.Context, orderID int64) (Reservation, bool, error) {
+	ids, err := s.rdb.SMembers(ctx, s.ActiveVouchers()).Result()
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("active vouchers: %w", err)
+	}
+	field := strconv.FormatInt(orderID, 10)
+	cmds := make([]*redis.StringCmd, len(ids))
+	vids := make([]int64, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			vids[i], _ = strconv.ParseInt(id, 10, 64)
+			cmds[i] = p.HGet(ctx, s.KeysOf(vids[i]).Pending, field)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Reservation{}, false, fmt.Errorf("find reservation %d: %w", orderID, err)
+	}
+	for i, c := range cmds {
+		if v, err := c.Result(); err == nil {
+			r, err := parseReservation(vids[i], orderID, v)
+			return r, err == nil, err
+		}
+	}
+	return Reservation{}, false, nil
+}
+
+// Confirm removes the reservations of orders the order-writer has settled
+// (inserted or recorded as failed).
+func (s *Store) Confirm(ctx context.Context, orders []Reservation) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, o := range orders {
+			k := s.KeysOf(o.VoucherID)
+			id := strconv.FormatInt(o.OrderID, 10)
+			p.HDel(ctx, k.Pending, id)
+			p.ZRem(ctx, k.PendingAt, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("confirm %d reservations: %w", len(orders), err)
+	}
+	return nil
+}
