@@ -15,16 +15,19 @@ import (
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/envconfig"
 	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/seckill"
 )
 
 type config struct {
 	daemon.Common
-	API api.Config
+	API     api.Config
+	Seckill seckill.Config
 }
 
 func loadConfig(r *envconfig.Reader) (config, error) {
-	c := config{Common: daemon.LoadCommon(r), API: api.LoadConfig(r)}
+	c := config{Common: daemon.LoadCommon(r), API: api.LoadConfig(r), Seckill: seckill.LoadConfig(r)}
 	return c, r.Err()
 }
 
@@ -55,7 +58,13 @@ func run() error {
 	monitor.Add("mysql", mysqldb.Addr(cfg.MySQLDSN), db.PingContext)
 	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
 
-	srv, err := api.Listen(cfg.API, api.Deps{Logger: logger, Monitor: monitor, Registry: reg, Redis: rdb, DB: db})
+	store := seckill.NewStore(rdb, cfg.Seckill.KeyPrefix)
+	publisher := seckill.NewPublisher(broker.NewWriter(cfg.KafkaBrokers, cfg.Seckill.OrdersTopic), cfg.Seckill.PublishTimeout)
+	orders := &seckill.Service{
+		Store: store, IDs: idgen.New(rdb, "order", cfg.Seckill.IDBlock), Publisher: publisher,
+		KafkaUp: func() bool { return monitor.Up("kafka") }, SoldOut: seckill.NewSoldOutCache(cfg.Seckill.SoldOutTTL), Logger: logger,
+	}
+	srv, err := api.Listen(cfg.API, api.Deps{Logger: logger, Monitor: monitor, Registry: reg, Redis: rdb, DB: db, Store: store, Seckill: orders})
 	if err != nil {
 		return err
 	}
@@ -74,6 +83,7 @@ func run() error {
 	}
 	return errors.Join(daemon.Shutdown(logger, cfg.ShutdownTimeout,
 		daemon.Step{Name: "http server", Do: srv.Shutdown},
+		daemon.Step{Name: "kafka publisher", Do: func(context.Context) error { return publisher.Close() }},
 		daemon.Step{Name: "dependency monitor", Do: func(context.Context) error { stopMonitor(); return nil }},
 		daemon.Step{Name: "mysql", Do: func(context.Context) error { return db.Close() }},
 		daemon.Step{Name: "redis", Do: func(context.Context) error { return rdb.Close() }},

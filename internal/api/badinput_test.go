@@ -1,27 +1,16 @@
 package api_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/labstack/echo/v4"
-
-	"github.com/seckill/seckill/internal/api"
 )
 
 const testAdminToken = "test-admin-token-0123456789"
 
-func mountProbes(s *api.Server) {
-	ok := func(c echo.Context) error { return c.JSON(http.StatusOK, api.OK("probe")) }
-	s.Seckill(ok)
-	s.Admin(http.MethodPost, "/voucher/seckill", ok)
-}
-
 // Every way a request can be wrong gets its status and a message that says
 // what is wrong, in the Result envelope, with a request id.
 func TestBadInputs(t *testing.T) {
-	a := startAPI(t, map[string]string{"SECKILL_API_BODY_LIMIT": "1024", "SECKILL_ADMIN_TOKEN": testAdminToken}, mountProbes)
+	a := startAPI(t, map[string]string{"SECKILL_API_BODY_LIMIT": "1024", "SECKILL_ADMIN_TOKEN": testAdminToken})
 	valid := randomPhone()
 	unknownToken := strings.Repeat("ab", 16)
 	big := `{"phone":"` + valid + `","code":"` + strings.Repeat("1", 2000) + `"}`
@@ -96,9 +85,10 @@ func TestBadInputs(t *testing.T) {
 
 func TestAdminRoutes(t *testing.T) {
 	t.Run("RightToken", func(t *testing.T) {
-		a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken}, mountProbes)
-		res := call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": testAdminToken}, nil)
-		if res.Status != 200 || !res.Body.Success {
+		a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
+		// Past the guard, the handler itself judges the (empty) voucher.
+		res := call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": testAdminToken}, `{}`)
+		if res.Status != 400 || !strings.Contains(res.Body.ErrorMsg, "invalid voucher") {
 			t.Fatalf("right admin token: %d %s", res.Status, res.Raw)
 		}
 		res = call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": testAdminToken + "x"}, nil)
@@ -107,7 +97,7 @@ func TestAdminRoutes(t *testing.T) {
 		}
 	})
 	t.Run("DisabledWithoutConfiguredToken", func(t *testing.T) {
-		a := startAPI(t, nil, mountProbes)
+		a := startAPI(t, nil)
 		res := call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": "anything-at-all-123"}, nil)
 		if res.Status != 403 || !strings.Contains(res.Body.ErrorMsg, "admin routes are disabled") {
 			t.Fatalf("admin route with no token configured: %d %s", res.Status, res.Raw)

@@ -9,13 +9,16 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/seckill"
 	"github.com/seckill/seckill/internal/user"
+	"github.com/seckill/seckill/internal/voucher"
 )
 
 // outcomes are the business outcomes a user should read: HTTP 200,
 // success false, and the outcome's own message (never the wrapping text).
 var outcomes = []error{
 	user.ErrInvalidPhone, user.ErrWrongCode, user.ErrCodeBurned, user.ErrNoCode,
+	seckill.ErrUnknownVoucher, seckill.ErrNotStarted, seckill.ErrEnded, seckill.ErrAlreadyBought, seckill.ErrSoldOut,
 }
 
 // handleError is the one mapping from errors to HTTP answers:
@@ -45,6 +48,22 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 		if errors.Is(err, o) {
 			return http.StatusOK, Fail(o.Error())
 		}
+	}
+	if errors.Is(err, voucher.ErrInvalid) {
+		return http.StatusBadRequest, Fail(err.Error())
+	}
+	var notPublished *seckill.NotPublishedError
+	if errors.As(err, &notPublished) {
+		// The order is reserved and the relay will publish it: the client
+		// gets its id to follow it, with a 503 because it is not yet sure.
+		c.Response().Header().Set("Retry-After", "5")
+		id := strconv.FormatInt(notPublished.OrderID, 10)
+		return http.StatusServiceUnavailable, Result{ErrorMsg: "order " + id +
+			" is reserved but the order queue is slow: it will be processed; follow it at /voucher-order/" + id, Data: id}
+	}
+	if errors.Is(err, seckill.ErrNotTaken) {
+		c.Response().Header().Set("Retry-After", "5")
+		return http.StatusServiceUnavailable, Fail(seckill.ErrNotTaken.Error())
 	}
 	var exceeded *ratelimit.ExceededError
 	if errors.As(err, &exceeded) {

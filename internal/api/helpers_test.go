@@ -14,8 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/envconfig"
 	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/seckill"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -46,6 +49,8 @@ func (b *inbox) last(t *testing.T, phone string) string {
 
 type testAPI struct {
 	URL    string
+	Store  *seckill.Store
+	Topic  string
 	Server *api.Server
 	Redis  *testsupport.Redis
 	MySQL  *testsupport.MySQL
@@ -70,13 +75,15 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startAPI runs an API server in the test process against the real Redis
-// and a MySQL database of the test's own. env overrides configuration the
-// way the real program reads it; mount adds routes before serving.
-func startAPI(t *testing.T, env map[string]string, mount ...func(*api.Server)) *testAPI {
+// startAPI runs an API server in the test process against the real Redis,
+// a MySQL database and a Kafka topic of the test's own. env overrides
+// configuration the way the real program reads it.
+func startAPI(t *testing.T, env map[string]string) *testAPI {
 	t.Helper()
 	r := testsupport.MustRedis(t)
 	m := testsupport.MustMySQL(t)
+	k := testsupport.MustKafka(t)
+	topic := k.MustTopic(t, 3)
 	vars := map[string]string{"SECKILL_API_ADDR": "127.0.0.1:0", "SECKILL_RATE_PREFIX": r.Key("rate:")}
 	for k, v := range env {
 		vars[k] = v
@@ -90,15 +97,19 @@ func startAPI(t *testing.T, env map[string]string, mount ...func(*api.Server)) *
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	reg := prometheus.NewRegistry()
 	box := &inbox{codes: map[string]string{}}
+	store := seckill.NewStore(r.Client, r.Prefix)
+	publisher := seckill.NewPublisher(broker.NewWriter(k.Brokers, topic), 5*time.Second)
+	t.Cleanup(func() { _ = publisher.Close() })
+	orders := &seckill.Service{
+		Store: store, IDs: idgen.New(r.Client, r.Key("order"), 100), Publisher: publisher,
+		SoldOut: seckill.NewSoldOutCache(time.Second), Logger: logger,
+	}
 	srv, err := api.Listen(cfg, api.Deps{
 		Logger: logger, Monitor: health.NewMonitor(logger, reg, health.Options{}), Registry: reg,
-		Redis: r.Client, DB: m.DB, Sender: box,
+		Redis: r.Client, DB: m.DB, Sender: box, Store: store, Seckill: orders,
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, f := range mount {
-		f(srv)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
@@ -110,7 +121,7 @@ func startAPI(t *testing.T, env map[string]string, mount ...func(*api.Server)) *
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &testAPI{URL: "http://" + srv.Addr(), Server: srv, Redis: r, MySQL: m, Inbox: box, Logs: logs}
+	return &testAPI{URL: "http://" + srv.Addr(), Store: store, Topic: topic, Server: srv, Redis: r, MySQL: m, Inbox: box, Logs: logs}
 }
 
 // envelope is the course's Result as a client decodes it.

@@ -21,7 +21,9 @@ import (
 
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/seckill"
 	"github.com/seckill/seckill/internal/user"
+	"github.com/seckill/seckill/internal/voucher"
 )
 
 // Server is the API's HTTP server.
@@ -33,6 +35,10 @@ type Server struct {
 	users    *user.Service
 	sessions *user.Sessions
 	limiter  *ratelimit.Limiter
+	db       *sql.DB
+	store    *seckill.Store
+	vouchers *voucher.Vouchers
+	orders   *seckill.Service
 }
 
 // Deps are what the server needs from main.
@@ -44,6 +50,9 @@ type Deps struct {
 	DB       *sql.DB
 	// Sender delivers login codes; nil logs them.
 	Sender user.CodeSender
+	// Store is the flash sale's Redis state; Seckill takes the orders.
+	Store   *seckill.Store
+	Seckill *seckill.Service
 }
 
 // Listen binds cfg.Addr at once (so a taken port fails the start) and
@@ -70,6 +79,8 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{
 		echo: e, ln: ln, logger: deps.Logger, cfg: cfg, sessions: sessions,
 		limiter: ratelimit.New(deps.Redis, cfg.RatePrefix, deps.Logger),
+		db:      deps.DB, store: deps.Store, orders: deps.Seckill,
+		vouchers: &voucher.Vouchers{DB: deps.DB, Store: deps.Store},
 		users: &user.Service{
 			Codes:    user.NewCodes(deps.Redis, cfg.CodePolicy),
 			Sessions: sessions,
@@ -92,18 +103,13 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))
 	e.GET("/user/me", s.me, s.requireUser)
 	e.POST("/user/logout", s.logout, s.requireUser)
+
+	e.POST("/voucher", s.createVoucher(voucher.TypeOrdinary), s.requireAdmin)
+	e.POST("/voucher/seckill", s.createVoucher(voucher.TypeSeckill), s.requireAdmin)
+	e.GET("/voucher/list/:shopId", s.listVouchers)
+	e.POST("/voucher-order/seckill/:id", s.seckillOrder, s.requireUser, s.rateLimit("seckill", cfg.Limits.Seckill))
+	e.GET("/voucher-order/:id", s.getOrder, s.requireUser)
 	return s, nil
-}
-
-// Seckill mounts the flash-sale handler on POST /voucher-order/seckill/:id
-// behind a login and the seckill rate-limit policy.
-func (s *Server) Seckill(h echo.HandlerFunc) {
-	s.echo.POST("/voucher-order/seckill/:id", h, s.requireUser, s.rateLimit("seckill", s.cfg.Limits.Seckill))
-}
-
-// Admin mounts an admin route, guarded by X-Admin-Token.
-func (s *Server) Admin(method, path string, h echo.HandlerFunc) {
-	s.echo.Add(method, path, h, s.requireAdmin)
 }
 
 // ipExtractor takes the client IP from the connection, or from

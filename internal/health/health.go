@@ -165,6 +165,18 @@ func (m *Monitor) Statuses() []Status {
 	return out
 }
 
+// Up reports whether the named dependency answered its last check.
+func (m *Monitor) Up(name string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, d := range m.deps {
+		if d.name == name {
+			return d.err == nil
+		}
+	}
+	return false
+}
+
 // Ready reports whether every dependency answered its last check.
 func (m *Monitor) Ready() bool {
 	for _, s := range m.Statuses() {

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// pathID is the :name path parameter as a positive int64, or a 400.
+func pathID(c echo.Context, name, what string) (int64, error) {
+	id, err := strconv.ParseInt(c.Param(name), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, echo.NewHTTPError(http.StatusBadRequest, what+" must be a positive integer")
+	}
+	return id, nil
+}
+
+// POST /voucher and POST /voucher/seckill (admin)
+func (s *Server) createVoucher(kind int) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var v voucher.Voucher
+		if err := bindJSON(c, &v); err != nil {
+			return err
+		}
+		v.Type = kind
+		id, err := s.vouchers.Create(c.Request().Context(), v)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, OK(id))
+	}
+}
+
+// GET /voucher/list/:shopId
+func (s *Server) listVouchers(c echo.Context) error {
+	shopID, err := pathID(c, "shopId", "shop id")
+	if err != nil {
+		return err
+	}
+	list, err := s.vouchers.List(c.Request().Context(), shopID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, OK(list))
+}
+
+// POST /voucher-order/seckill/:id: the flash sale. The order id is a JSON
+// string: JavaScript numbers lose 64-bit integers.
+func (s *Server) seckillOrder(c echo.Context) error {
+	voucherID, err := pathID(c, "id", "voucher id")
+	if err != nil {
+		return err
+	}
+	u, _ := currentUser(c)
+	orderID, err := s.orders.Order(c.Request().Context(), u.ID, voucherID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, OK(strconv.FormatInt(orderID, 10)))
+}
+
+// GET /voucher-order/:id: the owner's order, pending, confirmed or failed.
+func (s *Server) getOrder(c echo.Context) error {
+	orderID, err := pathID(c, "id", "order id")
+	if err != nil {
+		return err
+	}
+	u, _ := currentUser(c)
+	st, ok, err := order.Lookup(c.Request().Context(), s.db, s.store, orderID, u.ID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return echo.NewHTTPError(http.StatusNotFound, "no such order")
+	}
+	return c.JSON(http.StatusOK, OK(st))
+}

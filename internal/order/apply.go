@@ -1,0 +1,220 @@
+// Package order makes accepted flash-sale orders durable: the order-writer
+// consumes the order events and writes them into MySQL in batches,
+// idempotently, with MySQL as the final arbiter of the stock.
+package order
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/internal/seckill"
+)
+
+// Why an accepted order could not become an order row.
+const (
+	ReasonSoldOut        = "sold_out"        // MySQL's stock was used up
+	ReasonDuplicateUser  = "duplicate_user"  // the user holds another order for the voucher
+	ReasonUnknownVoucher = "unknown_voucher" // no tb_seckill_voucher row
+)
+
+// Outcome is what one batch did.
+type Outcome struct {
+	Inserted int
+	Failed   map[string]int // by reason
+	Already  int            // settled by an earlier delivery
+}
+
+type userVoucher struct{ user, voucher int64 }
+
+// Apply settles a batch of order events in one transaction: each new
+// order is inserted and takes one unit of MySQL's stock, or is recorded in
+// tb_voucher_order_failure with its reason; an order seen before (a
+// redelivery) changes nothing. Writers of the same voucher serialize on its
+// tb_seckill_voucher row, locked in voucher order so they cannot deadlock.
+func Apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent) (Outcome, error) {
+	out := Outcome{Failed: map[string]int{}}
+	events = dedupe(events)
+	if len(events) == 0 {
+		return out, nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return out, fmt.Errorf("begin order batch: %w", err)
+	}
+	defer tx.Rollback()
+
+	vouchers := map[int64]struct{}{}
+	for _, e := range events {
+		vouchers[e.VoucherID] = struct{}{}
+	}
+	vids := make([]int64, 0, len(vouchers))
+	for v := range vouchers {
+		vids = append(vids, v)
+	}
+	slices.Sort(vids)
+	stock := map[int64]int64{}
+	for _, v := range vids {
+		var s int64
+		err := tx.QueryRowContext(ctx, "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE", v).Scan(&s)
+		switch {
+		case err == sql.ErrNoRows:
+			stock[v] = -1
+		case err != nil:
+			return out, fmt.Errorf("lock voucher %d: %w", v, err)
+		default:
+			stock[v] = s
+		}
+	}
+
+	settled, err := settledIDs(ctx, tx, events)
+	if err != nil {
+		return out, err
+	}
+	holders, err := holdersOf(ctx, tx, events)
+	if err != nil {
+		return out, err
+	}
+
+	var orders, failures []any
+	taken := map[int64]int64{}
+	for _, e := range events {
+		if settled[e.OrderID] {
+			out.Already++
+			continue
+		}
+		uv := userVoucher{e.UserID, e.VoucherID}
+		reason := ""
+		switch {
+		case stock[e.VoucherID] < 0:
+			reason = ReasonUnknownVoucher
+		case holders[uv]:
+			reason = ReasonDuplicateUser
+		case stock[e.VoucherID]-taken[e.VoucherID] <= 0:
+			reason = ReasonSoldOut
+		}
+		at := time.UnixMilli(e.AcceptedAt).UTC()
+		if reason != "" {
+			failures = append(failures, e.OrderID, e.UserID, e.VoucherID, reason, at)
+			out.Failed[reason]++
+			continue
+		}
+		orders = append(orders, e.OrderID, e.UserID, e.VoucherID, at)
+		holders[uv] = true
+		taken[e.VoucherID]++
+		out.Inserted++
+	}
+
+	if err := insertRows(ctx, tx, "INSERT INTO tb_voucher_order (id, user_id, voucher_id, create_time) VALUES ", 4, orders); err != nil {
+		return out, fmt.Errorf("insert orders: %w", err)
+	}
+	if err := insertRows(ctx, tx, "INSERT INTO tb_voucher_order_failure (order_id, user_id, voucher_id, reason, order_time) VALUES ", 5, failures); err != nil {
+		return out, fmt.Errorf("insert order failures: %w", err)
+	}
+	for _, v := range vids {
+		n := taken[v]
+		if n == 0 {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE tb_seckill_voucher SET stock = stock - ? WHERE voucher_id = ? AND stock >= ?", n, v, n)
+		if err != nil {
+			return out, fmt.Errorf("take %d units of voucher %d: %w", n, v, err)
+		}
+		if rows, _ := res.RowsAffected(); rows != 1 {
+			return out, fmt.Errorf("take %d units of voucher %d: stock changed under the row lock", n, v)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return out, fmt.Errorf("commit order batch: %w", err)
+	}
+	return out, nil
+}
+
+// dedupe keeps the first event of each order id, in acceptance order, so
+// that within a batch the earlier buyer gets the last unit.
+func dedupe(events []seckill.OrderEvent) []seckill.OrderEvent {
+	seen := make(map[int64]bool, len(events))
+	out := make([]seckill.OrderEvent, 0, len(events))
+	for _, e := range events {
+		if !seen[e.OrderID] {
+			seen[e.OrderID] = true
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b seckill.OrderEvent) int { return cmp.Compare(a.AcceptedAt, b.AcceptedAt) })
+	return out
+}
+
+// settledIDs are the batch's orders already in either table.
+func settledIDs(ctx context.Context, tx *sql.Tx, events []seckill.OrderEvent) (map[int64]bool, error) {
+	ids := make([]any, len(events))
+	for i, e := range events {
+		ids[i] = e.OrderID
+	}
+	in := placeholders(len(ids), 1)
+	q := "SELECT id FROM tb_voucher_order WHERE id IN " + in +
+		" UNION ALL SELECT order_id FROM tb_voucher_order_failure WHERE order_id IN " + in
+	rows, err := tx.QueryContext(ctx, q, append(ids, ids...)...)
+	if err != nil {
+		return nil, fmt.Errorf("find settled orders: %w", err)
+	}
+	defer rows.Close()
+	settled := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("find settled orders: %w", err)
+		}
+		settled[id] = true
+	}
+	return settled, rows.Err()
+}
+
+// holdersOf are the (user, voucher) pairs of the batch that already have
+// an order row.
+func holdersOf(ctx context.Context, tx *sql.Tx, events []seckill.OrderEvent) (map[userVoucher]bool, error) {
+	args := make([]any, 0, 2*len(events))
+	for _, e := range events {
+		args = append(args, e.UserID, e.VoucherID)
+	}
+	q := "SELECT user_id, voucher_id FROM tb_voucher_order WHERE (user_id, voucher_id) IN " + placeholders(len(events), 2)
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("find order holders: %w", err)
+	}
+	defer rows.Close()
+	holders := map[userVoucher]bool{}
+	for rows.Next() {
+		var uv userVoucher
+		if err := rows.Scan(&uv.user, &uv.voucher); err != nil {
+			return nil, fmt.Errorf("find order holders: %w", err)
+		}
+		holders[uv] = true
+	}
+	return holders, rows.Err()
+}
+
+func insertRows(ctx context.Context, tx *sql.Tx, prefix string, width int, args []any) error {
+	if len(args) == 0 {
+		return nil
+	}
+	n := len(args) / width
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
+	q := prefix + strings.TrimSuffix(strings.Repeat(row+",", n), ",")
+	_, err := tx.ExecContext(ctx, q, args...)
+	return err
+}
+
+// placeholders is "(?,?,...)" of n items, each a tuple of width when
+// width > 1.
+func placeholders(n, width int) string {
+	item := "?"
+	if width > 1 {
+		item = "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + ")"
+}

@@ -1,0 +1,137 @@
+// Package voucher is the vouchers of the course (tb_voucher, and
+// tb_seckill_voucher for flash-sale ones) and their warm copy in Redis.
+package voucher
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckill/seckill/internal/seckill"
+)
+
+// Voucher is the course's Voucher as its client reads it. Stock and the
+// window exist only for flash-sale vouchers (type 1).
+type Voucher struct {
+	ID          int64      `json:"id"`
+	ShopID      int64      `json:"shopId"`
+	Title       string     `json:"title"`
+	SubTitle    string     `json:"subTitle,omitempty"`
+	Rules       string     `json:"rules,omitempty"`
+	PayValue    int64      `json:"payValue"`
+	ActualValue int64      `json:"actualValue"`
+	Type        int        `json:"type"`
+	Status      int        `json:"status"`
+	Stock       *int64     `json:"stock,omitempty"`
+	BeginTime   *time.Time `json:"beginTime,omitempty"`
+	EndTime     *time.Time `json:"endTime,omitempty"`
+}
+
+// The voucher types of the course.
+const (
+	TypeOrdinary = 0
+	TypeSeckill  = 1
+)
+
+// ErrInvalid is a voucher that cannot be created; the message says why.
+var ErrInvalid = errors.New("invalid voucher")
+
+// Validate checks what the database would not.
+func (v Voucher) Validate() error {
+	bad := func(why string) error { return fmt.Errorf("%w: %s", ErrInvalid, why) }
+	switch {
+	case v.ShopID <= 0:
+		return bad("shopId must be a positive id")
+	case v.Title == "" || len(v.Title) > 255:
+		return bad("title must have 1 to 255 characters")
+	case len(v.SubTitle) > 255 || len(v.Rules) > 1024:
+		return bad("subTitle or rules too long")
+	case v.PayValue < 0 || v.ActualValue < 0:
+		return bad("payValue and actualValue must not be negative")
+	}
+	if v.Type != TypeSeckill {
+		return nil
+	}
+	switch {
+	case v.Stock == nil || *v.Stock < 0 || *v.Stock > 100_000_000:
+		return bad("a flash-sale voucher needs a stock from 0 to 100000000")
+	case v.BeginTime == nil || v.EndTime == nil:
+		return bad("a flash-sale voucher needs beginTime and endTime")
+	case !v.EndTime.After(*v.BeginTime):
+		return bad("endTime must be after beginTime")
+	}
+	return nil
+}
+
+// Vouchers is the voucher tables and the flash sale's Redis state.
+type Vouchers struct {
+	DB    *sql.DB
+	Store *seckill.Store
+}
+
+// Create inserts v (tb_voucher, and tb_seckill_voucher for a flash-sale
+// voucher, in one transaction) and warms its sale in Redis before
+// returning, so the sale can start at once. It returns the new id.
+func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
+	if err := v.Validate(); err != nil {
+		return 0, err
+	}
+	tx, err := vs.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("create voucher: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT INTO tb_voucher (shop_id, title, sub_title, rules, pay_value, actual_value, type, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 1)`, v.ShopID, v.Title, v.SubTitle, v.Rules, v.PayValue, v.ActualValue, v.Type)
+	if err != nil {
+		return 0, fmt.Errorf("insert voucher: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("insert voucher: %w", err)
+	}
+	if v.Type == TypeSeckill {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)",
+			id, *v.Stock, v.BeginTime.UTC(), v.EndTime.UTC()); err != nil {
+			return 0, fmt.Errorf("insert seckill voucher: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("create voucher: %w", err)
+	}
+	if v.Type == TypeSeckill {
+		if err := vs.Store.Warm(ctx, id, *v.Stock, *v.BeginTime, *v.EndTime); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}
+
+// List is a shop's vouchers, flash-sale ones with their stock and window.
+func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
+	rows, err := vs.DB.QueryContext(ctx, `SELECT v.id, v.shop_id, v.title, COALESCE(v.sub_title, ''), COALESCE(v.rules, ''),
+		v.pay_value, v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time
+		FROM tb_voucher v LEFT JOIN tb_seckill_voucher sv ON sv.voucher_id = v.id
+		WHERE v.shop_id = ? ORDER BY v.id`, shopID)
+	if err != nil {
+		return nil, fmt.Errorf("list vouchers of shop %d: %w", shopID, err)
+	}
+	defer rows.Close()
+	list := []Voucher{}
+	for rows.Next() {
+		var v Voucher
+		var stock sql.NullInt64
+		var begin, end sql.NullTime
+		if err := rows.Scan(&v.ID, &v.ShopID, &v.Title, &v.SubTitle, &v.Rules, &v.PayValue, &v.ActualValue,
+			&v.Type, &v.Status, &stock, &begin, &end); err != nil {
+			return nil, fmt.Errorf("list vouchers of shop %d: %w", shopID, err)
+		}
+		if stock.Valid {
+			v.Stock, v.BeginTime, v.EndTime = &stock.Int64, &begin.Time, &end.Time
+		}
+		list = append(list, v)
+	}
+	return list, rows.Err()
+}
