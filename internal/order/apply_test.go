@@ -1,0 +1,103 @@
+package order_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/seckill"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+func seedVoucher(t *testing.T, m *testsupport.MySQL, id, stock int64) {
+	t.Helper()
+	if _, err := m.DB.Exec("INSERT INTO tb_voucher (id, shop_id, title, pay_value, actual_value, type) VALUES (?, 1, 'v', 100, 200, 1)", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DB.Exec("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, NOW(), NOW() + INTERVAL 1 DAY)", id, stock); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ev(orderID, userID, voucherID int64) seckill.OrderEvent {
+	return seckill.OrderEvent{OrderID: orderID, UserID: userID, VoucherID: voucherID, AcceptedAt: time.Now().UnixMilli() + orderID}
+}
+
+type counts struct{ orders, failures, stock int64 }
+
+func state(t *testing.T, m *testsupport.MySQL, voucher int64) counts {
+	t.Helper()
+	var c counts
+	err := m.DB.QueryRow(`SELECT (SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?),
+		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?),
+		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?)`, voucher, voucher, voucher).Scan(&c.orders, &c.failures, &c.stock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestApply(t *testing.T) {
+	m := testsupport.MustMySQL(t)
+	ctx := context.Background()
+	seedVoucher(t, m, 1, 3)
+
+	out, err := order.Apply(ctx, m.DB, []seckill.OrderEvent{ev(11, 1, 1), ev(12, 2, 1), ev(12, 2, 1), ev(13, 1, 1), ev(14, 3, 1), ev(15, 4, 1), ev(16, 5, 99)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{order.ReasonDuplicateUser: 1, order.ReasonSoldOut: 1, order.ReasonUnknownVoucher: 1}
+	if out.Inserted != 3 || out.Already != 0 || len(out.Failed) != 3 {
+		t.Fatalf("outcome %+v, want 3 inserted and failures %v", out, want)
+	}
+	for reason, n := range want {
+		if out.Failed[reason] != n {
+			t.Fatalf("failures %v, want %v", out.Failed, want)
+		}
+	}
+	if got := state(t, m, 1); got != (counts{3, 2, 0}) {
+		t.Fatalf("voucher 1: %+v, want 3 orders, 2 failures, stock 0", got)
+	}
+
+	// The same batch again (a redelivery) changes nothing.
+	out, err = order.Apply(ctx, m.DB, []seckill.OrderEvent{ev(11, 1, 1), ev(12, 2, 1), ev(13, 1, 1), ev(14, 3, 1), ev(15, 4, 1), ev(16, 5, 99)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Inserted != 0 || out.Already != 6 || len(out.Failed) != 0 {
+		t.Fatalf("redelivery: %+v, want all 6 already settled", out)
+	}
+	if got := state(t, m, 1); got != (counts{3, 2, 0}) {
+		t.Fatalf("after the redelivery: %+v", got)
+	}
+}
+
+// Writers of one voucher in parallel (several partitions, several
+// processes) never take more than the stock.
+func TestApplyConcurrentWritersNeverOversell(t *testing.T) {
+	m := testsupport.MustMySQL(t)
+	ctx := context.Background()
+	seedVoucher(t, m, 7, 100)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for b := range 10 {
+				var batch []seckill.OrderEvent
+				for i := range 10 {
+					n := int64(w*1000 + b*10 + i + 1)
+					batch = append(batch, ev(n, n, 7))
+				}
+				if _, err := order.Apply(ctx, m.DB, batch); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := state(t, m, 7); got != (counts{100, 300, 0}) {
+		t.Fatalf("400 orders on stock 100: %+v, want 100 orders, 300 failures, stock 0", got)
+	}
+}

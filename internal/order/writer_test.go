@@ -1,0 +1,204 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/seckill"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+type pipeline struct {
+	m      *testsupport.MySQL
+	r      *testsupport.Redis
+	k      *testsupport.Kafka
+	store  *seckill.Store
+	topic  string
+	dlq    string
+	group  string
+	pub    *seckill.Publisher
+	logger *slog.Logger
+}
+
+func newPipeline(t *testing.T) *pipeline {
+	p := &pipeline{m: testsupport.MustMySQL(t), r: testsupport.MustRedis(t), k: testsupport.MustKafka(t), logger: slog.New(slog.DiscardHandler)}
+	p.store = seckill.NewStore(p.r.Client, p.r.Prefix)
+	p.topic, p.dlq, p.group = p.k.MustTopic(t, 3), p.k.MustTopic(t, 1), testsupport.Group(t)
+	p.pub = seckill.NewPublisher(broker.NewWriter(p.k.Brokers, p.topic), 5*time.Second)
+	t.Cleanup(func() { _ = p.pub.Close() })
+	return p
+}
+
+// startWriter runs an order-writer in the test until the returned stop.
+func (p *pipeline) startWriter(t *testing.T) (stop func()) {
+	reader := kafka.NewReader(kafka.ReaderConfig{Brokers: p.k.Brokers, GroupID: p.group, Topic: p.topic,
+		StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond})
+	dlq := broker.NewWriter(p.k.Brokers, p.dlq)
+	w := &order.Writer{Reader: reader, DLQ: dlq, DB: p.m.DB, Store: p.store, BatchSize: 100, BatchWait: 20 * time.Millisecond, Logger: p.logger}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("writer: %v", err)
+		}
+		reader.Close()
+		dlq.Close()
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (p *pipeline) waitOrders(t *testing.T, voucher int64, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c := state(t, p.m, voucher)
+		if c.orders == want {
+			return
+		}
+		if c.orders > want {
+			t.Fatalf("%d orders, want %d", c.orders, want)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orders after 30s, want %d", c.orders, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *pipeline) warm(t *testing.T, voucher, stock int64) {
+	seedVoucher(t, p.m, voucher, stock)
+	if err := p.store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Accepted orders land in MySQL, their reservations are confirmed, an
+// undecodable event goes to the dead-letter topic with its reason, and the
+// offsets are committed after the batch.
+func TestWriterSettlesBatchesAndDeadLetters(t *testing.T) {
+	p := newPipeline(t)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<30)
+	p.warm(t, voucher, 10)
+	svc := &seckill.Service{Store: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
+	for u := range int64(5) {
+		if _, err := svc.Order(ctx, u+1, voucher); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := broker.NewWriter(p.k.Brokers, p.topic)
+	defer w.Close()
+	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("x"), Value: []byte("not an order")}); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := p.startWriter(t)
+	p.waitOrders(t, voucher, 5)
+	if n := p.r.Client.HLen(ctx, p.store.KeysOf(voucher).Pending).Val(); n != 0 {
+		t.Fatalf("%d reservations still pending after the writer committed", n)
+	}
+	if got := state(t, p.m, voucher); got.stock != 5 {
+		t.Fatalf("MySQL stock %d, want 5", got.stock)
+	}
+
+	dl := kafka.NewReader(kafka.ReaderConfig{Brokers: p.k.Brokers, Topic: p.dlq, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer dl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	m, err := dl.ReadMessage(rctx)
+	if err != nil {
+		t.Fatalf("dead-letter topic: %v", err)
+	}
+	headers := map[string]string{}
+	for _, h := range m.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	if string(m.Value) != "not an order" || headers["error"] == "" || headers["topic"] != p.topic || headers["offset"] == "" {
+		t.Fatalf("dead letter %q with headers %v", m.Value, headers)
+	}
+
+	// Everything was committed: the group's offsets cover all 6 messages.
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	if committed := committedTotal(t, p); committed != 6 {
+		t.Fatalf("committed offsets sum to %d, want 6", committed)
+	}
+}
+
+func committedTotal(t *testing.T, p *pipeline) int64 {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(p.k.Brokers...), Timeout: 10 * time.Second}
+	res, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: p.group, Topics: map[string][]int{p.topic: {0, 1, 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, part := range res.Topics[p.topic] {
+		if part.CommittedOffset > 0 {
+			total += part.CommittedOffset
+		}
+	}
+	return total
+}
+
+type failingPublisher struct{}
+
+func (failingPublisher) Publish(context.Context, ...seckill.OrderEvent) error {
+	return errors.New("injected: the API died before the publish")
+}
+
+// The API takes the unit and the reservation but never publishes (it died,
+// or the publish failed): the relay publishes the reservation once it is
+// old enough, and the order ends confirmed.
+func TestRelayDeliversAnUnpublishedOrder(t *testing.T) {
+	p := newPipeline(t)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<30)
+	p.warm(t, voucher, 3)
+	svc := &seckill.Service{Store: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: failingPublisher{}, Logger: p.logger}
+	orderID, err := svc.Order(ctx, 42, voucher)
+	var notPublished *seckill.NotPublishedError
+	if !errors.As(err, &notPublished) || notPublished.OrderID != orderID || orderID == 0 {
+		t.Fatalf("order with a failing publisher: %d, %v", orderID, err)
+	}
+	p.startWriter(t)
+
+	relay := &seckill.Relay{Store: p.store, Publisher: p.pub, Age: 300 * time.Millisecond, Interval: time.Hour, Batch: 100, Logger: p.logger}
+	if n, err := relay.Scan(ctx); err != nil || n != 0 {
+		t.Fatalf("relay on a fresh reservation: %d, %v; want it left alone", n, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if n, err := relay.Scan(ctx); err != nil || n != 1 {
+		t.Fatalf("relay: %d, %v; want 1 republished", n, err)
+	}
+	p.waitOrders(t, voucher, 1)
+	st, ok, err := order.Lookup(ctx, p.m.DB, p.store, orderID, 42)
+	if err != nil || !ok || st.Status != order.StatusConfirmed {
+		t.Fatalf("lookup: %+v %v %v, want confirmed", st, ok, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.r.Client.HLen(ctx, p.store.KeysOf(voucher).Pending).Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reservation was never confirmed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
