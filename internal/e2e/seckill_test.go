@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/user"
+)
+
+const adminToken = "e2e-admin-token-0123456789"
+
+// sale is the whole system in processes: an API and an order-writer on the
+// test's own database, key prefix, topics and group.
+type sale struct {
+	stack
+	api, writerBin string
+	writerEnv      map[string]string
+	writer         *testsupport.Process
+	client         *http.Client
+}
+
+func newSale(t *testing.T) *sale {
+	s := &sale{stack: stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}}
+	topic, dlq := s.kafka.MustTopic(t, 6), s.kafka.MustTopic(t, 1)
+	shared := map[string]string{
+		"SECKILL_KEY_PREFIX": s.redis.Prefix, "SECKILL_ORDERS_TOPIC": topic, "SECKILL_ORDERS_DLQ_TOPIC": dlq,
+		"SECKILL_LOG_LEVEL": "warn",
+	}
+	apiEnv := s.env()
+	for k, v := range shared {
+		apiEnv[k] = v
+	}
+	addr := testsupport.FreeAddr(t)
+	apiEnv["SECKILL_API_ADDR"] = addr
+	apiEnv["SECKILL_RATE_PREFIX"] = s.redis.Key("rate:")
+	apiEnv["SECKILL_RATE_SECKILL_IP"] = "off"
+	apiEnv["SECKILL_RATE_SECKILL_USER"] = "off"
+	apiEnv["SECKILL_ADMIN_TOKEN"] = adminToken
+	testsupport.Start(t, testsupport.MustBuild(t, "../../cmd/api"), apiEnv)
+	s.api = "http://" + addr
+	testsupport.Eventually(t, s.api+"/readyz", 200, 30*time.Second)
+
+	s.writerEnv = s.env()
+	for k, v := range shared {
+		s.writerEnv[k] = v
+	}
+	s.writerEnv["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+	s.writerEnv["SECKILL_ORDER_GROUP"] = testsupport.Group(t)
+	s.writerEnv["SECKILL_RELAY_AGE"] = "2s"
+	s.writerEnv["SECKILL_RELAY_INTERVAL"] = "500ms"
+	s.writerBin = testsupport.MustBuild(t, "../../cmd/order-writer")
+	s.startWriter(t)
+	s.client = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 200, MaxConnsPerHost: 200}}
+	return s
+}
+
+func (s *sale) startWriter(t *testing.T) {
+	s.writer = testsupport.Start(t, s.writerBin, s.writerEnv)
+	testsupport.Eventually(t, "http://"+s.writerEnv["SECKILL_ADMIN_ADDR"]+"/readyz", 200, 30*time.Second)
+}
+
+type result struct {
+	Status   int
+	Success  bool   `json:"success"`
+	ErrorMsg string `json:"errorMsg"`
+	Data     any    `json:"data"`
+}
+
+func (s *sale) do(t *testing.T, method, path, token string, header map[string]string, body string) result {
+	req, _ := http.NewRequest(method, s.api+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("authorization", token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := s.client.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, path, err)
+		return result{}
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := result{Status: res.StatusCode}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Errorf("%s %s: %d %s", method, path, res.StatusCode, raw)
+	}
+	return r
+}
+
+// voucher creates a flash-sale voucher through the admin API.
+func (s *sale) voucher(t *testing.T, stock int, begin, end time.Time) int64 {
+	t.Helper()
+	body := fmt.Sprintf(`{"shopId":1,"title":"e2e","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q}`,
+		stock, begin.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
+	r := s.do(t, "POST", "/voucher/seckill", "", map[string]string{"X-Admin-Token": adminToken}, body)
+	id, ok := r.Data.(float64)
+	if r.Status != 200 || !r.Success || !ok {
+		t.Fatalf("create voucher: %+v", r)
+	}
+	return int64(id)
+}
+
+// sessions logs in n users straight in the session store (the login flow
+// has its own tests): user ids from first.
+func (s *sale) sessions(t *testing.T, first, n int64) []string {
+	t.Helper()
+	store := user.NewSessions(s.redis.Client, time.Hour)
+	tokens := make([]string, n)
+	for i := range n {
+		tok, err := store.Create(context.Background(), user.User{ID: first + i, NickName: "e2e"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[i] = tok
+		t.Cleanup(func() { s.redis.Client.Del(context.Background(), "login:token:{"+tok+"}") })
+	}
+	return tokens
+}
+
+// buy fires one order per token, all at once, and tallies the answers.
+func (s *sale) buy(t *testing.T, voucher int64, tokens []string) (accepted []string, msgs map[string]int) {
+	var mu sync.Mutex
+	msgs = map[string]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, tok := range tokens {
+		wg.Go(func() {
+			<-start
+			r := s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(voucher, 10), tok, nil, "")
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Status == 200 && r.Success {
+				id, _ := r.Data.(string)
+				accepted = append(accepted, id)
+				return
+			}
+			msgs[fmt.Sprintf("%d %s", r.Status, r.ErrorMsg)]++
+		})
+	}
+	close(start)
+	wg.Wait()
+	return accepted, msgs
+}
+
+// audit waits until MySQL holds want orders of voucher and checks them:
+// no user twice, every accepted id among them, MySQL stock and Redis stock
+// as expected, no reservation pending.
+func (s *sale) audit(t *testing.T, voucher int64, accepted []string, want, stockLeft int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var orders int
+	for {
+		if err := s.mysql.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?", voucher).Scan(&orders); err != nil {
+			t.Fatal(err)
+		}
+		if orders >= want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var users, failures, dbStock int
+	err := s.mysql.DB.QueryRow(`SELECT COUNT(DISTINCT user_id), (SELECT COUNT(*) FROM tb_voucher_order_failure),
+		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?) FROM tb_voucher_order WHERE voucher_id = ?`, voucher, voucher).
+		Scan(&users, &failures, &dbStock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if orders != want || users != want || failures != 0 || dbStock != stockLeft {
+		t.Fatalf("MySQL: %d orders, %d distinct users, %d failures, stock %d; want %d, %d, 0, %d", orders, users, failures, dbStock, want, want, stockLeft)
+	}
+	for _, id := range accepted {
+		var n int
+		_ = s.mysql.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE id = ?", id).Scan(&n)
+		if n != 1 {
+			t.Fatalf("accepted order %s is not in MySQL", id)
+		}
+	}
+	keys := fmt.Sprintf("%sseckill:voucher:{%d}", s.redis.Prefix, voucher)
+	if rs, _ := s.redis.Client.HGet(context.Background(), keys, "stock").Int(); rs != stockLeft {
+		t.Fatalf("Redis stock %d, want %d", rs, stockLeft)
+	}
+	pending := fmt.Sprintf("%sseckill:pending:{%d}", s.redis.Prefix, voucher)
+	for time.Now().Before(deadline) && s.redis.Client.HLen(context.Background(), pending).Val() > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := s.redis.Client.HLen(context.Background(), pending).Val(); n != 0 {
+		t.Fatalf("%d reservations still pending", n)
+	}
+}
+
+// 2,000 users at once on a stock of 100: exactly 100 orders, 1,900 clear
+// sold-out answers, nobody twice; then one user firing 50 requests at once
+// gets one order.
+func TestFlashSaleNoOversellNoDuplicate(t *testing.T) {
+	s := newSale(t)
+	voucher := s.voucher(t, 100, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	accepted, msgs := s.buy(t, voucher, s.sessions(t, 1, 2000))
+	if len(accepted) != 100 || msgs["200 sold out"] != 1900 || len(msgs) != 1 {
+		t.Fatalf("%d accepted, other answers %v; want 100 and 1900 × sold out", len(accepted), msgs)
+	}
+	s.audit(t, voucher, accepted, 100, 0)
+
+	one := s.voucher(t, 10, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	tok := s.sessions(t, 5000, 1)[0]
+	same := make([]string, 50)
+	for i := range same {
+		same[i] = tok
+	}
+	accepted, msgs = s.buy(t, one, same)
+	if len(accepted) != 1 || msgs["200 you already have an order for this voucher: one per user"] != 49 {
+		t.Fatalf("one user × 50: %d accepted, %v", len(accepted), msgs)
+	}
+	s.audit(t, one, accepted, 1, 9)
+}
+
+// The order-writer is SIGKILLed in the middle of a sale and started again:
+// still exactly the stock in orders, none doubled.
+func TestWriterKilledMidSale(t *testing.T) {
+	s := newSale(t)
+	voucher := s.voucher(t, 300, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	tokens := s.sessions(t, 1, 600)
+	var all []string
+	accepted, _ := s.buy(t, voucher, tokens[:200])
+	all = append(all, accepted...)
+	s.writer.Signal(t, syscall.SIGKILL)
+	if _, err := s.writer.Wait(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	accepted, _ = s.buy(t, voucher, tokens[200:])
+	all = append(all, accepted...)
+	if len(all) != 300 {
+		t.Fatalf("%d accepted, want 300", len(all))
+	}
+	s.startWriter(t)
+	s.audit(t, voucher, all, 300, 0)
+}
