@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
@@ -45,6 +46,7 @@ func decodeError(err error) *echo.HTTPError {
 		he        *echo.HTTPError
 		syntaxErr *json.SyntaxError
 		typeErr   *json.UnmarshalTypeError
+		timeErr   *time.ParseError
 	)
 	switch {
 	case errors.As(err, &he):
@@ -61,6 +63,8 @@ func decodeError(err error) *echo.HTTPError {
 			return echo.NewHTTPError(http.StatusBadRequest, "the body must be a JSON object")
 		}
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String())))
+	case errors.As(err, &timeErr):
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("malformed time %s: want RFC 3339, like 2026-11-22T20:00:00+08:00", timeErr.Value))
 	default:
 		return echo.NewHTTPError(http.StatusBadRequest, "unreadable JSON body")
 	}

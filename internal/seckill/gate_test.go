@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/seckill"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/lua"
@@ -142,5 +143,25 @@ func TestGateAfterScriptCacheLoss(t *testing.T) {
 	}
 	if !r.Client.ScriptExists(ctx, lua.Seckill.Hash()).Val()[0] {
 		t.Fatal("the script was not loaded again")
+	}
+}
+
+// With Kafka known to be down the order is refused before the gate: no
+// unit is taken and nothing is reserved.
+func TestOrderRefusedWhileKafkaIsDown(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	store := seckill.NewStore(r.Client, r.Prefix)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := store.Warm(ctx, voucher, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	svc := &seckill.Service{Store: store, IDs: idgen.New(r.Client, r.Key("order"), 10), KafkaUp: func() bool { return false }}
+	if _, err := svc.Order(ctx, 1, voucher); !errors.Is(err, seckill.ErrNotTaken) {
+		t.Fatalf("order while Kafka is down: %v, want ErrNotTaken", err)
+	}
+	k := store.KeysOf(voucher)
+	if stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int(); stock != 5 || r.Client.HLen(ctx, k.Pending).Val() != 0 {
+		t.Fatalf("stock %d and %d reservations after a refused order", stock, r.Client.HLen(ctx, k.Pending).Val())
 	}
 }

@@ -35,6 +35,12 @@ const (
 	TypeSeckill  = 1
 )
 
+// The range of a TIMESTAMP column, on both MySQL and MariaDB.
+var (
+	minTime = time.Date(1970, 1, 2, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2038, 1, 18, 0, 0, 0, 0, time.UTC)
+)
+
 // ErrInvalid is a voucher that cannot be created; the message says why.
 var ErrInvalid = errors.New("invalid voucher")
 
@@ -61,6 +67,8 @@ func (v Voucher) Validate() error {
 		return bad("a flash-sale voucher needs beginTime and endTime")
 	case !v.EndTime.After(*v.BeginTime):
 		return bad("endTime must be after beginTime")
+	case v.BeginTime.Before(minTime) || v.EndTime.After(maxTime):
+		return bad("beginTime and endTime must lie between 1970-01-02 and 2038-01-18 (a TIMESTAMP column)")
 	}
 	return nil
 }

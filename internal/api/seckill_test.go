@@ -1,0 +1,133 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func (a *testAPI) createVoucher(t *testing.T, stock int, begin, end time.Time) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"shopId":1,"title":"t","subTitle":"s","rules":"r","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q}`,
+		stock, begin.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
+	res := call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": testAdminToken}, body)
+	if res.Status != 200 || !res.Body.Success {
+		t.Fatalf("create voucher: %d %s", res.Status, res.Raw)
+	}
+	return string(res.Body.Data)
+}
+
+func TestSeckillOutcomes(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off"})
+	now := time.Now()
+	open := a.createVoucher(t, 5, now.Add(-time.Hour), now.Add(time.Hour))
+	early := a.createVoucher(t, 5, now.Add(time.Hour), now.Add(2*time.Hour))
+	late := a.createVoucher(t, 5, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	empty := a.createVoucher(t, 0, now.Add(-time.Hour), now.Add(time.Hour))
+	token, other := a.loggedIn(t, randomPhone()), a.loggedIn(t, randomPhone())
+	auth := map[string]string{"authorization": token}
+
+	res := call(t, "POST", a.URL+"/voucher-order/seckill/"+open, auth, nil)
+	var orderID string
+	if res.Status != 200 || !res.Body.Success || json.Unmarshal(res.Body.Data, &orderID) != nil || !regexp.MustCompile(`^[1-9][0-9]{9,18}$`).MatchString(orderID) {
+		t.Fatalf("accepted order: %d %s, want the order id as a JSON string", res.Status, res.Raw)
+	}
+
+	tests := []struct {
+		name, path string
+		status     int
+		message    string
+	}{
+		{"AlreadyBought", "/voucher-order/seckill/" + open, 200, "you already have an order for this voucher"},
+		{"NotStarted", "/voucher-order/seckill/" + early, 200, "has not started yet"},
+		{"Ended", "/voucher-order/seckill/" + late, 200, "has ended"},
+		{"StockZero", "/voucher-order/seckill/" + empty, 200, "sold out"},
+		{"UnknownVoucher", "/voucher-order/seckill/987654321", 200, "no such flash-sale voucher"},
+		{"IDNotANumber", "/voucher-order/seckill/abc", 400, "voucher id must be a positive integer"},
+		{"IDZero", "/voucher-order/seckill/0", 400, "voucher id must be a positive integer"},
+		{"IDNegative", "/voucher-order/seckill/-3", 400, "voucher id must be a positive integer"},
+		{"IDOverflow", "/voucher-order/seckill/99999999999999999999", 400, "voucher id must be a positive integer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, "POST", a.URL+tt.path, auth, nil)
+			if res.Status != tt.status || res.Body.Success || !strings.Contains(res.Body.ErrorMsg, tt.message) {
+				t.Fatalf("%d %s, want %d with %q", res.Status, res.Raw, tt.status, tt.message)
+			}
+		})
+	}
+
+	t.Run("OrderLookup", func(t *testing.T) {
+		res := call(t, "GET", a.URL+"/voucher-order/"+orderID, auth, nil)
+		var st struct {
+			ID         string `json:"id"`
+			Status     string `json:"status"`
+			CreateTime string `json:"createTime"`
+		}
+		if res.Status != 200 || json.Unmarshal(res.Body.Data, &st) != nil || st.ID != orderID || st.Status != "pending" {
+			t.Fatalf("owner's lookup: %d %s, want pending", res.Status, res.Raw)
+		}
+		if _, err := time.Parse(time.RFC3339, st.CreateTime); err != nil {
+			t.Fatalf("createTime %q is not RFC 3339", st.CreateTime)
+		}
+		for _, c := range []struct{ who, id string }{{other, orderID}, {token, "123456789"}} {
+			res := call(t, "GET", a.URL+"/voucher-order/"+c.id, map[string]string{"authorization": c.who}, nil)
+			if res.Status != 404 || res.Body.Success {
+				t.Fatalf("lookup of %s by someone else or unknown: %d %s, want 404", c.id, res.Status, res.Raw)
+			}
+		}
+		if res := call(t, "GET", a.URL+"/voucher-order/x1", auth, nil); res.Status != 400 {
+			t.Fatalf("malformed order id: %d", res.Status)
+		}
+	})
+
+	t.Run("VoucherList", func(t *testing.T) {
+		res := call(t, "GET", a.URL+"/voucher/list/1", nil, nil)
+		var list []map[string]any
+		if res.Status != 200 || json.Unmarshal(res.Body.Data, &list) != nil || len(list) != 4 {
+			t.Fatalf("list: %d %s", res.Status, res.Raw)
+		}
+		v := list[0]
+		for _, field := range []string{"id", "shopId", "title", "subTitle", "rules", "payValue", "actualValue", "type", "status", "stock", "beginTime", "endTime"} {
+			if _, ok := v[field]; !ok {
+				t.Fatalf("voucher lacks %s: %v", field, v)
+			}
+		}
+		if _, err := time.Parse(time.RFC3339, v["beginTime"].(string)); err != nil {
+			t.Fatalf("beginTime %v is not RFC 3339", v["beginTime"])
+		}
+		ordinary := call(t, "POST", a.URL+"/voucher", map[string]string{"X-Admin-Token": testAdminToken},
+			`{"shopId":2,"title":"plain","payValue":100,"actualValue":200}`)
+		if ordinary.Status != 200 || !ordinary.Body.Success {
+			t.Fatalf("ordinary voucher: %d %s", ordinary.Status, ordinary.Raw)
+		}
+		res = call(t, "GET", a.URL+"/voucher/list/2", nil, nil)
+		if res.Status != 200 || strings.Contains(string(res.Body.Data), "stock") || strings.Contains(string(res.Body.Data), "null") {
+			t.Fatalf("an ordinary voucher shows flash-sale fields or nulls: %s", res.Raw)
+		}
+	})
+}
+
+func TestCreateVoucherRejectsBadInput(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
+	admin := map[string]string{"X-Admin-Token": testAdminToken}
+	for body, msg := range map[string]string{
+		`{"title":"x","payValue":1,"actualValue":1,"stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`:              "shopId",
+		`{"shopId":1,"payValue":1,"actualValue":1,"stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`:               "title",
+		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`:             "stock",
+		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"stock":-1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`:  "stock",
+		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"stock":1,"beginTime":"2026-01-02T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`:   "endTime must be after beginTime",
+		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2099-01-01T00:00:00Z"}`:   "2038",
+		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"stock":1}`:                                                                       "beginTime and endTime",
+		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"stock":1,"beginTime":"tomorrow","endTime":"2026-01-01T00:00:00Z"}`:               "malformed",
+		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"stock":"5","beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`: `field "stock" must be a number`,
+	} {
+		res := call(t, "POST", a.URL+"/voucher/seckill", admin, body)
+		if res.Status != 400 || !strings.Contains(res.Body.ErrorMsg, msg) {
+			t.Errorf("%s: %d %s, want 400 with %q", body, res.Status, res.Raw, msg)
+		}
+	}
+}
