@@ -64,6 +64,8 @@ FUZZTIME ?= 10s
 
 test: migrate
 	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
+	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1)"
+	$(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) $(GO) test -tags chaos -race -count=1 -p 1 -timeout 10m -run '^TestChaos' ./internal/e2e/
 	@for f in $(FUZZ); do \
 	  echo "fuzz $${f#*:} for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$${f#*:}$$" -fuzztime $(FUZZTIME) ./$${f%%:*} || exit 1; \

@@ -8,6 +8,8 @@
 #   stack.sh up        start what is not running, wait until each answers,
 #                      create users and topics, print the addresses
 #   stack.sh down      stop the processes this script started, by their pid
+#   stack.sh stop redis|mariadb|kafka   stop one of them (the failure tests
+#                      use it; `up` starts it again)
 #   stack.sh status    which of them run, and where
 #   stack.sh logs [redis|mariadb|kafka]   tail their logs
 #
@@ -340,6 +342,15 @@ cmd_down() {
   stop_pid redis "$redis_pid" "$REDIS_PORT"
 }
 
+cmd_stop() {
+  case "${1:-}" in
+    redis) stop_pid redis "$redis_pid" "$REDIS_PORT" ;;
+    mariadb) stop_pid mariadb "$mysql_pid" "$mysql_cnf" ;;
+    kafka) stop_pid kafka "$kafka_pid" "$kafka_props" ;;
+    *) die "stop: which server? redis, mariadb or kafka" ;;
+  esac
+}
+
 cmd_status() {
   local rc=0
   for s in "redis:$redis_pid:$REDIS_PORT:127.0.0.1:$REDIS_PORT" \
@@ -370,8 +381,9 @@ case "${1:-}" in
   install) cmd_install ;;
   up) cmd_up ;;
   down) cmd_down ;;
+  stop) shift; cmd_stop "$@" ;;
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
   env) print_env ;;
-  *) echo "usage: $0 install|up|down|status|logs [redis|mariadb|kafka]|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|up|down|stop SERVER|status|logs [SERVER]|env" >&2; exit 2 ;;
 esac

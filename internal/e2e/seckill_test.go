@@ -131,8 +131,10 @@ func (s *sale) sessions(t *testing.T, first, n int64) []string {
 	return tokens
 }
 
-// buy fires one order per token, all at once, and tallies the answers.
-func (s *sale) buy(t *testing.T, voucher int64, tokens []string) (accepted []string, msgs map[string]int) {
+// buy fires one order per token, all at once, and tallies the answers:
+// the ids of accepted orders (200), of reserved ones (503 with the order
+// id: the relay will deliver them), and the count of every other answer.
+func (s *sale) buy(t *testing.T, voucher int64, tokens []string) (accepted, reserved []string, msgs map[string]int) {
 	var mu sync.Mutex
 	msgs = map[string]int{}
 	var wg sync.WaitGroup
@@ -143,9 +145,13 @@ func (s *sale) buy(t *testing.T, voucher int64, tokens []string) (accepted []str
 			r := s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(voucher, 10), tok, nil, "")
 			mu.Lock()
 			defer mu.Unlock()
-			if r.Status == 200 && r.Success {
-				id, _ := r.Data.(string)
+			id, _ := r.Data.(string)
+			switch {
+			case r.Status == 200 && r.Success:
 				accepted = append(accepted, id)
+				return
+			case r.Status == 503 && id != "":
+				reserved = append(reserved, id)
 				return
 			}
 			msgs[fmt.Sprintf("%d %s", r.Status, r.ErrorMsg)]++
@@ -153,7 +159,7 @@ func (s *sale) buy(t *testing.T, voucher int64, tokens []string) (accepted []str
 	}
 	close(start)
 	wg.Wait()
-	return accepted, msgs
+	return accepted, reserved, msgs
 }
 
 // audit waits until MySQL holds want orders of voucher and checks them:
@@ -208,7 +214,7 @@ func (s *sale) audit(t *testing.T, voucher int64, accepted []string, want, stock
 func TestFlashSaleNoOversellNoDuplicate(t *testing.T) {
 	s := newSale(t)
 	voucher := s.voucher(t, 100, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-	accepted, msgs := s.buy(t, voucher, s.sessions(t, 1, 2000))
+	accepted, _, msgs := s.buy(t, voucher, s.sessions(t, 1, 2000))
 	if len(accepted) != 100 || msgs["200 sold out"] != 1900 || len(msgs) != 1 {
 		t.Fatalf("%d accepted, other answers %v; want 100 and 1900 × sold out", len(accepted), msgs)
 	}
@@ -220,7 +226,7 @@ func TestFlashSaleNoOversellNoDuplicate(t *testing.T) {
 	for i := range same {
 		same[i] = tok
 	}
-	accepted, msgs = s.buy(t, one, same)
+	accepted, _, msgs = s.buy(t, one, same)
 	if len(accepted) != 1 || msgs["200 you already have an order for this voucher: one per user"] != 49 {
 		t.Fatalf("one user × 50: %d accepted, %v", len(accepted), msgs)
 	}
@@ -234,13 +240,13 @@ func TestWriterKilledMidSale(t *testing.T) {
 	voucher := s.voucher(t, 300, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	tokens := s.sessions(t, 1, 600)
 	var all []string
-	accepted, _ := s.buy(t, voucher, tokens[:200])
+	accepted, _, _ := s.buy(t, voucher, tokens[:200])
 	all = append(all, accepted...)
 	s.writer.Signal(t, syscall.SIGKILL)
 	if _, err := s.writer.Wait(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	accepted, _ = s.buy(t, voucher, tokens[200:])
+	accepted, _, _ = s.buy(t, voucher, tokens[200:])
 	all = append(all, accepted...)
 	if len(all) != 300 {
 		t.Fatalf("%d accepted, want 300", len(all))

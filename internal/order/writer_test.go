@@ -201,4 +201,3 @@ func TestRelayDeliversAnUnpublishedOrder(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
