@@ -130,4 +130,3 @@ func committedOffsets(t *testing.T, s *sale) int64 {
 	}
 	return total
 }
-
