@@ -1,10 +1,14 @@
-// Command loadgen drives a running API with vegeta and prints what it
+// Command loadgen drives a running system with vegeta and prints what it
 // measured.
 //
-//	loadgen login [-api URL] [-redis ADDR] [-users N] [-workers N]
+//	loadgen login   [flags]   POST /user/login throughput
+//	loadgen seckill [flags]   one flash sale: N users on a stock S, then the audit
+//	loadgen bench   [flags]   the make bench figures and their ratios
 //
-// login needs the API started with SECKILL_RATE_LOGIN_IP=off (every request
-// comes from one address) and the Redis the API uses, to issue the codes.
+// The API must run with its seckill and login rate limits off (every
+// request comes from one address) and, for bench, SECKILL_API_BENCH_NOOP=true.
+// loadgen reads the same SECKILL_* variables as the programs for Redis,
+// MySQL, Kafka and the key prefix.
 package main
 
 import (
@@ -13,40 +17,92 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/envconfig"
 	"github.com/seckill/seckill/internal/loadgen"
+	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/seckill"
 )
 
-const usage = "usage: loadgen login [-api URL] [-redis ADDR] [-users N] [-workers N]"
+const usage = "usage: loadgen login|seckill|bench [flags] (loadgen CMD -h lists them)"
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "login" {
+	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
-	fs := flag.NewFlagSet("login", flag.ExitOnError)
-	apiURL := fs.String("api", "http://127.0.0.1:8081", "the API's base URL")
-	redisAddr := fs.String("redis", "127.0.0.1:16379", "the API's Redis")
-	users := fs.Int("users", 5000, "distinct users, each logging in twice")
-	workers := fs.Uint64("workers", 32, "concurrent clients")
-	_ = fs.Parse(os.Args[2:])
-	if *users < 1 || *workers < 1 {
-		fmt.Fprintln(os.Stderr, "loadgen: -users and -workers must be at least 1")
-		os.Exit(2)
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
-	defer rdb.Close()
-	reports, err := loadgen.Login(ctx, rdb, loadgen.LoginConfig{API: *apiURL, Users: *users, Workers: *workers})
-	loadgen.Fprint(os.Stdout, reports...)
-	if err != nil {
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
 	}
+}
+
+func run(cmd string, args []string) error {
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	apiURL := fs.String("api", "http://127.0.0.1:8081", "the API's base URL")
+	users := fs.Int("users", 20000, "users, one request each")
+	workers := fs.Uint64("workers", 64, "concurrent clients")
+	stock := fs.Int("stock", 100, "seckill: the voucher's stock")
+	rate := fs.Int("rate", 0, "seckill: requests per second, open loop (0: closed loop)")
+	adminToken := fs.String("admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "the API's admin token")
+	writerMetrics := fs.String("writer-metrics", "http://127.0.0.1:9101/metrics", "the order-writer's metrics, for the lag; empty skips")
+	plot := fs.String("plot", "", "seckill: write the HTML latency plot here; bench: a directory for the plots")
+	writerBin := fs.String("writer-bin", "bin/order-writer", "bench: the order-writer binary for the drain")
+	drain := fs.Int("drain", 200000, "bench: orders in the drained backlog")
+	redisReqs := fs.Int("redis-requests", 200000, "bench: redis-benchmark requests")
+	_ = fs.Parse(args)
+
+	r := envconfig.New()
+	common := daemon.LoadCommon(r)
+	sk := seckill.LoadConfig(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rdb := daemon.NewRedis(common)
+	defer rdb.Close()
+	if cmd == "login" {
+		reports, err := loadgen.Login(ctx, rdb, loadgen.LoginConfig{API: *apiURL, Users: *users, Workers: *workers})
+		loadgen.Fprint(os.Stdout, reports...)
+		return err
+	}
+	db, err := mysqldb.Open(common.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	sale := &loadgen.Sale{API: *apiURL, AdminToken: *adminToken, Redis: rdb, DB: db,
+		Store: seckill.NewStore(rdb, sk.KeyPrefix), WriterMetrics: *writerMetrics}
+	switch cmd {
+	case "seckill":
+		tokens, err := sale.Sessions(ctx, time.Now().UnixNano()%1_000_000_000*1000, *users)
+		if err != nil {
+			return err
+		}
+		_, audit, err := sale.SaleRun(ctx, os.Stdout, "seckill", tokens, *stock,
+			loadgen.Options{Workers: *workers, Rate: *rate, Progress: os.Stderr, PlotPath: *plot})
+		if err != nil {
+			return err
+		}
+		if len(audit.Violations) > 0 {
+			return fmt.Errorf("audit: %s", strings.Join(audit.Violations, "; "))
+		}
+		return nil
+	case "bench":
+		if *plot != "" {
+			if err := os.MkdirAll(*plot, 0o755); err != nil {
+				return err
+			}
+		}
+		return sale.Bench(ctx, os.Stdout, loadgen.BenchConfig{
+			Users: *users, Workers: *workers, RedisAddr: common.RedisAddr, RedisReqs: *redisReqs,
+			Brokers: common.KafkaBrokers, WriterBin: *writerBin, Drain: *drain, PlotDir: *plot,
+		})
+	}
+	return fmt.Errorf("unknown command %q; %s", cmd, usage)
 }

@@ -23,6 +23,9 @@ type Config struct {
 	RatePrefix string
 	Limits     Limits
 	CodePolicy user.CodePolicy
+	// BenchNoop mounts POST /bench/noop: a logged-in route that does
+	// nothing, the baseline of make bench.
+	BenchNoop bool
 }
 
 // RoutePolicy limits one route per client IP and per logged-in user. When
@@ -52,6 +55,7 @@ func LoadConfig(r *envconfig.Reader) Config {
 			Seckill: routePolicy(r, "SECKILL", "200/1s", "5/1s", "closed"),
 		},
 		CodePolicy: user.DefaultCodePolicy,
+		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		r.Fail("SECKILL_ADMIN_TOKEN", "(hidden)", "want at least 16 characters")

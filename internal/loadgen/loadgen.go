@@ -1,35 +1,45 @@
-// Package loadgen drives the API with vegeta and reports what it measured.
+// Package loadgen drives the API with vegeta and reports what it measured:
+// throughput, HDR latency percentiles and the count of every outcome.
 package loadgen
 
 import (
-	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/tsenart/vegeta/v12/lib/plot"
 )
 
 // Report is one measured run.
 type Report struct {
 	Name      string
-	Requests  uint64
+	Requests  int64
 	Duration  time.Duration
-	OK        uint64 // HTTP 200 with success true
-	Failed    uint64 // anything else
-	Statuses  map[string]int
-	P50, P95  time.Duration
-	P99, Max  time.Duration
-	PerSecond float64 // OK answers per second
+	OK        int64 // HTTP 200 with success true
+	Outcomes  map[string]int64
+	P50, P90  time.Duration
+	P99, P999 time.Duration
+	Max       time.Duration
+	PerSecond float64 // answers (any outcome) per second
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%-28s %7d requests in %6.2fs  %8.0f ok/s  ok %d failed %d  latency p50 %v p95 %v p99 %v max %v  statuses %v",
-		r.Name, r.Requests, r.Duration.Seconds(), r.PerSecond, r.OK, r.Failed,
-		r.P50.Round(10*time.Microsecond), r.P95.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond),
-		r.Max.Round(10*time.Microsecond), r.Statuses)
+	outcomes := make([]string, 0, len(r.Outcomes))
+	for o, n := range r.Outcomes {
+		outcomes = append(outcomes, fmt.Sprintf("%d × %s", n, o))
+	}
+	sort.Strings(outcomes)
+	return fmt.Sprintf("%-32s %7d requests in %6.2fs = %8.0f req/s  latency p50 %v p90 %v p99 %v p99.9 %v max %v\n%-32s outcomes: %s",
+		r.Name, r.Requests, r.Duration.Seconds(), r.PerSecond, r.P50, r.P90, r.P99, r.P999, r.Max,
+		"", strings.Join(outcomes, ", "))
 }
 
 // Request is one HTTP request of a run.
@@ -40,9 +50,18 @@ type Request struct {
 	Body   []byte
 }
 
-// Run sends every request once, as fast as workers concurrent clients
-// allow, and measures the answers.
-func Run(name string, requests []Request, workers uint64) Report {
+// Options shape a run.
+type Options struct {
+	Workers uint64 // concurrent clients (closed loop), or the most open-loop may use
+	Rate    int    // requests per second, open loop; 0 is closed loop, as fast as Workers allow
+	// Progress, when set, gets a line a second.
+	Progress io.Writer
+	// PlotPath, when set, gets vegeta's HTML latency plot.
+	PlotPath string
+}
+
+// Run sends every request once and measures the answers.
+func Run(name string, requests []Request, opt Options) (Report, error) {
 	var next atomic.Int64
 	targeter := func(t *vegeta.Target) error {
 		i := next.Add(1) - 1
@@ -53,31 +72,101 @@ func Run(name string, requests []Request, workers uint64) Report {
 		t.Method, t.URL, t.Header, t.Body = r.Method, r.URL, r.Header, r.Body
 		return nil
 	}
+	workers := opt.Workers
 	attacker := vegeta.NewAttacker(vegeta.Workers(workers), vegeta.MaxWorkers(workers),
-		vegeta.Connections(int(workers)), vegeta.Timeout(10*time.Second), vegeta.KeepAlive(true))
-	var metrics vegeta.Metrics
-	rep := Report{Name: name}
-	for res := range attacker.Attack(targeter, vegeta.ConstantPacer{}, 0, name) {
-		if res.Error == vegeta.ErrNoTargets.Error() {
-			continue
-		}
-		metrics.Add(res)
-		if res.Code == http.StatusOK && bytes.Contains(res.Body, []byte(`"success":true`)) {
-			rep.OK++
-		} else {
-			rep.Failed++
+		vegeta.Connections(int(workers)), vegeta.MaxConnections(int(workers)),
+		vegeta.Timeout(15*time.Second), vegeta.KeepAlive(true))
+	pacer := vegeta.Pacer(vegeta.ConstantPacer{})
+	if opt.Rate > 0 {
+		pacer = vegeta.ConstantPacer{Freq: opt.Rate, Per: time.Second}
+	}
+	hist := hdrhistogram.New(1, int64(60*time.Second/time.Microsecond), 3)
+	rep := Report{Name: name, Outcomes: map[string]int64{}}
+	var p *plot.Plot
+	if opt.PlotPath != "" {
+		p = plot.New(plot.Title(name), plot.Downsample(4000), plot.Label(plot.ErrorLabeler))
+	}
+	var first, last time.Time
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	results := attacker.Attack(targeter, pacer, 0, name)
+	for done := false; !done; {
+		select {
+		case res, ok := <-results:
+			if !ok {
+				done = true
+				break
+			}
+			if res.Error == vegeta.ErrNoTargets.Error() {
+				continue
+			}
+			if first.IsZero() || res.Timestamp.Before(first) {
+				first = res.Timestamp
+			}
+			if end := res.End(); end.After(last) {
+				last = end
+			}
+			rep.Requests++
+			_ = hist.RecordValue(int64(res.Latency / time.Microsecond))
+			o := outcome(res)
+			rep.Outcomes[o]++
+			if o == "ok" {
+				rep.OK++
+			}
+			if p != nil {
+				_ = p.Add(res)
+			}
+		case <-tick.C:
+			if opt.Progress != nil {
+				fmt.Fprintf(opt.Progress, "  %s: %d/%d answered, %d ok, p99 so far %v\n", name, rep.Requests, len(requests), rep.OK,
+					time.Duration(hist.ValueAtQuantile(99))*time.Microsecond)
+			}
 		}
 	}
-	metrics.Close()
-	rep.Requests, rep.Duration, rep.Statuses = metrics.Requests, metrics.Duration+metrics.Wait, metrics.StatusCodes
-	rep.P50, rep.P95, rep.P99, rep.Max = metrics.Latencies.P50, metrics.Latencies.P95, metrics.Latencies.P99, metrics.Latencies.Max
+	rep.Duration = last.Sub(first)
 	if rep.Duration > 0 {
-		rep.PerSecond = float64(rep.OK) / rep.Duration.Seconds()
+		rep.PerSecond = float64(rep.Requests) / rep.Duration.Seconds()
 	}
-	return rep
+	q := func(p float64) time.Duration {
+		return (time.Duration(hist.ValueAtQuantile(p)) * time.Microsecond).Round(10 * time.Microsecond)
+	}
+	rep.P50, rep.P90, rep.P99, rep.P999, rep.Max = q(50), q(90), q(99), q(99.9), (time.Duration(hist.Max()) * time.Microsecond)
+	if p != nil {
+		p.Close()
+		f, err := os.Create(opt.PlotPath)
+		if err != nil {
+			return rep, fmt.Errorf("latency plot: %w", err)
+		}
+		defer f.Close()
+		if _, err := p.WriteTo(f); err != nil {
+			return rep, fmt.Errorf("latency plot: %w", err)
+		}
+	}
+	return rep, nil
 }
 
-// Fprint writes reports one per line.
+// outcome names an answer: "ok" for success, else its status and message.
+func outcome(res *vegeta.Result) string {
+	if res.Code == 0 {
+		return "transport error: " + res.Error
+	}
+	var body struct {
+		Success  bool   `json:"success"`
+		ErrorMsg string `json:"errorMsg"`
+	}
+	_ = json.Unmarshal(res.Body, &body)
+	if res.Code == http.StatusOK && body.Success {
+		return "ok"
+	}
+	msg := body.ErrorMsg
+	// Messages that carry an order id would make one outcome per order.
+	if strings.HasPrefix(msg, "order ") {
+		msg = "order reserved, not yet published"
+	}
+	return fmt.Sprintf("%d %s", res.Code, msg)
+}
+
+// Fprint writes reports.
 func Fprint(w io.Writer, reports ...Report) {
 	for _, r := range reports {
 		fmt.Fprintln(w, r)

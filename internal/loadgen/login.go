@@ -61,7 +61,11 @@ func Login(ctx context.Context, rdb *redis.Client, cfg LoginConfig) ([]Report, e
 		// The cooldown is 1 ms: make sure it has passed before the next
 		// round issues codes again.
 		time.Sleep(5 * time.Millisecond)
-		reports = append(reports, Run(round, reqs, cfg.Workers))
+		rep, err := Run(round, reqs, Options{Workers: cfg.Workers})
+		reports = append(reports, rep)
+		if err != nil {
+			return reports, err
+		}
 	}
 	return reports, nil
 }
