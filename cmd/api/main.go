@@ -59,7 +59,9 @@ func run() error {
 	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
 
 	store := seckill.NewStore(rdb, cfg.Seckill.KeyPrefix)
-	publisher := seckill.NewPublisher(broker.NewWriter(cfg.KafkaBrokers, cfg.Seckill.OrdersTopic), cfg.Seckill.PublishTimeout)
+	orderWriter := broker.NewWriter(cfg.KafkaBrokers, cfg.Seckill.OrdersTopic)
+	orderWriter.BatchTimeout = cfg.Seckill.PublishBatchWait
+	publisher := seckill.NewPublisher(orderWriter, cfg.Seckill.PublishTimeout)
 	orders := &seckill.Service{
 		Store: store, IDs: idgen.New(rdb, "order", cfg.Seckill.IDBlock), Publisher: publisher,
 		KafkaUp: func() bool { return monitor.Up("kafka") }, SoldOut: seckill.NewSoldOutCache(cfg.Seckill.SoldOutTTL), Logger: logger,

@@ -3,6 +3,7 @@
 //
 //	loadgen login   [flags]   POST /user/login throughput
 //	loadgen seckill [flags]   one flash sale: N users on a stock S, then the audit
+//	loadgen drain   [flags]   the order-writer draining a queued backlog
 //	loadgen bench   [flags]   the make bench figures and their ratios
 //
 // The API must run with its seckill and login rate limits off (every
@@ -28,7 +29,7 @@ import (
 	"github.com/seckill/seckill/internal/seckill"
 )
 
-const usage = "usage: loadgen login|seckill|bench [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -93,6 +94,10 @@ func run(cmd string, args []string) error {
 			return fmt.Errorf("audit: %s", strings.Join(audit.Violations, "; "))
 		}
 		return nil
+	case "drain":
+		rep, err := loadgen.Drain(ctx, common.MySQLDSN, common.KafkaBrokers, *writerBin, nil, *drain)
+		fmt.Println(rep)
+		return err
 	case "bench":
 		if *plot != "" {
 			if err := os.MkdirAll(*plot, 0o755); err != nil {
@@ -101,7 +106,7 @@ func run(cmd string, args []string) error {
 		}
 		return sale.Bench(ctx, os.Stdout, loadgen.BenchConfig{
 			Users: *users, Workers: *workers, RedisAddr: common.RedisAddr, RedisReqs: *redisReqs,
-			Brokers: common.KafkaBrokers, WriterBin: *writerBin, Drain: *drain, PlotDir: *plot,
+			Brokers: common.KafkaBrokers, MySQLDSN: common.MySQLDSN, WriterBin: *writerBin, Drain: *drain, PlotDir: *plot,
 		})
 	}
 	return fmt.Errorf("unknown command %q; %s", cmd, usage)

@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"os"
@@ -10,9 +9,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/seckill"
 )
 
@@ -33,9 +35,34 @@ func (d DrainReport) String() string {
 
 // Drain queues n orders of a fresh voucher on a topic of their own, then
 // starts the order-writer binary on that topic and times it until MySQL
-// holds all n. env is the writer's environment (its MySQL, Redis, Kafka).
-func Drain(ctx context.Context, db *sql.DB, brokers []string, writerBin string, env []string, n int) (DrainReport, error) {
+// holds all n. The orders go to a fresh database (dropped afterwards), so
+// that every run starts from the same empty tables. dsn is the server's;
+// env is the rest of the writer's environment (its Redis, Kafka).
+func Drain(ctx context.Context, dsn string, brokers []string, writerBin string, env []string, n int) (DrainReport, error) {
 	rep := DrainReport{Orders: n}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return rep, err
+	}
+	admin, err := mysqldb.Open(dsn)
+	if err != nil {
+		return rep, err
+	}
+	defer admin.Close()
+	cfg.DBName = fmt.Sprintf("seckill_drain_%d", time.Now().UnixNano())
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+cfg.DBName+"`"); err != nil {
+		return rep, fmt.Errorf("drain database: %w", err)
+	}
+	defer admin.ExecContext(context.Background(), "DROP DATABASE `"+cfg.DBName+"`")
+	db, err := mysqldb.Open(cfg.FormatDSN())
+	if err != nil {
+		return rep, err
+	}
+	defer db.Close()
+	if _, err := schema.Migrate(ctx, db); err != nil {
+		return rep, err
+	}
+	env = append(env, "SECKILL_MYSQL_DSN="+cfg.FormatDSN())
 	res, err := db.ExecContext(ctx, "INSERT INTO tb_voucher (shop_id, title, pay_value, actual_value, type) VALUES (1, 'drain', 100, 1000, 1)")
 	if err != nil {
 		return rep, fmt.Errorf("drain voucher: %w", err)
@@ -76,11 +103,11 @@ func Drain(ctx context.Context, db *sql.DB, brokers []string, writerBin string, 
 	if err != nil {
 		return rep, err
 	}
-	admin := ln.Addr().String()
+	adminAddr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.CommandContext(ctx, writerBin)
 	cmd.Env = append(append(os.Environ(), env...), "SECKILL_ORDERS_TOPIC="+topic,
-		fmt.Sprintf("SECKILL_ORDER_GROUP=bench-drain-%d", time.Now().UnixNano()), "SECKILL_ADMIN_ADDR="+admin, "SECKILL_LOG_LEVEL=warn")
+		fmt.Sprintf("SECKILL_ORDER_GROUP=bench-drain-%d", time.Now().UnixNano()), "SECKILL_ADMIN_ADDR="+adminAddr, "SECKILL_LOG_LEVEL=warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	started := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -7,10 +7,13 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/internal/seckill"
 )
@@ -31,17 +34,36 @@ type Outcome struct {
 
 type userVoucher struct{ user, voucher int64 }
 
+// errDuplicateKey is ER_DUP_ENTRY, on MySQL and MariaDB alike.
+const errDuplicateKey = 1062
+
 // Apply settles a batch of order events in one transaction: each new
 // order is inserted and takes one unit of MySQL's stock, or is recorded in
 // tb_voucher_order_failure with its reason; an order seen before (a
 // redelivery) changes nothing. Writers of the same voucher serialize on its
 // tb_seckill_voucher row, locked in voucher order so they cannot deadlock.
+//
+// Most batches are all new orders of vouchers with stock to spare: those go
+// in with one INSERT and no lookups. A batch that does not fit, or whose
+// INSERT meets an existing order (a redelivery, a second order of a user),
+// is rolled back and settled row by row.
 func Apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent) (Outcome, error) {
-	out := Outcome{Failed: map[string]int{}}
 	events = dedupe(events)
 	if len(events) == 0 {
-		return out, nil
+		return Outcome{Failed: map[string]int{}}, nil
 	}
+	out, err := apply(ctx, db, events, true)
+	if errors.Is(err, errNeedsCareful) {
+		return apply(ctx, db, events, false)
+	}
+	return out, err
+}
+
+// errNeedsCareful sends a batch from the optimistic path to the careful one.
+var errNeedsCareful = errors.New("order batch needs row-by-row settling")
+
+func apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent, optimistic bool) (Outcome, error) {
+	out := Outcome{Failed: map[string]int{}}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return out, fmt.Errorf("begin order batch: %w", err)
@@ -71,13 +93,24 @@ func Apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent) (Outcom
 		}
 	}
 
-	settled, err := settledIDs(ctx, tx, events)
-	if err != nil {
-		return out, err
-	}
-	holders, err := holdersOf(ctx, tx, events)
-	if err != nil {
-		return out, err
+	settled, holders := map[int64]bool{}, map[userVoucher]bool{}
+	if optimistic {
+		need := map[int64]int64{}
+		for _, e := range events {
+			need[e.VoucherID]++
+		}
+		for v, n := range need {
+			if stock[v] < n {
+				return out, errNeedsCareful
+			}
+		}
+	} else {
+		if settled, err = settledIDs(ctx, tx, events); err != nil {
+			return out, err
+		}
+		if holders, err = holdersOf(ctx, tx, events); err != nil {
+			return out, err
+		}
 	}
 
 	var orders, failures []any
@@ -110,6 +143,10 @@ func Apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent) (Outcom
 	}
 
 	if err := insertRows(ctx, tx, "INSERT INTO tb_voucher_order (id, user_id, voucher_id, create_time) VALUES ", 4, orders); err != nil {
+		var me *mysql.MySQLError
+		if optimistic && errors.As(err, &me) && me.Number == errDuplicateKey {
+			return out, errNeedsCareful
+		}
 		return out, fmt.Errorf("insert orders: %w", err)
 	}
 	if err := insertRows(ctx, tx, "INSERT INTO tb_voucher_order_failure (order_id, user_id, voucher_id, reason, order_time) VALUES ", 5, failures); err != nil {
@@ -175,27 +212,36 @@ func settledIDs(ctx context.Context, tx *sql.Tx, events []seckill.OrderEvent) (m
 }
 
 // holdersOf are the (user, voucher) pairs of the batch that already have
-// an order row.
+// an order row. One query per voucher, "voucher_id = ? AND user_id IN
+// (...)", so both servers range-scan uk_user_voucher: a row-constructor IN
+// is not always planned as an index lookup.
 func holdersOf(ctx context.Context, tx *sql.Tx, events []seckill.OrderEvent) (map[userVoucher]bool, error) {
-	args := make([]any, 0, 2*len(events))
+	users := map[int64][]any{}
 	for _, e := range events {
-		args = append(args, e.UserID, e.VoucherID)
+		users[e.VoucherID] = append(users[e.VoucherID], e.UserID)
 	}
-	q := "SELECT user_id, voucher_id FROM tb_voucher_order WHERE (user_id, voucher_id) IN " + placeholders(len(events), 2)
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("find order holders: %w", err)
-	}
-	defer rows.Close()
 	holders := map[userVoucher]bool{}
-	for rows.Next() {
-		var uv userVoucher
-		if err := rows.Scan(&uv.user, &uv.voucher); err != nil {
+	for voucher, ids := range users {
+		q := "SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? AND user_id IN " + placeholders(len(ids), 1)
+		rows, err := tx.QueryContext(ctx, q, append([]any{voucher}, ids...)...)
+		if err != nil {
 			return nil, fmt.Errorf("find order holders: %w", err)
 		}
-		holders[uv] = true
+		for rows.Next() {
+			var u int64
+			if err := rows.Scan(&u); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("find order holders: %w", err)
+			}
+			holders[userVoucher{u, voucher}] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("find order holders: %w", err)
+		}
 	}
-	return holders, rows.Err()
+	return holders, nil
 }
 
 func insertRows(ctx context.Context, tx *sql.Tx, prefix string, width int, args []any) error {

@@ -53,10 +53,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Run consumes until ctx ends. An in-flight batch whose transaction has not
-// committed is abandoned: its offsets are not committed, so the group
-// delivers it again and Apply's idempotency makes that harmless.
+// Run consumes until ctx ends. While one batch is in its MySQL
+// transaction, the batch before it has its reservations confirmed and its
+// offsets committed, in order, by a second goroutine. On shutdown the
+// batches MySQL already took are still committed (within commitGrace); an
+// in-flight transaction is abandoned and its batch delivered again, which
+// Apply's idempotency makes harmless.
 func (w *Writer) Run(ctx context.Context) error {
+	settled := make(chan settledBatch, 1)
+	committerDone := make(chan error, 1)
+	go func() { committerDone <- w.committer(ctx, settled) }()
+	err := w.consume(ctx, settled)
+	close(settled)
+	if cerr := <-committerDone; err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// settledBatch is a batch MySQL has committed: its reservations to confirm
+// and its messages to commit.
+type settledBatch struct {
+	reservations []seckill.Reservation
+	msgs         []kafka.Message
+}
+
+// commitGrace bounds the commits of already-settled batches at shutdown.
+const commitGrace = 5 * time.Second
+
+func (w *Writer) consume(ctx context.Context, settled chan<- settledBatch) error {
 	for {
 		msgs, err := w.fetch(ctx)
 		if err != nil {
@@ -73,13 +98,48 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := w.process(ctx, msgs); err != nil {
+		batch, err := w.settle(ctx, msgs)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
+		select {
+		case settled <- batch:
+		case <-ctx.Done():
+			// MySQL has it; commit it anyway so a restart does not
+			// redeliver it.
+			settled <- batch
+			return nil
+		}
 	}
+}
+
+func (w *Writer) committer(ctx context.Context, settled <-chan settledBatch) error {
+	for b := range settled {
+		cctx := ctx
+		if ctx.Err() != nil {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), commitGrace)
+			defer cancel()
+		}
+		// A reservation left unconfirmed is only republished by the relay
+		// and settled again as a redelivery: log, do not stop.
+		if err := w.Store.Confirm(cctx, b.reservations); err != nil {
+			w.Logger.Warn("confirm reservations in Redis failed; the relay will redeliver them", "count", len(b.reservations), "err", err)
+		}
+		if err := w.commit(cctx, b.msgs); err != nil {
+			if cctx.Err() != nil {
+				// Shutting down: the batch is delivered again later.
+				for range settled {
+				}
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // fetch blocks for a first message, then takes what arrives within
@@ -105,35 +165,34 @@ func (w *Writer) fetch(ctx context.Context) ([]kafka.Message, error) {
 	return msgs, nil
 }
 
-func (w *Writer) process(ctx context.Context, msgs []kafka.Message) error {
+// settle decodes a batch, dead-letters what cannot be decoded and writes the
+// rest into MySQL.
+func (w *Writer) settle(ctx context.Context, msgs []kafka.Message) (settledBatch, error) {
+	b := settledBatch{msgs: msgs}
 	events := make([]seckill.OrderEvent, 0, len(msgs))
 	for _, m := range msgs {
 		e, err := seckill.DecodeOrderEvent(m.Value)
 		if err != nil {
 			if err := w.deadLetter(ctx, m, err); err != nil {
-				return err
+				return b, err
 			}
 			continue
 		}
 		events = append(events, e)
 	}
-	if len(events) > 0 {
-		out, err := w.applyWithRetry(ctx, events)
-		if err != nil {
-			return err
-		}
-		w.record(events, out)
-		reservations := make([]seckill.Reservation, len(events))
-		for i, e := range events {
-			reservations[i] = e.Reservation()
-		}
-		// A reservation left unconfirmed is only republished by the relay
-		// and settled again as a redelivery: log, do not stop.
-		if err := w.Store.Confirm(ctx, reservations); err != nil {
-			w.Logger.Warn("confirm reservations in Redis failed; the relay will redeliver them", "count", len(reservations), "err", err)
-		}
+	if len(events) == 0 {
+		return b, nil
 	}
-	return w.commit(ctx, msgs)
+	out, err := w.applyWithRetry(ctx, events)
+	if err != nil {
+		return b, err
+	}
+	w.record(events, out)
+	b.reservations = make([]seckill.Reservation, len(events))
+	for i, e := range events {
+		b.reservations[i] = e.Reservation()
+	}
+	return b, nil
 }
 
 // commit retries until Kafka stores the offsets or ctx ends; a batch whose

@@ -44,12 +44,13 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (Deci
 	return Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2])}, nil
 }
 
-// Warm puts a voucher's sale into Redis: its stock and window, and a buyer
-// set and reservations of its own. Warming again (a changed window, a
-// restocked sale) keeps the buyers and reservations.
+// Warm puts a new voucher's sale into Redis: its stock and window, and an
+// empty buyer set and no reservations (keys left by an earlier database
+// with the same voucher id would otherwise leak into the new sale).
 func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
 	k := s.KeysOf(voucherID)
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
 		p.HSet(ctx, k.Voucher, "stock", stock, "begin", begin.UnixMilli(), "end", end.UnixMilli())
 		p.SAdd(ctx, s.ActiveVouchers(), voucherID)
 		return nil
