@@ -21,6 +21,10 @@ var Unlock = mustLoad("unlock.lua")
 // user, decided and recorded atomically.
 var Seckill = mustLoad("seckill.lua")
 
+// AdjustVoucher changes a warmed voucher's stock by a delta, never below
+// zero, and optionally its window.
+var AdjustVoucher = mustLoad("adjust_voucher.lua")
+
 // IssueCode stores a new login code for a phone within the phone's cooldown
 // and daily limit.
 var IssueCode = mustLoad("issue_code.lua")

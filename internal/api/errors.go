@@ -49,8 +49,13 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 			return http.StatusOK, Fail(o.Error())
 		}
 	}
-	if errors.Is(err, voucher.ErrInvalid) {
+	switch {
+	case errors.Is(err, voucher.ErrInvalid):
 		return http.StatusBadRequest, Fail(err.Error())
+	case errors.Is(err, voucher.ErrNotFound):
+		return http.StatusNotFound, Fail(voucher.ErrNotFound.Error())
+	case errors.Is(err, seckill.ErrNotEnoughStock), errors.Is(err, seckill.ErrNotWarmed):
+		return http.StatusConflict, Fail(err.Error())
 	}
 	var notPublished *seckill.NotPublishedError
 	if errors.As(err, &notPublished) {

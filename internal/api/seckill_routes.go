@@ -35,6 +35,29 @@ func (s *Server) createVoucher(kind int) echo.HandlerFunc {
 	}
 }
 
+// PUT /voucher/seckill/:id (admin): add or remove units, move the window.
+func (s *Server) changeSale(c echo.Context) error {
+	id, err := pathID(c, "id", "voucher id")
+	if err != nil {
+		return err
+	}
+	var ch voucher.Change
+	if err := bindJSON(c, &ch); err != nil {
+		return err
+	}
+	if ch.AddStock == 0 && ch.BeginTime == nil && ch.EndTime == nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "nothing to change: send addStock, beginTime or endTime")
+	}
+	stock, err := s.vouchers.ChangeSale(c.Request().Context(), id, ch)
+	if err != nil {
+		return err
+	}
+	if ch.AddStock > 0 {
+		s.orders.SoldOut.Forget(id)
+	}
+	return c.JSON(http.StatusOK, OK(map[string]int64{"id": id, "stock": stock}))
+}
+
 // GET /voucher/list/:shopId
 func (s *Server) listVouchers(c echo.Context) error {
 	shopID, err := pathID(c, "shopId", "shop id")

@@ -131,3 +131,60 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// An admin changes a running sale: the gate and MySQL see the same stock
+// and window.
+func TestChangeSale(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off"})
+	admin := map[string]string{"X-Admin-Token": testAdminToken}
+	now := time.Now()
+	id := a.createVoucher(t, 1, now.Add(-time.Hour), now.Add(time.Hour))
+	buy := func(token string) response {
+		return call(t, "POST", a.URL+"/voucher-order/seckill/"+id, map[string]string{"authorization": token}, nil)
+	}
+	if res := buy(a.loggedIn(t, randomPhone())); !res.Body.Success {
+		t.Fatalf("first buyer: %s", res.Raw)
+	}
+	late := a.loggedIn(t, randomPhone())
+	if res := buy(late); res.Body.ErrorMsg != "sold out" {
+		t.Fatalf("second buyer: %s, want sold out", res.Raw)
+	}
+	mysqlStock := func() int {
+		var n int
+		if err := a.MySQL.DB.QueryRow("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	res := call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, `{"addStock":2}`)
+	if res.Status != 200 || !strings.Contains(string(res.Body.Data), `"stock":2`) || mysqlStock() != 3 {
+		t.Fatalf("restock: %d %s, MySQL stock %d (no writer runs here, so MySQL still counts the first order's unit)", res.Status, res.Raw, mysqlStock())
+	}
+	if res := buy(late); !res.Body.Success {
+		t.Fatalf("after the restock: %s", res.Raw)
+	}
+	res = call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, `{"addStock":-5}`)
+	if res.Status != 409 || mysqlStock() != 3 {
+		t.Fatalf("removing more than remains: %d %s, MySQL stock %d", res.Status, res.Raw, mysqlStock())
+	}
+	future := now.Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	res = call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, `{"beginTime":"`+future+`","endTime":"`+now.Add(3*time.Hour).UTC().Format(time.RFC3339)+`"}`)
+	if res.Status != 200 {
+		t.Fatalf("moving the window: %d %s", res.Status, res.Raw)
+	}
+	if res := buy(a.loggedIn(t, randomPhone())); !strings.Contains(res.Body.ErrorMsg, "not started") {
+		t.Fatalf("after moving the window later: %s", res.Raw)
+	}
+	for body, status := range map[string]int{`{}`: 400, `{"endTime":"2000-01-01T00:00:00Z"}`: 400, `{"addStock":"x"}`: 400} {
+		if res := call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, body); res.Status != status {
+			t.Errorf("%s: %d %s, want %d", body, res.Status, res.Raw, status)
+		}
+	}
+	if res := call(t, "PUT", a.URL+"/voucher/seckill/424242", admin, `{"addStock":1}`); res.Status != 404 {
+		t.Errorf("unknown voucher: %d %s", res.Status, res.Raw)
+	}
+	if res := call(t, "PUT", a.URL+"/voucher/seckill/"+id, nil, `{"addStock":1}`); res.Status != 401 {
+		t.Errorf("without the admin token: %d", res.Status)
+	}
+}

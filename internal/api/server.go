@@ -106,6 +106,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 
 	e.POST("/voucher", s.createVoucher(voucher.TypeOrdinary), s.requireAdmin)
 	e.POST("/voucher/seckill", s.createVoucher(voucher.TypeSeckill), s.requireAdmin)
+	e.PUT("/voucher/seckill/:id", s.changeSale, s.requireAdmin)
 	e.GET("/voucher/list/:shopId", s.listVouchers)
 	e.POST("/voucher-order/seckill/:id", s.seckillOrder, s.requireUser, s.rateLimit("seckill", cfg.Limits.Seckill))
 	e.GET("/voucher-order/:id", s.getOrder, s.requireUser)

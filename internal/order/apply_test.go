@@ -101,3 +101,23 @@ func TestApplyConcurrentWritersNeverOversell(t *testing.T) {
 		t.Fatalf("400 orders on stock 100: %+v, want 100 orders, 300 failures, stock 0", got)
 	}
 }
+
+// A batch of new orders that fits goes in with one INSERT; delivered again
+// it meets its own rows, falls back to settling row by row and changes
+// nothing; mixed with new orders, only those go in.
+func TestApplyFastPathAndRedelivery(t *testing.T) {
+	m := testsupport.MustMySQL(t)
+	ctx := context.Background()
+	seedVoucher(t, m, 3, 10)
+	batch := []seckill.OrderEvent{ev(31, 1, 3), ev(32, 2, 3), ev(33, 3, 3)}
+	if out, err := order.Apply(ctx, m.DB, batch); err != nil || out.Inserted != 3 || out.Already != 0 {
+		t.Fatalf("first delivery: %+v, %v", out, err)
+	}
+	out, err := order.Apply(ctx, m.DB, append(batch, ev(34, 4, 3)))
+	if err != nil || out.Inserted != 1 || out.Already != 3 || len(out.Failed) != 0 {
+		t.Fatalf("redelivery plus one new order: %+v, %v; want 1 inserted, 3 already", out, err)
+	}
+	if got := state(t, m, 3); got != (counts{4, 0, 6}) {
+		t.Fatalf("voucher 3: %+v, want 4 orders, stock 6", got)
+	}
+}

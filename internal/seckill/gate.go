@@ -61,6 +61,36 @@ func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, e
 	return nil
 }
 
+// ErrNotEnoughStock refuses a change that would take more units than
+// remain unsold.
+var ErrNotEnoughStock = errors.New("cannot remove more units than remain unsold")
+
+// ErrNotWarmed means the voucher has no sale in Redis.
+var ErrNotWarmed = errors.New("the voucher's sale is not in Redis")
+
+// Adjust changes a warmed voucher's stock by delta and, when not zero, its
+// window, atomically with the gate. It returns the stock after.
+func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error) {
+	ms := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return strconv.FormatInt(t.UnixMilli(), 10)
+	}
+	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{s.KeysOf(voucherID).Voucher}, delta, ms(begin), ms(end)).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("adjust voucher %d in Redis: %w", voucherID, err)
+	}
+	switch res[0] {
+	case 1:
+		return res[1], nil
+	case 0:
+		return res[1], ErrNotEnoughStock
+	default:
+		return 0, ErrNotWarmed
+	}
+}
+
 // Reservation is an accepted order the order-writer has not confirmed.
 type Reservation struct {
 	OrderID, UserID, VoucherID int64

@@ -143,3 +143,70 @@ func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
 	}
 	return list, rows.Err()
 }
+
+// ErrNotFound is a flash-sale voucher id with no row.
+var ErrNotFound = errors.New("no such flash-sale voucher")
+
+// Change is an admin's change to a flash-sale voucher: units added (or
+// removed, when negative) and a new window; nil keeps a bound.
+type Change struct {
+	AddStock  int64      `json:"addStock"`
+	BeginTime *time.Time `json:"beginTime"`
+	EndTime   *time.Time `json:"endTime"`
+}
+
+// ChangeSale applies c to Redis first and MySQL second. Redis first,
+// because its stock is the lower of the two while orders are on their way
+// to MySQL: if Redis can give up the units, MySQL can too. If MySQL then
+// fails, the Redis change is undone. The gate sees the new stock and window
+// at once; an API instance that saw the voucher sold out keeps answering
+// so for at most its sold-out TTL.
+func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock int64, err error) {
+	var begin, end time.Time
+	if err := vs.DB.QueryRowContext(ctx, "SELECT begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&begin, &end); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, ErrNotFound
+		}
+		return 0, fmt.Errorf("read voucher %d: %w", id, err)
+	}
+	oldBegin, oldEnd := begin, end
+	var newBegin, newEnd time.Time
+	if c.BeginTime != nil {
+		newBegin, begin = *c.BeginTime, *c.BeginTime
+	}
+	if c.EndTime != nil {
+		newEnd, end = *c.EndTime, *c.EndTime
+	}
+	if !end.After(begin) {
+		return 0, fmt.Errorf("%w: endTime must be after beginTime", ErrInvalid)
+	}
+	if begin.Before(minTime) || end.After(maxTime) {
+		return 0, fmt.Errorf("%w: beginTime and endTime must lie between 1970-01-02 and 2038-01-18", ErrInvalid)
+	}
+	stock, err = vs.Store.Adjust(ctx, id, c.AddStock, newBegin, newEnd)
+	if err != nil {
+		return stock, err
+	}
+	res, err := vs.DB.ExecContext(ctx, `UPDATE tb_seckill_voucher SET stock = stock + ?,
+		begin_time = COALESCE(?, begin_time), end_time = COALESCE(?, end_time)
+		WHERE voucher_id = ? AND stock + ? >= 0`, c.AddStock, nullTime(newBegin), nullTime(newEnd), id, c.AddStock)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n != 1 {
+			err = fmt.Errorf("voucher %d: MySQL refused the change", id)
+		}
+	}
+	if err != nil {
+		if _, undoErr := vs.Store.Adjust(context.WithoutCancel(ctx), id, -c.AddStock, oldBegin, oldEnd); undoErr != nil {
+			return 0, fmt.Errorf("change voucher %d in MySQL: %w; undoing it in Redis failed too, warm it again: %w", id, err, undoErr)
+		}
+		return 0, fmt.Errorf("change voucher %d in MySQL: %w", id, err)
+	}
+	return stock, nil
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC()
+}

@@ -1,0 +1,27 @@
+-- Changes a warmed voucher's stock by a delta and, if given, its window,
+-- atomically with the gate: stock never goes below zero, even with orders
+-- being taken at the same moment.
+--
+-- KEYS[1]  seckill:voucher:{id}  hash {stock, begin, end}
+-- ARGV[1]  stock delta (may be negative)
+-- ARGV[2]  new begin, ms, or "" to keep it
+-- ARGV[3]  new end, ms, or "" to keep it
+--
+-- Returns {1, stock} when done; {0, stock} when the delta would take the
+-- stock below zero (nothing changed); {-1, 0} when the voucher is not warmed.
+local stock = redis.call('HGET', KEYS[1], 'stock')
+if not stock then
+  return {-1, 0}
+end
+local after = tonumber(stock) + tonumber(ARGV[1])
+if after < 0 then
+  return {0, tonumber(stock)}
+end
+redis.call('HSET', KEYS[1], 'stock', after)
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'begin', ARGV[2])
+end
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[1], 'end', ARGV[3])
+end
+return {1, after}
