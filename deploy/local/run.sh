@@ -6,6 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 api_addr=${SECKILL_API_ADDR:-127.0.0.1:8081}
+# A development admin token, so the voucher routes can be tried at once.
+export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token-change-me}
 pids=()
 
 stop_all() {
@@ -27,7 +29,11 @@ for _ in $(seq 1 60); do
 
 run: the API is ready at http://$api_addr   (Ctrl-C stops everything)
   curl -s http://$api_addr/readyz
-  curl -s -X POST 'http://$api_addr/user/code?phone=13800138000'
+  curl -s -X POST 'http://$api_addr/user/code?phone=13800138000'    (the code is in the api log)
+  curl -s -X POST http://$api_addr/user/login -H 'Content-Type: application/json' -d '{"phone":"13800138000","code":"CODE"}'
+  curl -s -X POST http://$api_addr/voucher/seckill -H 'X-Admin-Token: $SECKILL_ADMIN_TOKEN' -H 'Content-Type: application/json' \
+       -d '{"shopId":1,"title":"100 off","payValue":8000,"actualValue":10000,"stock":100,"beginTime":"2026-01-01T00:00:00Z","endTime":"2037-01-01T00:00:00Z"}'
+  curl -s -X POST http://$api_addr/voucher-order/seckill/VOUCHER_ID -H 'authorization: TOKEN'
   admin ports: order-writer http://127.0.0.1:9101/readyz, cache-invalidator http://127.0.0.1:9102/readyz
 
 MSG
