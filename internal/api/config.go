@@ -26,6 +26,9 @@ type Config struct {
 	// BenchNoop mounts POST /bench/noop: a logged-in route that does
 	// nothing, the baseline of make bench.
 	BenchNoop bool
+	// Pprof mounts /debug/pprof/ on the API's port: for profiling runs
+	// only, since the API's port faces clients.
+	Pprof bool
 }
 
 // RoutePolicy limits one route per client IP and per logged-in user. When
@@ -56,6 +59,7 @@ func LoadConfig(r *envconfig.Reader) Config {
 		},
 		CodePolicy: user.DefaultCodePolicy,
 		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),
+		Pprof:      r.Bool("SECKILL_API_PPROF", false),
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		r.Fail("SECKILL_ADMIN_TOKEN", "(hidden)", "want at least 16 characters")

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -110,6 +111,10 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.GET("/voucher/list/:shopId", s.listVouchers)
 	e.POST("/voucher-order/seckill/:id", s.seckillOrder, s.requireUser, s.rateLimit("seckill", cfg.Limits.Seckill))
 	e.GET("/voucher-order/:id", s.getOrder, s.requireUser)
+	if cfg.Pprof {
+		e.GET("/debug/pprof/*", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+		e.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
+	}
 	if cfg.BenchNoop {
 		e.POST("/bench/noop", func(c echo.Context) error { return c.JSON(http.StatusOK, OK("noop")) }, s.requireUser)
 	}
