@@ -25,6 +25,12 @@ var Seckill = mustLoad("seckill.lua")
 // zero, and optionally its window.
 var AdjustVoucher = mustLoad("adjust_voucher.lua")
 
+// CacheGet reads a cache entry and hands its rebuild to one caller.
+var CacheGet = mustLoad("cache_get.lua")
+
+// CacheSet writes a rebuilt entry if the caller still owns the rebuild.
+var CacheSet = mustLoad("cache_set.lua")
+
 // IssueCode stores a new login code for a phone within the phone's cooldown
 // and daily limit.
 var IssueCode = mustLoad("issue_code.lua")

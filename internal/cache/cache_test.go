@@ -1,0 +1,218 @@
+package cache_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/cache"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+type shop struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+var plain = cache.Strategy{TTL: time.Minute, Jitter: 10 * time.Second, NullTTL: 30 * time.Second, Lease: 2 * time.Second, Wait: 3 * time.Second}
+
+func newCache(r *testsupport.Redis, s cache.Strategy) *cache.Cache[shop] {
+	return cache.New[shop](r.Client, "shop", func(id string) string { return r.Key("cache:shop:{" + id + "}") }, s, slog.New(slog.DiscardHandler), nil)
+}
+
+// A table stands in for MySQL's rows; queries counts the loads reaching it.
+type table struct {
+	mu      sync.Mutex
+	rows    map[int64]string
+	queries atomic.Int64
+	delay   time.Duration
+}
+
+func (tb *table) loader(id int64) cache.Loader[shop] {
+	return func(ctx context.Context) (shop, bool, error) {
+		tb.queries.Add(1)
+		time.Sleep(tb.delay)
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		name, ok := tb.rows[id]
+		return shop{ID: id, Name: name}, ok, nil
+	}
+}
+
+// 500 concurrent requests for a missing id from two cache instances (two
+// processes' worth of singleflight) make one load, and the null marker
+// answers the next ones.
+func TestMissingKeyLoadsOnceAcrossInstances(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	tb := &table{rows: map[int64]string{}, delay: 50 * time.Millisecond}
+	caches := []*cache.Cache[shop]{newCache(r, plain), newCache(r, plain)}
+	var wg sync.WaitGroup
+	var found atomic.Int64
+	for i := range 500 {
+		wg.Go(func() {
+			_, ok, err := caches[i%2].Get(context.Background(), "404", tb.loader(404))
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				found.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := tb.queries.Load(); n != 1 {
+		t.Fatalf("%d loads for 500 concurrent misses, want 1", n)
+	}
+	if found.Load() != 0 {
+		t.Fatal("a missing row was reported found")
+	}
+	ttl := r.Client.PTTL(context.Background(), r.Key("cache:shop:{404}")).Val()
+	if ttl <= 0 || ttl > plain.NullTTL {
+		t.Fatalf("null marker TTL %v, want up to %v", ttl, plain.NullTTL)
+	}
+	if _, _, err := caches[0].Get(context.Background(), "404", tb.loader(404)); err != nil || tb.queries.Load() != 1 {
+		t.Fatalf("the null marker did not answer: %d loads, %v", tb.queries.Load(), err)
+	}
+}
+
+func TestFoundValueIsCachedWithJitteredTTL(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	tb := &table{rows: map[int64]string{1: "one"}}
+	c := newCache(r, plain)
+	for range 3 {
+		v, ok, err := c.Get(context.Background(), "1", tb.loader(1))
+		if err != nil || !ok || v.Name != "one" {
+			t.Fatalf("get: %+v %v %v", v, ok, err)
+		}
+	}
+	if tb.queries.Load() != 1 {
+		t.Fatalf("%d loads, want 1", tb.queries.Load())
+	}
+	ttl := r.Client.PTTL(context.Background(), c.Key("1")).Val()
+	if ttl < plain.TTL-time.Second || ttl > plain.TTL+plain.Jitter {
+		t.Fatalf("TTL %v, want %v plus up to %v", ttl, plain.TTL, plain.Jitter)
+	}
+}
+
+// One logically expired hot key: 500 concurrent requests are all answered
+// with the stale value while exactly one rebuild runs; none waits for it
+// (the rebuild is held until every answer is in).
+func TestHotKeyServesStaleWhileOneRebuild(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	hot := cache.Strategy{Logical: 100 * time.Millisecond, NullTTL: time.Second, Lease: 10 * time.Second, Wait: time.Second}
+	caches := []*cache.Cache[shop]{newCache(r, hot), newCache(r, hot)}
+	tb := &table{rows: map[int64]string{7: "old"}}
+	if v, _, _ := caches[0].Get(context.Background(), "7", tb.loader(7)); v.Name != "old" {
+		t.Fatalf("warm-up: %+v", v)
+	}
+	time.Sleep(150 * time.Millisecond)
+	tb.mu.Lock()
+	tb.rows[7] = "new"
+	tb.mu.Unlock()
+
+	release := make(chan struct{})
+	var rebuilds atomic.Int64
+	slow := func(ctx context.Context) (shop, bool, error) {
+		rebuilds.Add(1)
+		<-release
+		return tb.loader(7)(ctx)
+	}
+	var wg sync.WaitGroup
+	var stale atomic.Int64
+	for i := range 500 {
+		wg.Go(func() {
+			v, ok, err := caches[i%2].Get(context.Background(), "7", slow)
+			if err != nil || !ok {
+				t.Errorf("get: %v %v", ok, err)
+			}
+			if v.Name == "old" {
+				stale.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(release)
+	if stale.Load() != 500 {
+		t.Fatalf("%d of 500 answered with the stale value before the rebuild finished", stale.Load())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, _, _ := caches[0].Get(context.Background(), "7", slow)
+		if v.Name == "new" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the rebuilt value never arrived")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := rebuilds.Load(); n != 1 {
+		t.Fatalf("%d rebuilds, want 1", n)
+	}
+}
+
+// The race of the notes: a reader misses, loads the old row and is slow;
+// meanwhile the row is updated and the cache invalidated; then the reader
+// writes back. The write-back must be refused, so the next read sees the
+// new row.
+func TestStaleWriteBackIsRefused(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	c := newCache(r, plain)
+	tb := &table{rows: map[int64]string{9: "old"}}
+	loaded, resume := make(chan struct{}), make(chan struct{})
+	slowReader := func(ctx context.Context) (shop, bool, error) {
+		v, ok, err := tb.loader(9)(ctx)
+		close(loaded)
+		<-resume
+		return v, ok, err
+	}
+	done := make(chan shop)
+	go func() {
+		v, _, _ := c.Get(context.Background(), "9", slowReader)
+		done <- v
+	}()
+	<-loaded
+	tb.mu.Lock()
+	tb.rows[9] = "new"
+	tb.mu.Unlock()
+	if err := c.Invalidate(context.Background(), "9"); err != nil {
+		t.Fatal(err)
+	}
+	close(resume)
+	if v := <-done; v.Name != "old" {
+		t.Fatalf("the slow reader got %q", v.Name)
+	}
+	v, _, err := c.Get(context.Background(), "9", tb.loader(9))
+	if err != nil || v.Name != "new" {
+		t.Fatalf("after the invalidation the cache says %q (%v), want new", v.Name, err)
+	}
+}
+
+// A rebuild whose lease ran out is taken over, and the first owner's late
+// write-back is refused too.
+func TestExpiredLeaseIsTakenOver(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	short := plain
+	short.Lease, short.Wait = 100*time.Millisecond, 2*time.Second
+	a, b := newCache(r, short), newCache(r, short)
+	release := make(chan struct{})
+	stuck := func(ctx context.Context) (shop, bool, error) {
+		<-release
+		return shop{ID: 5, Name: "stuck"}, true, nil
+	}
+	go a.Get(context.Background(), "5", stuck)
+	time.Sleep(200 * time.Millisecond)
+	v, _, err := b.Get(context.Background(), "5", func(context.Context) (shop, bool, error) { return shop{ID: 5, Name: "fresh"}, true, nil })
+	if err != nil || v.Name != "fresh" {
+		t.Fatalf("take-over: %+v %v", v, err)
+	}
+	close(release)
+	time.Sleep(100 * time.Millisecond)
+	raw := r.Client.HGet(context.Background(), a.Key("5"), "v").Val()
+	if raw != `{"id":5,"name":"fresh"}` {
+		t.Fatalf("entry %q after the stuck owner came back", raw)
+	}
+}
