@@ -66,7 +66,7 @@ func run() error {
 		Store: store, IDs: idgen.New(rdb, "order", cfg.Seckill.IDBlock), Publisher: publisher,
 		KafkaUp: func() bool { return monitor.Up("kafka") }, SoldOut: seckill.NewSoldOutCache(cfg.Seckill.SoldOutTTL), Logger: logger,
 	}
-	srv, err := api.Listen(cfg.API, api.Deps{Logger: logger, Monitor: monitor, Registry: reg, Redis: rdb, DB: db, Store: store, Seckill: orders})
+	srv, err := api.Listen(cfg.API, api.Deps{Logger: logger, Monitor: monitor, Registry: reg, Redis: rdb, DB: db, Store: store, Seckill: orders, KeyPrefix: cfg.Seckill.KeyPrefix})
 	if err != nil {
 		return err
 	}

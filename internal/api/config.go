@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/envconfig"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/user"
@@ -26,6 +27,9 @@ type Config struct {
 	// BenchNoop mounts POST /bench/noop: a logged-in route that does
 	// nothing, the baseline of make bench.
 	BenchNoop bool
+	// ShopCache and TypeCache are the cache strategies of shops and of the
+	// shop-type list.
+	ShopCache, TypeCache cache.Strategy
 	// Pprof mounts /debug/pprof/ on the API's port: for profiling runs
 	// only, since the API's port faces clients.
 	Pprof bool
@@ -60,6 +64,8 @@ func LoadConfig(r *envconfig.Reader) Config {
 		CodePolicy: user.DefaultCodePolicy,
 		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),
 		Pprof:      r.Bool("SECKILL_API_PPROF", false),
+		ShopCache:  cache.LoadStrategy(r, "SHOP", "ttl", 30*time.Minute),
+		TypeCache:  cache.LoadStrategy(r, "SHOP_TYPE", "logical", 30*time.Minute),
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		r.Fail("SECKILL_ADMIN_TOKEN", "(hidden)", "want at least 16 characters")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/seckill"
+	"github.com/seckill/seckill/internal/shop"
 	"github.com/seckill/seckill/internal/user"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -18,6 +19,7 @@ import (
 // success false, and the outcome's own message (never the wrapping text).
 var outcomes = []error{
 	user.ErrInvalidPhone, user.ErrWrongCode, user.ErrCodeBurned, user.ErrNoCode,
+	shop.ErrNotFound,
 	seckill.ErrUnknownVoucher, seckill.ErrNotStarted, seckill.ErrEnded, seckill.ErrAlreadyBought, seckill.ErrSoldOut,
 }
 
@@ -50,7 +52,7 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 		}
 	}
 	switch {
-	case errors.Is(err, voucher.ErrInvalid):
+	case errors.Is(err, voucher.ErrInvalid), errors.Is(err, shop.ErrInvalid):
 		return http.StatusBadRequest, Fail(err.Error())
 	case errors.Is(err, voucher.ErrNotFound):
 		return http.StatusNotFound, Fail(voucher.ErrNotFound.Error())

@@ -106,7 +106,7 @@ func startAPI(t *testing.T, env map[string]string) *testAPI {
 	}
 	srv, err := api.Listen(cfg, api.Deps{
 		Logger: logger, Monitor: health.NewMonitor(logger, reg, health.Options{}), Registry: reg,
-		Redis: r.Client, DB: m.DB, Sender: box, Store: store, Seckill: orders,
+		Redis: r.Client, DB: m.DB, Sender: box, Store: store, Seckill: orders, KeyPrefix: r.Prefix,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -20,9 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/seckill"
+	"github.com/seckill/seckill/internal/shop"
 	"github.com/seckill/seckill/internal/user"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -40,6 +42,7 @@ type Server struct {
 	store    *seckill.Store
 	vouchers *voucher.Vouchers
 	orders   *seckill.Service
+	shops    *shop.Service
 }
 
 // Deps are what the server needs from main.
@@ -54,6 +57,9 @@ type Deps struct {
 	// Store is the flash sale's Redis state; Seckill takes the orders.
 	Store   *seckill.Store
 	Seckill *seckill.Service
+	// KeyPrefix prefixes the cache keys, as SECKILL_KEY_PREFIX does the
+	// flash sale's.
+	KeyPrefix string
 }
 
 // Listen binds cfg.Addr at once (so a taken port fails the start) and
@@ -82,6 +88,8 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 		limiter: ratelimit.New(deps.Redis, cfg.RatePrefix, deps.Logger),
 		db:      deps.DB, store: deps.Store, orders: deps.Seckill,
 		vouchers: &voucher.Vouchers{DB: deps.DB, Store: deps.Store},
+		shops: shop.NewService(deps.DB, deps.Redis, shop.Keys{Prefix: deps.KeyPrefix}, cfg.ShopCache, cfg.TypeCache,
+			deps.Logger, cache.NewMetrics(deps.Registry)),
 		users: &user.Service{
 			Codes:    user.NewCodes(deps.Redis, cfg.CodePolicy),
 			Sessions: sessions,
@@ -105,6 +113,10 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.GET("/user/me", s.me, s.requireUser)
 	e.POST("/user/logout", s.logout, s.requireUser)
 
+	e.GET("/shop/:id", s.getShop)
+	e.GET("/shop-type/list", s.listShopTypes)
+	e.POST("/shop", s.createShop, s.requireAdmin)
+	e.PUT("/shop", s.updateShop, s.requireAdmin)
 	e.POST("/voucher", s.createVoucher(voucher.TypeOrdinary), s.requireAdmin)
 	e.POST("/voucher/seckill", s.createVoucher(voucher.TypeSeckill), s.requireAdmin)
 	e.PUT("/voucher/seckill/:id", s.changeSale, s.requireAdmin)
