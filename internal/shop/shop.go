@@ -69,7 +69,9 @@ func (s Shop) Validate() error {
 type Keys struct{ Prefix string }
 
 // Shop is the key of shop id.
-func (k Keys) Shop(id int64) string { return k.Prefix + "cache:shop:{" + strconv.FormatInt(id, 10) + "}" }
+func (k Keys) Shop(id int64) string {
+	return k.Prefix + "cache:shop:{" + strconv.FormatInt(id, 10) + "}"
+}
 
 // Types is the key of the shop-type list.
 func (k Keys) Types() string { return k.Prefix + "cache:shop-type" }
