@@ -4,11 +4,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/binlog"
 	"github.com/seckill/seckill/internal/broker"
@@ -19,8 +23,16 @@ import (
 
 type config struct {
 	daemon.Common
-	AdminAddr string
-	Binlog    binlog.Source
+	AdminAddr     string
+	Binlog        binlog.Source
+	Database      string
+	PositionFile  string
+	KeyPrefix     string
+	RetryTopic    string
+	DLQTopic      string
+	Group         string
+	MaxAttempts   int
+	DeleteTimeout time.Duration
 }
 
 func loadConfig(r *envconfig.Reader) (config, error) {
@@ -34,6 +46,14 @@ func loadConfig(r *envconfig.Reader) (config, error) {
 			Flavor:   r.OneOf("SECKILL_BINLOG_FLAVOR", "mariadb", "mariadb", "mysql"),
 			ServerID: uint32(r.Int("SECKILL_BINLOG_SERVER_ID", 1001, 1, 1<<32-1)),
 		},
+		Database:      r.String("SECKILL_BINLOG_DATABASE", "seckill"),
+		PositionFile:  r.String("SECKILL_BINLOG_POSITION_FILE", ".stack/cache-invalidator/position.json"),
+		KeyPrefix:     r.String("SECKILL_KEY_PREFIX", ""),
+		RetryTopic:    r.String("SECKILL_INVALIDATE_RETRY_TOPIC", "cache.invalidate.retry"),
+		DLQTopic:      r.String("SECKILL_INVALIDATE_DLQ_TOPIC", "cache.invalidate.dlq"),
+		Group:         r.String("SECKILL_INVALIDATE_GROUP", "seckill-cache-invalidator"),
+		MaxAttempts:   r.Int("SECKILL_INVALIDATE_MAX_ATTEMPTS", 12, 1, 100),
+		DeleteTimeout: r.Duration("SECKILL_INVALIDATE_DELETE_TIMEOUT", time.Second),
 	}
 	return c, r.Err()
 }
@@ -65,8 +85,24 @@ func run() error {
 	monitor.Add("redis", cfg.RedisAddr, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
 
+	metrics := binlog.NewMetrics(reg)
+	retry, dlq := broker.NewWriter(cfg.KafkaBrokers, cfg.RetryTopic), broker.NewWriter(cfg.KafkaBrokers, cfg.DLQTopic)
+	invalidator := &binlog.Invalidator{
+		Source: cfg.Binlog, Database: cfg.Database, Mapping: binlog.Mapping(cfg.KeyPrefix), KeyPrefix: cfg.KeyPrefix,
+		Redis: rdb, Retry: retry, Positions: &binlog.PositionFile{Path: cfg.PositionFile, Every: time.Second},
+		DeleteTimeout: cfg.DeleteTimeout, Logger: logger, Metrics: metrics,
+	}
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: cfg.KafkaBrokers, GroupID: cfg.Group, Topic: cfg.RetryTopic, StartOffset: kafka.FirstOffset, MaxWait: 500 * time.Millisecond,
+	})
+	retrier := &binlog.Retrier{
+		Reader: reader, Retry: retry, DLQ: dlq, Redis: rdb, MaxAttempts: cfg.MaxAttempts,
+		DeleteTimeout: cfg.DeleteTimeout, Logger: logger, Metrics: metrics,
+	}
+
 	d := daemon.Daemon{Logger: logger, Monitor: monitor, Registry: reg, AdminAddr: cfg.AdminAddr, ShutdownTimeout: cfg.ShutdownTimeout}
-	return d.Run(ctx, nil,
+	return d.Run(ctx, []daemon.Worker{{Name: "binlog invalidator", Run: invalidator.Run}, {Name: "retry consumer", Run: retrier.Run}},
+		daemon.Step{Name: "kafka", Do: func(context.Context) error { return errors.Join(reader.Close(), retry.Close(), dlq.Close()) }},
 		daemon.Step{Name: "binlog source", Do: func(context.Context) error { return binlogDB.Close() }},
 		daemon.Step{Name: "redis", Do: func(context.Context) error { return rdb.Close() }},
 	)

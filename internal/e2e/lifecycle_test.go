@@ -3,6 +3,10 @@
 package e2e
 
 import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +31,11 @@ func (s stack) env() map[string]string {
 		"SECKILL_BINLOG_PASSWORD":  s.mysql.Password,
 		"SECKILL_BINLOG_FLAVOR":    s.mysql.Flavor,
 		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
+		"SECKILL_BINLOG_DATABASE":  s.mysql.Database,
+		// Each follower needs a server id and a position file of its own.
+		"SECKILL_BINLOG_SERVER_ID":     strconv.Itoa(100000 + rand.IntN(1000000)),
+		"SECKILL_BINLOG_POSITION_FILE": filepath.Join(os.TempDir(), "seckill-"+s.mysql.Database+".pos"),
+		"SECKILL_KEY_PREFIX":           s.redis.Prefix,
 	}
 }
 

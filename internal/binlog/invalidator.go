@@ -1,0 +1,236 @@
+package binlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-mysql-org/go-mysql/canal"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+)
+
+// Invalidator follows the binlog of Database's mapped tables and deletes
+// the cache keys of every changed row. A delete that fails is handed to the
+// retry topic; the handler never returns an error to canal, which would
+// stop the sync.
+type Invalidator struct {
+	Source        Source
+	Database      string
+	Mapping       map[string]KeyFunc
+	KeyPrefix     string // of the key families flushed after a purged position
+	Redis         *redis.Client
+	Retry         *kafka.Writer
+	Positions     *PositionFile
+	DeleteTimeout time.Duration
+	Logger        *slog.Logger
+	Metrics       *Metrics
+}
+
+// Metrics are the invalidator's and the retrier's counters.
+type Metrics struct {
+	lag                                  prometheus.Histogram
+	deletes, failures, retries, deadLets prometheus.Counter
+}
+
+// NewMetrics registers the invalidation metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	m := &Metrics{
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_binlog_lag_seconds",
+			Help: "From the binlog event's time (whole seconds) to the key's delete.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
+		deletes:  c("seckill_cache_invalidations_total", "Cache keys deleted after a row change."),
+		failures: c("seckill_cache_invalidation_failures_total", "Cache key deletes that failed and went to the retry topic."),
+		retries:  c("seckill_cache_invalidation_retries_total", "Retried cache key deletes."),
+		deadLets: c("seckill_cache_invalidation_dead_letters_total", "Cache keys given up after the last retry."),
+	}
+	reg.MustRegister(m.lag, m.deletes, m.failures, m.retries, m.deadLets)
+	return m
+}
+
+// RetryMessage is a key whose delete failed, with its attempt count and
+// when to try next.
+type RetryMessage struct {
+	Key       string `json:"key"`
+	Attempt   int    `json:"attempt"`
+	NotBefore int64  `json:"notBefore"` // ms since 1970
+	Error     string `json:"error,omitempty"`
+}
+
+// errPurged is the server's "position no longer in the binlog" (1236).
+const errPurged = 1236
+
+// Run follows the binlog until ctx ends: from the saved position, or the
+// server's current one on a first start. It restarts the follower with
+// backoff after errors (a MySQL restart), and after a purged position
+// flushes the key families and continues from the current position.
+func (inv *Invalidator) Run(ctx context.Context) error {
+	policy := backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(10*time.Second))
+	for {
+		err := inv.follow(ctx)
+		if ctx.Err() != nil {
+			return inv.Positions.Flush()
+		}
+		var me *mysql.MyError
+		if errors.As(err, &me) && me.Code == errPurged || err != nil && strings.Contains(err.Error(), "1236") {
+			inv.Logger.Error("the saved binlog position is no longer on the server; flushing the cached families and continuing from the current position", "err", firstLine(err))
+			if ferr := inv.flushFamilies(ctx); ferr != nil {
+				inv.Logger.Error("flushing the cached families failed", "err", ferr)
+			}
+			if cerr := inv.Positions.Clear(); cerr != nil {
+				return cerr
+			}
+			continue
+		}
+		wait := policy.NextBackOff()
+		inv.Logger.Warn("binlog follower stopped; restarting", "addr", inv.Source.Addr, "err", firstLine(err), "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return inv.Positions.Flush()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (inv *Invalidator) follow(ctx context.Context) error {
+	var tables []string
+	for _, t := range Tables(inv.Mapping) {
+		tables = append(tables, regexp.QuoteMeta(inv.Database)+`\.`+regexp.QuoteMeta(t))
+	}
+	c, err := inv.Source.NewCanal(inv.Logger.With("component", "canal"), tables...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pos, ok, err := inv.Positions.Load(inv.Source.Flavor)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if pos, err = c.GetMasterPos(); err != nil {
+			return fmt.Errorf("current binlog position: %w", err)
+		}
+		inv.Logger.Info("no saved binlog position: starting at the server's current one", "file", pos.Name, "pos", pos.Pos)
+	} else {
+		inv.Logger.Info("resuming the binlog", "file", pos.Name, "pos", pos.Pos)
+	}
+	c.SetEventHandler(&handler{inv: inv, ctx: ctx})
+	stop := context.AfterFunc(ctx, c.Close)
+	defer stop()
+	return c.RunFrom(pos)
+}
+
+// firstLine drops the stack trace go-mysql appends to its errors.
+func firstLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return line
+}
+
+// flushFamilies deletes every key of the mapped families: after a purged
+// position the changes in between are unknown.
+func (inv *Invalidator) flushFamilies(ctx context.Context) error {
+	for _, pattern := range []string{"cache:shop:*", "cache:shop-type", "cache:voucher-list:*"} {
+		iter := inv.Redis.Scan(ctx, 0, inv.KeyPrefix+pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			if err := inv.Redis.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// invalidate deletes key, or hands it to the retry topic; false only when
+// ctx ended first.
+func (inv *Invalidator) invalidate(ctx context.Context, key string, changed time.Time) bool {
+	dctx, cancel := context.WithTimeout(ctx, inv.DeleteTimeout)
+	err := inv.Redis.Del(dctx, key).Err()
+	cancel()
+	if err == nil {
+		inv.Metrics.deletes.Inc()
+		inv.Metrics.lag.Observe(time.Since(changed).Seconds())
+		return true
+	}
+	inv.Metrics.failures.Inc()
+	msg := RetryMessage{Key: key, Attempt: 1, NotBefore: time.Now().Add(retryDelay(1)).UnixMilli(), Error: err.Error()}
+	return inv.handOff(ctx, msg)
+}
+
+// handOff publishes msg to the retry topic, retrying until Kafka takes it
+// or ctx ends: the binlog position does not move past a key that is
+// neither deleted nor queued.
+func (inv *Invalidator) handOff(ctx context.Context, msg RetryMessage) bool {
+	b, _ := json.Marshal(msg)
+	policy := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(5*time.Second)), ctx)
+	logged := false
+	err := backoff.Retry(func() error {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := inv.Retry.WriteMessages(wctx, kafka.Message{Key: []byte(msg.Key), Value: b})
+		if err != nil && !logged {
+			inv.Logger.Error("cannot queue a failed cache delete; holding the binlog until Kafka takes it", "key", msg.Key, "err", err)
+			logged = true
+		}
+		return err
+	}, policy)
+	return err == nil
+}
+
+// retryDelay is the wait before attempt n: 200 ms doubling, capped at 10 s.
+func retryDelay(attempt int) time.Duration {
+	d := 200 * time.Millisecond << min(attempt-1, 10)
+	return min(d, 10*time.Second)
+}
+
+type handler struct {
+	canal.DummyEventHandler
+	inv *Invalidator
+	ctx context.Context
+}
+
+// OnRow never fails for a failed delete (that goes to the retry topic).
+// It fails only on shutdown with a key neither deleted nor queued, so that
+// canal stops before the transaction's position is saved and the next
+// start handles the row again.
+func (h *handler) OnRow(e *canal.RowsEvent) error {
+	changed := time.Unix(int64(e.Header.Timestamp), 0)
+	for _, c := range Changes(e) {
+		for _, key := range KeysOf(h.inv.Mapping, c) {
+			if !h.inv.invalidate(h.ctx, key, changed) {
+				return fmt.Errorf("shutting down with %s neither deleted nor queued: %w", key, h.ctx.Err())
+			}
+		}
+	}
+	return nil
+}
+
+func (h *handler) OnPosSynced(_ *replication.EventHeader, pos mysql.Position, set mysql.GTIDSet, force bool) error {
+	if err := h.inv.Positions.Save(h.inv.Source.Flavor, pos, set, force); err != nil {
+		h.inv.Logger.Error("saving the binlog position failed", "err", err)
+	}
+	return nil
+}
+
+func (h *handler) OnDDL(_ *replication.EventHeader, pos mysql.Position, q *replication.QueryEvent) error {
+	h.inv.Logger.Info("DDL on a followed database", "schema", string(q.Schema), "query", string(q.Query))
+	return nil
+}
+
+func (h *handler) String() string { return "cache-invalidator" }

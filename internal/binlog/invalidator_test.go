@@ -1,0 +1,316 @@
+package binlog_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/binlog"
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/schema"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+type rig struct {
+	m        *testsupport.MySQL
+	r        *testsupport.Redis
+	k        *testsupport.Kafka
+	retry    string
+	dlq      string
+	posFile  string
+	metrics  *binlog.Metrics
+	serverID uint32
+}
+
+func newRig(t *testing.T) *rig {
+	g := &rig{m: testsupport.MustMySQL(t), r: testsupport.MustRedis(t), k: testsupport.MustKafka(t)}
+	if err := schema.Seed(context.Background(), g.m.DB); err != nil {
+		t.Fatal(err)
+	}
+	g.retry, g.dlq = g.k.MustTopic(t, 1), g.k.MustTopic(t, 1)
+	g.posFile = filepath.Join(t.TempDir(), "position.json")
+	g.metrics = binlog.NewMetrics(prometheus.NewRegistry())
+	g.serverID = source(t, g.m).ServerID
+	return g
+}
+
+// start runs an invalidator (deleting through rdb) until the returned stop.
+func (g *rig) start(t *testing.T, rdb *redis.Client) (stop func()) {
+	src := source(t, g.m)
+	src.ServerID = g.serverID
+	w := broker.NewWriter(g.k.Brokers, g.retry)
+	inv := &binlog.Invalidator{
+		Source: src, Database: g.m.Database, Mapping: binlog.Mapping(g.r.Prefix), KeyPrefix: g.r.Prefix,
+		Redis: rdb, Retry: w, Positions: &binlog.PositionFile{Path: g.posFile, Every: 100 * time.Millisecond},
+		DeleteTimeout: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Metrics: g.metrics,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inv.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("invalidator: %v", err)
+			}
+			w.Close()
+		}
+	}
+	t.Cleanup(stop)
+	// Started once the position is saved, or a first change is seen.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		key := g.r.Key("cache:shop:{1}")
+		g.r.Client.Set(context.Background(), key, "warm-up", 0)
+		g.exec(t, "UPDATE tb_shop SET comments = comments + 1 WHERE id = 1")
+		if g.gone(key, time.Second) {
+			return stop
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the invalidator did not start following within 15s")
+		}
+	}
+}
+
+func (g *rig) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	if _, err := g.m.DB.Exec(q, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gone polls until key is absent, up to within.
+func (g *rig) gone(key string, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if g.r.Client.Exists(context.Background(), key).Val() == 0 {
+			return true
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return false
+}
+
+// A plain SQL UPDATE (not through the API) removes the shop's key; the lag
+// from the commit to the key's absence is measured over 100 updates.
+func TestInvalidatorDeletesKeysOfChangedRows(t *testing.T) {
+	g := newRig(t)
+	g.start(t, g.r.Client)
+	ctx := context.Background()
+	var lags []time.Duration
+	for i := range 100 {
+		id := i%6 + 1
+		key := g.r.Key(fmt.Sprintf("cache:shop:{%d}", id))
+		g.r.Client.Set(ctx, key, "stale", 0)
+		start := time.Now()
+		g.exec(t, "UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id)
+		if !g.gone(key, 5*time.Second) {
+			t.Fatalf("update %d: %s still cached after 5s", i, key)
+		}
+		lags = append(lags, time.Since(start))
+	}
+	slices.Sort(lags)
+	t.Logf("UPDATE tb_shop -> key gone: p50 %v, p99 %v, max %v over %d updates", lags[49], lags[98], lags[99], len(lags))
+
+	cases := []struct {
+		name, sql string
+		keys      []string
+	}{
+		{"InsertShop", "INSERT INTO tb_shop (id, name, type_id) VALUES (100, 'new', 1)", []string{"cache:shop:{100}"}},
+		{"DeleteShop", "DELETE FROM tb_shop WHERE id = 100", []string{"cache:shop:{100}"}},
+		{"ShopType", "UPDATE tb_shop_type SET sort = sort + 1 WHERE id = 2", []string{"cache:shop-type"}},
+		{"VoucherMovesShop", "UPDATE tb_voucher SET shop_id = 2 WHERE id = 500", []string{"cache:voucher-list:{1}", "cache:voucher-list:{2}"}},
+	}
+	g.exec(t, "INSERT INTO tb_voucher (id, shop_id, title, pay_value, actual_value) VALUES (500, 1, 'v', 1, 2)")
+	time.Sleep(300 * time.Millisecond)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, k := range c.keys {
+				g.r.Client.Set(ctx, g.r.Key(k), "stale", 0)
+			}
+			g.exec(t, c.sql)
+			for _, k := range c.keys {
+				if !g.gone(g.r.Key(k), 5*time.Second) {
+					t.Fatalf("%s still cached", k)
+				}
+			}
+		})
+	}
+
+	// DDL on a followed table does not stop the follower.
+	g.exec(t, "ALTER TABLE tb_shop ADD COLUMN note VARCHAR(16) NULL")
+	key := g.r.Key("cache:shop:{3}")
+	g.r.Client.Set(ctx, key, "stale", 0)
+	g.exec(t, "UPDATE tb_shop SET note = 'x' WHERE id = 3")
+	if !g.gone(key, 5*time.Second) {
+		t.Fatal("after an ALTER TABLE the follower no longer deletes")
+	}
+}
+
+// Stopped, rows changed, started again: the changes made while it was down
+// are handled, from the saved position.
+func TestInvalidatorResumesFromItsPosition(t *testing.T) {
+	g := newRig(t)
+	stop := g.start(t, g.r.Client)
+	stop()
+	raw, err := os.ReadFile(g.posFile)
+	if err != nil {
+		t.Fatalf("no position saved at shutdown: %v", err)
+	}
+	ctx := context.Background()
+	var keys []string
+	for id := 2; id <= 5; id++ {
+		k := g.r.Key(fmt.Sprintf("cache:shop:{%d}", id))
+		g.r.Client.Set(ctx, k, "stale", 0)
+		g.exec(t, "UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id)
+		keys = append(keys, k)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, k := range keys {
+		if g.r.Client.Exists(ctx, k).Val() == 0 {
+			t.Fatal("a key vanished while the invalidator was stopped")
+		}
+	}
+	var pos struct{ Name string }
+	_ = json.Unmarshal(raw, &pos)
+	g.start(t, g.r.Client)
+	for _, k := range keys {
+		if !g.gone(k, 5*time.Second) {
+			t.Fatalf("%s: the change made while stopped was not handled after resuming from %s", k, raw)
+		}
+	}
+}
+
+// Redis unreachable while rows change: the deletes go to the retry topic;
+// the retry consumer, with Redis reachable, deletes every key; nothing is
+// dead-lettered.
+func TestFailedDeletesAreRetried(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	// Warm up with the real Redis, so the follower is known to run.
+	stop := g.start(t, g.r.Client)
+	stop()
+	dead := redis.NewClient(&redis.Options{Addr: testsupport.FreeAddr(t), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer dead.Close()
+	srcStop := g.startNoWarmup(t, dead)
+	var keys []string
+	for id := 1; id <= 6; id++ {
+		k := g.r.Key(fmt.Sprintf("cache:shop:{%d}", id))
+		g.r.Client.Set(ctx, k, "stale", 0)
+		g.exec(t, "UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id)
+		keys = append(keys, k)
+	}
+	// Every failed delete reaches the retry topic.
+	waitOffset(t, g.k, g.retry, 6)
+	srcStop()
+	for _, k := range keys {
+		if g.r.Client.Exists(ctx, k).Val() == 0 {
+			t.Fatal("a key was deleted although Redis was unreachable for the invalidator")
+		}
+	}
+
+	reader := kafka.NewReader(kafka.ReaderConfig{Brokers: g.k.Brokers, GroupID: testsupport.Group(t), Topic: g.retry, StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond})
+	defer reader.Close()
+	retryW, dlqW := broker.NewWriter(g.k.Brokers, g.retry), broker.NewWriter(g.k.Brokers, g.dlq)
+	defer retryW.Close()
+	defer dlqW.Close()
+	r := &binlog.Retrier{Reader: reader, Retry: retryW, DLQ: dlqW, Redis: g.r.Client, MaxAttempts: 5,
+		DeleteTimeout: time.Second, Logger: slog.New(slog.DiscardHandler), Metrics: g.metrics}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	for _, k := range keys {
+		if !g.gone(k, 15*time.Second) {
+			t.Fatalf("%s not deleted by the retry consumer", k)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := lastOffset(t, g.k, g.dlq); n != 0 {
+		t.Fatalf("%d keys dead-lettered", n)
+	}
+}
+
+func (g *rig) startNoWarmup(t *testing.T, rdb *redis.Client) func() {
+	src := source(t, g.m)
+	src.ServerID = g.serverID
+	w := broker.NewWriter(g.k.Brokers, g.retry)
+	inv := &binlog.Invalidator{
+		Source: src, Database: g.m.Database, Mapping: binlog.Mapping(g.r.Prefix), KeyPrefix: g.r.Prefix,
+		Redis: rdb, Retry: w, Positions: &binlog.PositionFile{Path: g.posFile, Every: 100 * time.Millisecond},
+		DeleteTimeout: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Metrics: g.metrics,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inv.Run(ctx) }()
+	return func() {
+		cancel()
+		<-done
+		w.Close()
+	}
+}
+
+// A saved position the server no longer has (error 1236): the families
+// are flushed and the follower continues from the current position.
+func TestPurgedPositionFlushesAndContinues(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	bogus := fmt.Sprintf(`{"flavor":%q,"name":"mysql-bin.999999","pos":4}`, g.m.Flavor)
+	if err := os.WriteFile(g.posFile, []byte(bogus), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cached := []string{g.r.Key("cache:shop:{4}"), g.r.Key("cache:shop-type"), g.r.Key("cache:voucher-list:{9}")}
+	for _, k := range cached {
+		g.r.Client.Set(ctx, k, "stale", 0)
+	}
+	other := g.r.Key("login:token:{keep}")
+	g.r.Client.Set(ctx, other, "x", 0)
+	g.start(t, g.r.Client)
+	for _, k := range cached {
+		if !g.gone(k, 5*time.Second) {
+			t.Fatalf("%s survived the flush after a purged position", k)
+		}
+	}
+	if g.r.Client.Exists(ctx, other).Val() != 1 {
+		t.Fatal("the flush deleted a key outside the cache families")
+	}
+}
+
+func lastOffset(t *testing.T, k *testsupport.Kafka, topic string) int64 {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", k.Brokers[0], topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	last, err := conn.ReadLastOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+func waitOffset(t *testing.T, k *testsupport.Kafka, topic string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for lastOffset(t, k, topic) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages on %s, want %d", lastOffset(t, k, topic), topic, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,34 @@
+package binlog
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestKeysOf(t *testing.T) {
+	m := Mapping("p:")
+	tests := []struct {
+		name   string
+		change Change
+		want   []string
+	}{
+		{"ShopInsert", Change{Table: "tb_shop", After: map[string]any{"id": int64(7)}}, []string{"p:cache:shop:{7}"}},
+		{"ShopUpdate", Change{Table: "tb_shop", Before: map[string]any{"id": int64(7)}, After: map[string]any{"id": int64(7)}}, []string{"p:cache:shop:{7}"}},
+		{"ShopDelete", Change{Table: "tb_shop", Before: map[string]any{"id": uint64(8)}}, []string{"p:cache:shop:{8}"}},
+		{"ShopIDChanged", Change{Table: "tb_shop", Before: map[string]any{"id": int64(1)}, After: map[string]any{"id": int64(2)}}, []string{"p:cache:shop:{1}", "p:cache:shop:{2}"}},
+		{"ShopType", Change{Table: "tb_shop_type", After: map[string]any{"id": int64(3)}}, []string{"p:cache:shop-type"}},
+		{"VoucherMovesShop", Change{Table: "tb_voucher", Before: map[string]any{"shop_id": int64(1)}, After: map[string]any{"shop_id": int64(4)}}, []string{"p:cache:voucher-list:{1}", "p:cache:voucher-list:{4}"}},
+		{"VoucherWithoutShop", Change{Table: "tb_voucher", After: map[string]any{"shop_id": nil}}, nil},
+		{"UnfollowedTable", Change{Table: "tb_user", After: map[string]any{"id": int64(1)}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := KeysOf(m, tt.change); !slices.Equal(got, tt.want) {
+				t.Fatalf("keys %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if got := Tables(m); !slices.Equal(got, []string{"tb_shop", "tb_shop_type", "tb_voucher"}) {
+		t.Fatalf("tables %v", got)
+	}
+}

@@ -1,0 +1,104 @@
+package binlog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// PositionFile keeps the binlog position the invalidator has fully handled,
+// in a file written atomically (temp file and rename), at most once per
+// Every unless forced.
+type PositionFile struct {
+	Path  string
+	Every time.Duration
+
+	mu      sync.Mutex
+	pending *savedPosition
+	saved   time.Time
+}
+
+type savedPosition struct {
+	Flavor string `json:"flavor"`
+	Name   string `json:"name"`
+	Pos    uint32 `json:"pos"`
+	GTID   string `json:"gtid,omitempty"`
+}
+
+// Load is the saved position; ok is false when there is none.
+func (f *PositionFile) Load(flavor string) (pos mysql.Position, ok bool, err error) {
+	b, err := os.ReadFile(f.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return pos, false, nil
+	}
+	if err != nil {
+		return pos, false, fmt.Errorf("binlog position %s: %w", f.Path, err)
+	}
+	var s savedPosition
+	if err := json.Unmarshal(b, &s); err != nil {
+		return pos, false, fmt.Errorf("binlog position %s: %w", f.Path, err)
+	}
+	if s.Flavor != flavor {
+		return pos, false, fmt.Errorf("binlog position %s is for %s, the server is %s: remove the file to start at the current position", f.Path, s.Flavor, flavor)
+	}
+	return mysql.Position{Name: s.Name, Pos: s.Pos}, true, nil
+}
+
+// Save records pos (handled) and writes it when due or when forced.
+func (f *PositionFile) Save(flavor string, pos mysql.Position, gtid mysql.GTIDSet, force bool) error {
+	s := &savedPosition{Flavor: flavor, Name: pos.Name, Pos: pos.Pos}
+	if gtid != nil {
+		s.GTID = gtid.String()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending = s
+	if !force && time.Since(f.saved) < f.Every {
+		return nil
+	}
+	return f.flushLocked()
+}
+
+// Flush writes the last recorded position.
+func (f *PositionFile) Flush() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushLocked()
+}
+
+// Clear forgets the position: the next start begins at the server's
+// current one.
+func (f *PositionFile) Clear() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending = nil
+	if err := os.Remove(f.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (f *PositionFile) flushLocked() error {
+	if f.pending == nil {
+		return nil
+	}
+	b, _ := json.Marshal(f.pending)
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+		return fmt.Errorf("binlog position: %w", err)
+	}
+	tmp := f.Path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("binlog position: %w", err)
+	}
+	if err := os.Rename(tmp, f.Path); err != nil {
+		return fmt.Errorf("binlog position: %w", err)
+	}
+	f.saved = time.Now()
+	return nil
+}
