@@ -14,8 +14,14 @@ import (
 //go:embed *.lua
 var files embed.FS
 
-// Unlock deletes KEYS[1] only if it still holds the owner token ARGV[1].
-var Unlock = mustLoad("unlock.lua")
+// LockAcquire takes a re-entrant lock and returns its fencing token.
+var LockAcquire = mustLoad("lock_acquire.lua")
+
+// LockRelease releases one hold of a lock, only by its owner.
+var LockRelease = mustLoad("lock_release.lua")
+
+// LockExtend extends a lock's TTL, only by its owner.
+var LockExtend = mustLoad("lock_extend.lua")
 
 // Seckill is the flash-sale gate: sale window, stock and one order per
 // user, decided and recorded atomically.
