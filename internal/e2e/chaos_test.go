@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -129,4 +131,94 @@ func committedOffsets(t *testing.T, s *sale) int64 {
 		}
 	}
 	return total
+}
+
+// Redis stops while rows change: the cache-invalidator hands the failed
+// deletes to the retry topic; once Redis is back every affected key is
+// deleted, the retry topic is drained and nothing is dead-lettered.
+func TestChaosRedisDownUnderTheInvalidator(t *testing.T) {
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	t.Cleanup(func() { stackCtl(t, "up") })
+	if err := schema.Seed(context.Background(), s.mysql.DB); err != nil {
+		t.Fatal(err)
+	}
+	retry, dlq := s.kafka.MustTopic(t, 1), s.kafka.MustTopic(t, 1)
+	env := s.env()
+	admin := testsupport.FreeAddr(t)
+	group := testsupport.Group(t)
+	env["SECKILL_ADMIN_ADDR"] = admin
+	env["SECKILL_INVALIDATE_RETRY_TOPIC"] = retry
+	env["SECKILL_INVALIDATE_DLQ_TOPIC"] = dlq
+	env["SECKILL_INVALIDATE_GROUP"] = group
+	env["SECKILL_INVALIDATE_DELETE_TIMEOUT"] = "300ms"
+	env["SECKILL_INVALIDATE_MAX_ATTEMPTS"] = "30"
+	proc := testsupport.Start(t, testsupport.MustBuild(t, "../../cmd/cache-invalidator"), env)
+	testsupport.Eventually(t, "http://"+admin+"/readyz", 200, 30*time.Second)
+	ctx := context.Background()
+
+	// Following: a first change is seen.
+	probe := s.redis.Key("cache:shop:{6}")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s.redis.Client.Set(ctx, probe, "stale", 0)
+		s.mysql.DB.Exec("UPDATE tb_shop SET comments = comments + 1 WHERE id = 6")
+		time.Sleep(300 * time.Millisecond)
+		if s.redis.Client.Exists(ctx, probe).Val() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the invalidator is not following:\n%s", proc.Output())
+		}
+	}
+	var keys []string
+	for id := 1; id <= 5; id++ {
+		k := fmt.Sprintf("%scache:shop:{%d}", s.redis.Prefix, id)
+		s.redis.Client.Set(ctx, k, "stale", 0)
+		keys = append(keys, k)
+	}
+	time.Sleep(1500 * time.Millisecond) // appendfsync everysec
+	stackCtl(t, "stop", "redis")
+	for id := 1; id <= 5; id++ {
+		if _, err := s.mysql.DB.Exec("UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "5 failed deletes on the retry topic", func() bool { return lastOffsetOf(t, s, retry) >= 5 })
+	stackCtl(t, "up")
+	for _, k := range keys {
+		waitFor(t, 60*time.Second, k+" deleted", func() bool { return s.redis.Client.Exists(ctx, k).Val() == 0 })
+	}
+	waitFor(t, 30*time.Second, "the retry topic drained", func() bool {
+		client := &kafka.Client{Addr: kafka.TCP(s.kafka.Brokers...), Timeout: 10 * time.Second}
+		res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{retry: {0}}})
+		return err == nil && len(res.Topics[retry]) == 1 && res.Topics[retry][0].CommittedOffset == lastOffsetOf(t, s, retry)
+	})
+	if n := lastOffsetOf(t, s, dlq); n != 0 {
+		t.Fatalf("%d keys dead-lettered", n)
+	}
+}
+
+func lastOffsetOf(t *testing.T, s stack, topic string) int64 {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", s.kafka.Brokers[0], topic, 0)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close()
+	n, err := conn.ReadLastOffset()
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
