@@ -55,24 +55,7 @@ type testAPI struct {
 	Redis  *testsupport.Redis
 	MySQL  *testsupport.MySQL
 	Inbox  *inbox
-	Logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	Logs   *testsupport.SyncBuffer
 }
 
 // startAPI runs an API server in the test process against the real Redis,
@@ -93,7 +76,7 @@ func startAPI(t *testing.T, env map[string]string) *testAPI {
 	if err := reader.Err(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testsupport.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	reg := prometheus.NewRegistry()
 	box := &inbox{codes: map[string]string{}}

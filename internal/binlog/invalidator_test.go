@@ -44,32 +44,11 @@ func newRig(t *testing.T) *rig {
 	return g
 }
 
-// start runs an invalidator (deleting through rdb) until the returned stop.
+// start runs an invalidator (deleting through rdb) until the returned
+// stop, and returns once it is seen following the binlog.
 func (g *rig) start(t *testing.T, rdb *redis.Client) (stop func()) {
-	src := source(t, g.m)
-	src.ServerID = g.serverID
-	w := broker.NewWriter(g.k.Brokers, g.retry)
-	inv := &binlog.Invalidator{
-		Source: src, Database: g.m.Database, Mapping: binlog.Mapping(g.r.Prefix), KeyPrefix: g.r.Prefix,
-		Redis: rdb, Retry: w, Positions: &binlog.PositionFile{Path: g.posFile, Every: 100 * time.Millisecond},
-		DeleteTimeout: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Metrics: g.metrics,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- inv.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("invalidator: %v", err)
-			}
-			w.Close()
-		}
-	}
-	t.Cleanup(stop)
-	// Started once the position is saved, or a first change is seen.
+	stop = g.startNoWarmup(t, rdb)
+	// Following once a change is seen.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		key := g.r.Key("cache:shop:{1}")
@@ -245,7 +224,9 @@ func TestFailedDeletesAreRetried(t *testing.T) {
 	}
 }
 
-func (g *rig) startNoWarmup(t *testing.T, rdb *redis.Client) func() {
+// startNoWarmup runs an invalidator until the returned stop (also run when
+// the test ends).
+func (g *rig) startNoWarmup(t *testing.T, rdb *redis.Client) (stop func()) {
 	src := source(t, g.m)
 	src.ServerID = g.serverID
 	w := broker.NewWriter(g.k.Brokers, g.retry)
@@ -257,11 +238,19 @@ func (g *rig) startNoWarmup(t *testing.T, rdb *redis.Client) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- inv.Run(ctx) }()
-	return func() {
-		cancel()
-		<-done
-		w.Close()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("invalidator: %v", err)
+			}
+			w.Close()
+		}
 	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // A saved position the server no longer has (error 1236): the families

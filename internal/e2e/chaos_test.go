@@ -198,6 +198,44 @@ func TestChaosRedisDownUnderTheInvalidator(t *testing.T) {
 	}
 }
 
+// MariaDB restarts under the cache-invalidator: it reconnects and keeps
+// deleting the keys of changed rows.
+func TestChaosMySQLRestartUnderTheInvalidator(t *testing.T) {
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	t.Cleanup(func() { stackCtl(t, "up") })
+	if err := schema.Seed(context.Background(), s.mysql.DB); err != nil {
+		t.Fatal(err)
+	}
+	env := s.env()
+	admin := testsupport.FreeAddr(t)
+	env["SECKILL_ADMIN_ADDR"] = admin
+	env["SECKILL_INVALIDATE_RETRY_TOPIC"] = s.kafka.MustTopic(t, 1)
+	env["SECKILL_INVALIDATE_DLQ_TOPIC"] = s.kafka.MustTopic(t, 1)
+	env["SECKILL_INVALIDATE_GROUP"] = testsupport.Group(t)
+	testsupport.Start(t, testsupport.MustBuild(t, "../../cmd/cache-invalidator"), env)
+	testsupport.Eventually(t, "http://"+admin+"/readyz", 200, 30*time.Second)
+	ctx := context.Background()
+	invalidated := func(id int) bool {
+		k := fmt.Sprintf("%scache:shop:{%d}", s.redis.Prefix, id)
+		s.redis.Client.Set(ctx, k, "stale", 0)
+		if _, err := s.mysql.DB.Exec("UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id); err != nil {
+			return false
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if s.redis.Client.Exists(ctx, k).Val() == 0 {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return false
+	}
+	waitFor(t, 20*time.Second, "the invalidator following", func() bool { return invalidated(1) })
+	stackCtl(t, "stop", "mariadb")
+	stackCtl(t, "up")
+	waitFor(t, 60*time.Second, "a change after the restart invalidated", func() bool { return invalidated(2) })
+}
+
 func lastOffsetOf(t *testing.T, s stack, topic string) int64 {
 	t.Helper()
 	conn, err := kafka.DialLeader(context.Background(), "tcp", s.kafka.Brokers[0], topic, 0)

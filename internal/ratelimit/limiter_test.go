@@ -1,12 +1,10 @@
 package ratelimit_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,29 +44,12 @@ func TestLimiterAllowsRateThenRecovers(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // With Redis unreachable, a fail-open limit lets requests through and a
 // fail-closed one refuses them; the outage is logged once, not per request.
 func TestLimiterWithoutRedisFailsOpenOrClosedAndLogsOnce(t *testing.T) {
 	dead := redis.NewClient(&redis.Options{Addr: testsupport.FreeAddr(t), DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	defer dead.Close()
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	l := ratelimit.New(dead, "rate:", slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
 	limit := ratelimit.Limit{Rate: 1, Period: time.Second}

@@ -48,23 +48,25 @@ func FreeAddr(tb testing.TB) string {
 // Process is a program started by a test, its output kept for assertions.
 type Process struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 	err  error
 }
 
-type syncBuffer struct {
+// SyncBuffer is a buffer safe for concurrent writers, for capturing the
+// logs of code under test.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -79,7 +81,7 @@ func Start(tb testing.TB, bin string, env map[string]string, args ...string) *Pr
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &Process{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{cmd: cmd, out: &SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start %s: %v", bin, err)
