@@ -75,9 +75,6 @@ func New[T any](rdb *redis.Client, family string, key func(id string) string, s 
 	return &Cache[T]{rdb: rdb, family: family, key: key, s: s, logger: logger, metrics: m}
 }
 
-// Key is id's Redis key.
-func (c *Cache[T]) Key(id string) string { return c.key(id) }
-
 // errWaitTimeout is only logged: a waiter whose wait ran out loads the
 // value itself rather than failing.
 var errWaitTimeout = errors.New("cache: waited too long for another rebuild")

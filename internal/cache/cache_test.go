@@ -91,7 +91,7 @@ func TestFoundValueIsCachedWithJitteredTTL(t *testing.T) {
 	if tb.queries.Load() != 1 {
 		t.Fatalf("%d loads, want 1", tb.queries.Load())
 	}
-	ttl := r.Client.PTTL(context.Background(), c.Key("1")).Val()
+	ttl := r.Client.PTTL(context.Background(), r.Key("cache:shop:{1}")).Val()
 	if ttl < plain.TTL-time.Second || ttl > plain.TTL+plain.Jitter {
 		t.Fatalf("TTL %v, want %v plus up to %v", ttl, plain.TTL, plain.Jitter)
 	}
@@ -211,7 +211,7 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	}
 	close(release)
 	time.Sleep(100 * time.Millisecond)
-	raw := r.Client.HGet(context.Background(), a.Key("5"), "v").Val()
+	raw := r.Client.HGet(context.Background(), r.Key("cache:shop:{5}"), "v").Val()
 	if raw != `{"id":5,"name":"fresh"}` {
 		t.Fatalf("entry %q after the stuck owner came back", raw)
 	}

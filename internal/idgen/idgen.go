@@ -79,8 +79,3 @@ func (g *Generator) lease(ctx context.Context, day string) error {
 	g.day, g.next, g.end = day, end.Val()-g.block, end.Val()
 	return nil
 }
-
-// Time is when id was made, to the second.
-func Time(id int64) time.Time {
-	return Epoch.Add(time.Duration(id>>seqBits) * time.Second)
-}

@@ -127,9 +127,6 @@ func (c *Client) acquire(ctx context.Context, name, owner string, opt Options) (
 // could not extend it. Work done under the lock should use it.
 func (l *Lock) Context() context.Context { return l.ctx }
 
-// Owner is the lock's owner token.
-func (l *Lock) Owner() string { return l.owner }
-
 // Extend sets the lock's TTL again, only if still the owner.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	n, err := lua.LockExtend.Run(ctx, l.c.rdb, []string{l.key}, l.owner, ttl.Milliseconds()).Int64()
