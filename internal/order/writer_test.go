@@ -201,3 +201,25 @@ func TestRelayDeliversAnUnpublishedOrder(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A backlog larger than the relay's batch is republished in one scan.
+func TestRelayDrainsMoreThanABatch(t *testing.T) {
+	p := newPipeline(t)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<30)
+	p.warm(t, voucher, 1000)
+	svc := &seckill.Service{Store: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Publisher: failingPublisher{}, Logger: p.logger}
+	for u := range int64(250) {
+		if _, err := svc.Order(ctx, u+1, voucher); err == nil {
+			t.Fatal("the failing publisher published")
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	relay := &seckill.Relay{Store: p.store, Publisher: p.pub, Age: 100 * time.Millisecond, Interval: time.Hour, Batch: 100, Logger: p.logger}
+	if n, err := relay.Scan(ctx); err != nil || n != 250 {
+		t.Fatalf("one scan republished %d (%v), want all 250", n, err)
+	}
+	if n, err := relay.Scan(ctx); err != nil || n != 0 {
+		t.Fatalf("an immediate second scan republished %d (%v), want 0 until Age passes again", n, err)
+	}
+}

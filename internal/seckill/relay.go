@@ -59,10 +59,17 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 		if err != nil {
 			continue
 		}
-		n, err := r.scanVoucher(ctx, vid, now)
-		total += n
-		if err != nil {
-			return total, err
+		// A full batch means more may wait: take them now rather than a
+		// batch per interval.
+		for {
+			n, err := r.scanVoucher(ctx, vid, now)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			if int64(n) < r.Batch {
+				break
+			}
 		}
 	}
 	if total > 0 {
