@@ -263,3 +263,31 @@ func TestWriterStoppedMidSale(t *testing.T) {
 		})
 	}
 }
+
+// Two order-writers in the group share the partitions: both write orders,
+// and together exactly the stock, none twice.
+func TestTwoWritersShareTheOrders(t *testing.T) {
+	s := newSale(t)
+	first := s.writerEnv["SECKILL_ADMIN_ADDR"]
+	second := testsupport.FreeAddr(t)
+	s.writerEnv["SECKILL_ADMIN_ADDR"] = second
+	s.startWriter(t)
+	// Let the group settle on two members before the sale.
+	time.Sleep(3 * time.Second)
+	voucher := s.voucher(t, 600, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	accepted, _, _ := s.buy(t, voucher, s.sessions(t, 1, 600))
+	s.audit(t, voucher, accepted, 600, 0)
+	for _, admin := range []string{first, second} {
+		metrics := testsupport.Eventually(t, "http://"+admin+"/metrics", 200, 5*time.Second)
+		var inserted float64
+		for _, line := range strings.Split(metrics, "\n") {
+			if v, ok := strings.CutPrefix(line, "seckill_orders_inserted_total "); ok {
+				inserted, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		if inserted == 0 {
+			t.Fatalf("the writer at %s wrote no order: the partitions were not shared", admin)
+		}
+		t.Logf("writer %s inserted %.0f orders", admin, inserted)
+	}
+}
