@@ -136,17 +136,24 @@ func (s *Store) FindReservation(ctx context.Context, orderID int64) (Reservation
 }
 
 // Confirm removes the reservations of orders the order-writer has settled
-// (inserted or recorded as failed).
+// (inserted or recorded as failed): one variadic HDEL and ZREM per voucher.
 func (s *Store) Confirm(ctx context.Context, orders []Reservation) error {
 	if len(orders) == 0 {
 		return nil
 	}
+	byVoucher := map[int64][]string{}
+	for _, o := range orders {
+		byVoucher[o.VoucherID] = append(byVoucher[o.VoucherID], strconv.FormatInt(o.OrderID, 10))
+	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, o := range orders {
-			k := s.KeysOf(o.VoucherID)
-			id := strconv.FormatInt(o.OrderID, 10)
-			p.HDel(ctx, k.Pending, id)
-			p.ZRem(ctx, k.PendingAt, id)
+		for voucher, ids := range byVoucher {
+			k := s.KeysOf(voucher)
+			members := make([]any, len(ids))
+			for i, id := range ids {
+				members[i] = id
+			}
+			p.HDel(ctx, k.Pending, ids...)
+			p.ZRem(ctx, k.PendingAt, members...)
 		}
 		return nil
 	})
