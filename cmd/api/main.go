@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/seckill/seckill/internal/api"
@@ -54,9 +53,9 @@ func run() error {
 	}
 	reg := daemon.NewRegistry()
 	monitor := health.NewMonitor(logger, reg, health.Options{})
-	monitor.Add("redis", cfg.RedisAddr, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
-	monitor.Add("mysql", mysqldb.Addr(cfg.MySQLDSN), db.PingContext)
-	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
+	cfg.WatchRedis(monitor, rdb)
+	cfg.WatchMySQL(monitor, db)
+	cfg.WatchKafka(monitor)
 
 	store := seckill.NewStore(rdb, cfg.Seckill.KeyPrefix)
 	orderWriter := broker.NewWriter(cfg.KafkaBrokers, cfg.Seckill.OrdersTopic)
@@ -64,7 +63,7 @@ func run() error {
 	publisher := seckill.NewPublisher(orderWriter, cfg.Seckill.PublishTimeout)
 	orders := &seckill.Service{
 		Store: store, IDs: idgen.New(rdb, "order", cfg.Seckill.IDBlock), Publisher: publisher,
-		KafkaUp: func() bool { return monitor.Up("kafka") }, SoldOut: seckill.NewSoldOutCache(cfg.Seckill.SoldOutTTL), Logger: logger,
+		KafkaUp: func() bool { return monitor.Up(daemon.KafkaCheck) }, SoldOut: seckill.NewSoldOutCache(cfg.Seckill.SoldOutTTL), Logger: logger,
 	}
 	srv, err := api.Listen(cfg.API, api.Deps{Logger: logger, Monitor: monitor, Registry: reg, Redis: rdb, DB: db, Store: store, Seckill: orders, KeyPrefix: cfg.Seckill.KeyPrefix})
 	if err != nil {

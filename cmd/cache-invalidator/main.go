@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -82,8 +81,8 @@ func run() error {
 	reg := daemon.NewRegistry()
 	monitor := health.NewMonitor(logger, reg, health.Options{})
 	monitor.Add("binlog", cfg.Binlog.Addr, func(ctx context.Context) error { return binlog.CheckServer(ctx, binlogDB) })
-	monitor.Add("redis", cfg.RedisAddr, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
-	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
+	cfg.WatchRedis(monitor, rdb)
+	cfg.WatchKafka(monitor)
 
 	metrics := binlog.NewMetrics(reg)
 	retry, dlq := broker.NewWriter(cfg.KafkaBrokers, cfg.RetryTopic), broker.NewWriter(cfg.KafkaBrokers, cfg.DLQTopic)

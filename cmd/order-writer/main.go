@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -67,9 +66,9 @@ func run() error {
 	}
 	reg := daemon.NewRegistry()
 	monitor := health.NewMonitor(logger, reg, health.Options{})
-	monitor.Add("kafka", strings.Join(cfg.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) })
-	monitor.Add("mysql", mysqldb.Addr(cfg.MySQLDSN), db.PingContext)
-	monitor.Add("redis", cfg.RedisAddr, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+	cfg.WatchKafka(monitor)
+	cfg.WatchMySQL(monitor, db)
+	cfg.WatchRedis(monitor, rdb)
 
 	store := seckill.NewStore(rdb, cfg.Seckill.KeyPrefix)
 	reader := kafka.NewReader(kafka.ReaderConfig{

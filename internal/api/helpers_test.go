@@ -48,14 +48,11 @@ func (b *inbox) last(t *testing.T, phone string) string {
 }
 
 type testAPI struct {
-	URL    string
-	Store  *seckill.Store
-	Topic  string
-	Server *api.Server
-	Redis  *testsupport.Redis
-	MySQL  *testsupport.MySQL
-	Inbox  *inbox
-	Logs   *testsupport.SyncBuffer
+	URL   string
+	Redis *testsupport.Redis
+	MySQL *testsupport.MySQL
+	Inbox *inbox
+	Logs  *testsupport.SyncBuffer
 }
 
 // startAPI runs an API server in the test process against the real Redis,
@@ -104,7 +101,7 @@ func startAPI(t *testing.T, env map[string]string) *testAPI {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &testAPI{URL: "http://" + srv.Addr(), Store: store, Topic: topic, Server: srv, Redis: r, MySQL: m, Inbox: box, Logs: logs}
+	return &testAPI{URL: "http://" + srv.Addr(), Redis: r, MySQL: m, Inbox: box, Logs: logs}
 }
 
 // envelope is the course's Result as a client decodes it.

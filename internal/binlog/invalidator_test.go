@@ -2,7 +2,6 @@ package binlog_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -61,6 +60,20 @@ func (g *rig) start(t *testing.T, rdb *redis.Client) (stop func()) {
 			t.Fatal("the invalidator did not start following within 15s")
 		}
 	}
+}
+
+// changeShops caches a stale entry for each shop, then updates its row, and
+// returns the keys that must go.
+func (g *rig) changeShops(t *testing.T, ids ...int) []string {
+	t.Helper()
+	var keys []string
+	for _, id := range ids {
+		k := g.r.Key(fmt.Sprintf("cache:shop:{%d}", id))
+		g.r.Client.Set(context.Background(), k, "stale", 0)
+		g.exec(t, "UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id)
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 func (g *rig) exec(t *testing.T, q string, args ...any) {
@@ -149,21 +162,13 @@ func TestInvalidatorResumesFromItsPosition(t *testing.T) {
 		t.Fatalf("no position saved at shutdown: %v", err)
 	}
 	ctx := context.Background()
-	var keys []string
-	for id := 2; id <= 5; id++ {
-		k := g.r.Key(fmt.Sprintf("cache:shop:{%d}", id))
-		g.r.Client.Set(ctx, k, "stale", 0)
-		g.exec(t, "UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id)
-		keys = append(keys, k)
-	}
+	keys := g.changeShops(t, 2, 3, 4, 5)
 	time.Sleep(300 * time.Millisecond)
 	for _, k := range keys {
 		if g.r.Client.Exists(ctx, k).Val() == 0 {
 			t.Fatal("a key vanished while the invalidator was stopped")
 		}
 	}
-	var pos struct{ Name string }
-	_ = json.Unmarshal(raw, &pos)
 	g.start(t, g.r.Client)
 	for _, k := range keys {
 		if !g.gone(k, 5*time.Second) {
@@ -184,13 +189,7 @@ func TestFailedDeletesAreRetried(t *testing.T) {
 	dead := redis.NewClient(&redis.Options{Addr: testsupport.FreeAddr(t), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	defer dead.Close()
 	srcStop := g.startNoWarmup(t, dead)
-	var keys []string
-	for id := 1; id <= 6; id++ {
-		k := g.r.Key(fmt.Sprintf("cache:shop:{%d}", id))
-		g.r.Client.Set(ctx, k, "stale", 0)
-		g.exec(t, "UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id)
-		keys = append(keys, k)
-	}
+	keys := g.changeShops(t, 1, 2, 3, 4, 5, 6)
 	// Every failed delete reaches the retry topic.
 	waitOffset(t, g.k, g.retry, 6)
 	srcStop()

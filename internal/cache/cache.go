@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -75,10 +74,6 @@ func New[T any](rdb *redis.Client, family string, key func(id string) string, s 
 	return &Cache[T]{rdb: rdb, family: family, key: key, s: s, logger: logger, metrics: m}
 }
 
-// errWaitTimeout is only logged: a waiter whose wait ran out loads the
-// value itself rather than failing.
-var errWaitTimeout = errors.New("cache: waited too long for another rebuild")
-
 // Get returns id's value (found false for a missing row), from Redis when
 // it is there and otherwise loading it with load, once per key across
 // this process (singleflight) and across processes (the entry's owner).
@@ -121,9 +116,10 @@ func (c *Cache[T]) get(ctx context.Context, key string, load Loader[T]) (T, bool
 		case "rebuild":
 			return c.rebuild(ctx, key, owner, load)
 		}
-		// Someone else rebuilds: wait for the value, a bounded time.
+		// Someone else rebuilds: wait for the value, a bounded time, then
+		// load it ourselves rather than fail.
 		if time.Now().After(deadline) {
-			c.logger.Warn("cache: waited too long for another rebuild; loading directly", "key", key, "err", errWaitTimeout)
+			c.logger.Warn("cache: waited too long for another rebuild; loading directly", "key", key)
 			c.countLoad()
 			return load(ctx)
 		}

@@ -5,6 +5,7 @@ package daemon
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/envconfig"
 	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/mysqldb"
 )
 
 // Common are the settings of every program. The defaults point at the
@@ -148,4 +152,23 @@ func Shutdown(logger *slog.Logger, timeout time.Duration, steps ...Step) error {
 		logger.Info("shutdown step done", "step", s.Name, "took", time.Since(start))
 	}
 	return errors.Join(errs...)
+}
+
+// KafkaCheck is the readiness name of Kafka, which the API also asks the
+// monitor about before taking an order.
+const KafkaCheck = "kafka"
+
+// WatchRedis adds the readiness check of the Redis at c.RedisAddr.
+func (c Common) WatchRedis(m *health.Monitor, rdb *redis.Client) {
+	m.Add("redis", c.RedisAddr, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+}
+
+// WatchMySQL adds the readiness check of the MySQL of c.MySQLDSN.
+func (c Common) WatchMySQL(m *health.Monitor, db *sql.DB) {
+	m.Add("mysql", mysqldb.Addr(c.MySQLDSN), db.PingContext)
+}
+
+// WatchKafka adds the readiness check of c.KafkaBrokers.
+func (c Common) WatchKafka(m *health.Monitor) {
+	m.Add(KafkaCheck, strings.Join(c.KafkaBrokers, ","), func(ctx context.Context) error { return broker.Ping(ctx, c.KafkaBrokers) })
 }
