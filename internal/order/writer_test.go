@@ -214,8 +214,11 @@ func TestRelayDrainsMoreThanABatch(t *testing.T) {
 			t.Fatal("the failing publisher published")
 		}
 	}
-	time.Sleep(150 * time.Millisecond)
-	relay := &seckill.Relay{Store: p.store, Publisher: p.pub, Age: 100 * time.Millisecond, Interval: time.Hour, Batch: 100, Logger: p.logger}
+	// Age is far above the scan's duration on a slow machine, so the second
+	// scan sees only what the first rescheduled, never a re-aged entry.
+	const age = 2 * time.Second
+	time.Sleep(age + 100*time.Millisecond)
+	relay := &seckill.Relay{Store: p.store, Publisher: p.pub, Age: age, Interval: time.Hour, Batch: 100, Logger: p.logger}
 	if n, err := relay.Scan(ctx); err != nil || n != 250 {
 		t.Fatalf("one scan republished %d (%v), want all 250", n, err)
 	}

@@ -49,6 +49,7 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("relay: redis time: %w", err)
 	}
+	clock := redisClock{at: now, read: time.Now()}
 	ids, err := r.Store.rdb.SMembers(ctx, r.Store.ActiveVouchers()).Result()
 	if err != nil {
 		return 0, fmt.Errorf("relay: active vouchers: %w", err)
@@ -62,7 +63,7 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 		// A full batch means more may wait: take them now rather than a
 		// batch per interval.
 		for {
-			n, err := r.scanVoucher(ctx, vid, now)
+			n, err := r.scanVoucher(ctx, vid, clock)
 			total += n
 			if err != nil {
 				return total, err
@@ -81,9 +82,18 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, now time.Time) (int, error) {
+// redisClock carries Redis' clock forward with the local monotonic clock,
+// so a long scan reads the time without a round trip per batch.
+type redisClock struct {
+	at   time.Time
+	read time.Time
+}
+
+func (c redisClock) now() time.Time { return c.at.Add(time.Since(c.read)) }
+
+func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, clock redisClock) (int, error) {
 	k, rdb := r.Store.KeysOf(voucherID), r.Store.rdb
-	cutoff := strconv.FormatInt(now.Add(-r.Age).UnixMilli(), 10)
+	cutoff := strconv.FormatInt(clock.at.Add(-r.Age).UnixMilli(), 10)
 	orderIDs, err := rdb.ZRangeByScore(ctx, k.PendingAt, &redis.ZRangeBy{Min: "-inf", Max: cutoff, Count: r.Batch}).Result()
 	if err != nil || len(orderIDs) == 0 {
 		return 0, err
@@ -117,10 +127,13 @@ func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, now time.Time)
 	if err := r.Publisher.Publish(ctx, events...); err != nil {
 		return 0, err
 	}
-	// Next look in another Age, not at every scan, while the writer works.
+	// Next look in another Age after this publish, not at every scan, while
+	// the writer works: counted from now, since a slow publish may itself
+	// have taken longer than Age.
+	published := clock.now()
 	members := make([]redis.Z, len(events))
 	for i, e := range events {
-		members[i] = redis.Z{Score: float64(now.UnixMilli()), Member: strconv.FormatInt(e.OrderID, 10)}
+		members[i] = redis.Z{Score: float64(published.UnixMilli()), Member: strconv.FormatInt(e.OrderID, 10)}
 	}
 	if err := rdb.ZAddXX(ctx, k.PendingAt, members...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return len(events), fmt.Errorf("relay: reschedule: %w", err)
