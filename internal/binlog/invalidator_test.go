@@ -125,8 +125,13 @@ func TestInvalidatorDeletesKeysOfChangedRows(t *testing.T) {
 		{"ShopType", "UPDATE tb_shop_type SET sort = sort + 1 WHERE id = 2", []string{"cache:shop-type"}},
 		{"VoucherMovesShop", "UPDATE tb_voucher SET shop_id = 2 WHERE id = 500", []string{"cache:voucher-list:{1}", "cache:voucher-list:{2}"}},
 	}
+	// The insert's own delete must be done before the cases set their keys.
+	listOfShop1 := g.r.Key("cache:voucher-list:{1}")
+	g.r.Client.Set(ctx, listOfShop1, "stale", 0)
 	g.exec(t, "INSERT INTO tb_voucher (id, shop_id, title, pay_value, actual_value) VALUES (500, 1, 'v', 1, 2)")
-	time.Sleep(300 * time.Millisecond)
+	if !g.gone(listOfShop1, 5*time.Second) {
+		t.Fatal("INSERT tb_voucher: the shop's voucher list still cached")
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, k := range c.keys {

@@ -76,8 +76,8 @@ func TestProgramsBecomeReadyAndStopOnSIGTERM(t *testing.T) {
 			if !strings.Contains(body, `"status":"ready"`) {
 				t.Fatalf("readyz body = %s", body)
 			}
-			testsupport.Eventually(t, "http://"+addr+"/healthz", 200, time.Second)
-			metrics := testsupport.Eventually(t, "http://"+addr+"/metrics", 200, time.Second)
+			testsupport.Eventually(t, "http://"+addr+"/healthz", 200, 5*time.Second)
+			metrics := testsupport.Eventually(t, "http://"+addr+"/metrics", 200, 5*time.Second)
 			if !strings.Contains(metrics, "seckill_dependency_up") {
 				t.Fatalf("metrics lack seckill_dependency_up:\n%.500s", metrics)
 			}
@@ -116,7 +116,7 @@ func TestProgramsRetryAnUnreachableDependency(t *testing.T) {
 			if proc.Exited() {
 				t.Fatalf("program exited while its dependency was down:\n%s", proc.Output())
 			}
-			testsupport.Eventually(t, "http://"+addr+"/readyz", 503, time.Second)
+			testsupport.Eventually(t, "http://"+addr+"/readyz", 503, 5*time.Second)
 			logs := proc.Output()
 			if !strings.Contains(logs, "dependency="+p.broken) || !strings.Contains(logs, closed) {
 				t.Fatalf("logs do not name the dependency %s and its address %s:\n%s", p.broken, closed, logs)

@@ -184,13 +184,15 @@ func TestWatchdog(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	c := lock.New(r.Client, r.Prefix)
 	ctx := context.Background()
-	opt := lock.Options{TTL: 300 * time.Millisecond, Watchdog: true}
+	// A TTL that a stalled goroutine on a busy machine cannot outlast by
+	// accident: the watchdog extends every TTL/3.
+	opt := lock.Options{TTL: time.Second, Watchdog: true}
 
 	l, err := c.Acquire(ctx, "long", opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // five TTLs of work
+	time.Sleep(3 * opt.TTL) // three TTLs of work
 	if _, err := c.Acquire(ctx, "long", lock.Options{TTL: time.Second}); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("the long holder lost its lock despite the watchdog: %v", err)
 	}

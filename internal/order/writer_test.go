@@ -178,13 +178,12 @@ func TestRelayDeliversAnUnpublishedOrder(t *testing.T) {
 	if !errors.As(err, &notPublished) || notPublished.OrderID != orderID || orderID == 0 {
 		t.Fatalf("order with a failing publisher: %d, %v", orderID, err)
 	}
-	p.startWriter(t)
-
-	relay := &seckill.Relay{Store: p.store, Publisher: p.pub, Age: 300 * time.Millisecond, Interval: time.Hour, Batch: 100, Logger: p.logger}
+	relay := &seckill.Relay{Store: p.store, Publisher: p.pub, Age: time.Second, Interval: time.Hour, Batch: 100, Logger: p.logger}
 	if n, err := relay.Scan(ctx); err != nil || n != 0 {
 		t.Fatalf("relay on a fresh reservation: %d, %v; want it left alone", n, err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	p.startWriter(t)
+	time.Sleep(relay.Age + 100*time.Millisecond)
 	if n, err := relay.Scan(ctx); err != nil || n != 1 {
 		t.Fatalf("relay: %d, %v; want 1 republished", n, err)
 	}
