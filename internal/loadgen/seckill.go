@@ -1,14 +1,12 @@
 package loadgen
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -173,39 +171,6 @@ func (s *Sale) LagBuckets(ctx context.Context) ([]bucket, error) {
 		return nil, nil
 	}
 	return scrapeLag(ctx, s.WriterMetrics)
-}
-
-func scrapeLag(ctx context.Context, url string) ([]bucket, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("writer metrics: %w", err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var out []bucket
-	for _, line := range bytes.Split(raw, []byte("\n")) {
-		l := string(line)
-		if !strings.HasPrefix(l, `seckill_order_lag_seconds_bucket{le="`) {
-			continue
-		}
-		rest := strings.TrimPrefix(l, `seckill_order_lag_seconds_bucket{le="`)
-		le, count, ok := strings.Cut(rest, `"} `)
-		if !ok {
-			continue
-		}
-		b := bucket{}
-		if le == "+Inf" {
-			b.le = 1e18
-		} else if b.le, err = strconv.ParseFloat(le, 64); err != nil {
-			continue
-		}
-		if b.count, err = strconv.ParseFloat(count, 64); err != nil {
-			continue
-		}
-		out = append(out, b)
-	}
-	return out, nil
 }
 
 func subtract(after, before []bucket) []bucket {
