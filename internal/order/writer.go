@@ -53,22 +53,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Run consumes until ctx ends. While one batch is in its MySQL
-// transaction, the batch before it has its reservations confirmed and its
-// offsets committed, in order, by a second goroutine. On shutdown the
-// batches MySQL already took are still committed (within commitGrace); an
-// in-flight transaction is abandoned and its batch delivered again, which
-// Apply's idempotency makes harmless.
+// Run consumes until ctx ends, in three stages joined by channels of one
+// batch: while one batch is in its MySQL transaction, the next is fetched
+// and decoded, and the one before has its reservations confirmed and its
+// offsets committed, in order. On shutdown the batches MySQL already took
+// are still committed (within commitGrace); an in-flight transaction is
+// abandoned and its batch delivered again, which Apply's idempotency makes
+// harmless.
 func (w *Writer) Run(ctx context.Context) error {
+	prepared := make(chan preparedBatch, 1)
 	settled := make(chan settledBatch, 1)
+	prepareCtx, stopPreparing := context.WithCancel(ctx)
+	defer stopPreparing()
+	preparerDone := make(chan error, 1)
+	go func() { preparerDone <- w.prepare(prepareCtx, prepared) }()
 	committerDone := make(chan error, 1)
 	go func() { committerDone <- w.committer(ctx, settled) }()
-	err := w.consume(ctx, settled)
+
+	err := w.consume(ctx, prepared, settled)
+	stopPreparing()
 	close(settled)
-	if cerr := <-committerDone; err == nil {
-		err = cerr
-	}
-	return err
+	return errors.Join(err, <-preparerDone, <-committerDone)
+}
+
+// preparedBatch is a fetched batch: its messages, and the events of those
+// that decoded (the others are on the dead-letter topic).
+type preparedBatch struct {
+	msgs   []kafka.Message
+	events []seckill.OrderEvent
 }
 
 // settledBatch is a batch MySQL has committed: its reservations to confirm
@@ -81,7 +93,10 @@ type settledBatch struct {
 // commitGrace bounds the commits of already-settled batches at shutdown.
 const commitGrace = 5 * time.Second
 
-func (w *Writer) consume(ctx context.Context, settled chan<- settledBatch) error {
+// prepare fetches and decodes batches until ctx ends. A batch it could not
+// hand over is simply not committed: it is delivered again.
+func (w *Writer) prepare(ctx context.Context, prepared chan<- preparedBatch) error {
+	defer close(prepared)
 	for {
 		msgs, err := w.fetch(ctx)
 		if err != nil {
@@ -98,7 +113,26 @@ func (w *Writer) consume(ctx context.Context, settled chan<- settledBatch) error
 			}
 			continue
 		}
-		batch, err := w.settle(ctx, msgs)
+		batch, err := w.decode(ctx, msgs)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		select {
+		case prepared <- batch:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// consume writes the prepared batches into MySQL, one transaction each,
+// until prepare stops or ctx ends.
+func (w *Writer) consume(ctx context.Context, prepared <-chan preparedBatch, settled chan<- settledBatch) error {
+	for p := range prepared {
+		batch, err := w.settle(ctx, p)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -114,6 +148,7 @@ func (w *Writer) consume(ctx context.Context, settled chan<- settledBatch) error
 			return nil
 		}
 	}
+	return nil
 }
 
 func (w *Writer) committer(ctx context.Context, settled <-chan settledBatch) error {
@@ -165,11 +200,9 @@ func (w *Writer) fetch(ctx context.Context) ([]kafka.Message, error) {
 	return msgs, nil
 }
 
-// settle decodes a batch, dead-letters what cannot be decoded and writes the
-// rest into MySQL.
-func (w *Writer) settle(ctx context.Context, msgs []kafka.Message) (settledBatch, error) {
-	b := settledBatch{msgs: msgs}
-	events := make([]seckill.OrderEvent, 0, len(msgs))
+// decode turns a batch into events and dead-letters what cannot be decoded.
+func (w *Writer) decode(ctx context.Context, msgs []kafka.Message) (preparedBatch, error) {
+	b := preparedBatch{msgs: msgs, events: make([]seckill.OrderEvent, 0, len(msgs))}
 	for _, m := range msgs {
 		e, err := seckill.DecodeOrderEvent(m.Value)
 		if err != nil {
@@ -178,18 +211,24 @@ func (w *Writer) settle(ctx context.Context, msgs []kafka.Message) (settledBatch
 			}
 			continue
 		}
-		events = append(events, e)
+		b.events = append(b.events, e)
 	}
-	if len(events) == 0 {
+	return b, nil
+}
+
+// settle writes a prepared batch's events into MySQL.
+func (w *Writer) settle(ctx context.Context, p preparedBatch) (settledBatch, error) {
+	b := settledBatch{msgs: p.msgs}
+	if len(p.events) == 0 {
 		return b, nil
 	}
-	out, err := w.applyWithRetry(ctx, events)
+	out, err := w.applyWithRetry(ctx, p.events)
 	if err != nil {
 		return b, err
 	}
-	w.record(events, out)
-	b.reservations = make([]seckill.Reservation, len(events))
-	for i, e := range events {
+	w.record(p.events, out)
+	b.reservations = make([]seckill.Reservation, len(p.events))
+	for i, e := range p.events {
 		b.reservations[i] = e.Reservation()
 	}
 	return b, nil
