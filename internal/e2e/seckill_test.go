@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/user"
 )
@@ -272,8 +274,7 @@ func TestTwoWritersShareTheOrders(t *testing.T) {
 	second := testsupport.FreeAddr(t)
 	s.writerEnv["SECKILL_ADMIN_ADDR"] = second
 	s.startWriter(t)
-	// Let the group settle on two members before the sale.
-	time.Sleep(3 * time.Second)
+	s.waitForGroupOf(t, 2)
 	voucher := s.voucher(t, 600, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	accepted, _, _ := s.buy(t, voucher, s.sessions(t, 1, 600))
 	s.audit(t, voucher, accepted, 600, 0)
@@ -290,4 +291,35 @@ func TestTwoWritersShareTheOrders(t *testing.T) {
 		}
 		t.Logf("writer %s inserted %.0f orders", admin, inserted)
 	}
+}
+
+// waitForGroupOf waits until the order-writers' group is stable with n
+// members that each hold partitions, so a sale that follows is shared.
+func (s *sale) waitForGroupOf(t *testing.T, n int) {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(s.kafka.Brokers...), Timeout: 10 * time.Second}
+	group := s.writerEnv["SECKILL_ORDER_GROUP"]
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		res, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err != nil || len(res.Groups) != 1 {
+			last = fmt.Sprintf("describe group: %v", err)
+			continue
+		}
+		g := res.Groups[0]
+		assigned := 0
+		for _, m := range g.Members {
+			for _, tp := range m.MemberAssignments.Topics {
+				if len(tp.Partitions) > 0 {
+					assigned++
+					break
+				}
+			}
+		}
+		last = fmt.Sprintf("state %s, %d members, %d with partitions", g.GroupState, len(g.Members), assigned)
+		if g.GroupState == "Stable" && len(g.Members) == n && assigned == n {
+			return
+		}
+	}
+	t.Fatalf("group %s never had %d members holding partitions: %s", group, n, last)
 }

@@ -134,10 +134,13 @@ func TestWriterSettlesBatchesAndDeadLetters(t *testing.T) {
 		t.Fatalf("dead letter %q with headers %v", m.Value, headers)
 	}
 
-	// Everything was committed: the group's offsets cover all 6 messages.
-	time.Sleep(200 * time.Millisecond)
+	// Everything gets committed: the group's offsets cover all 6 messages.
+	committed := committedTotal(t, p)
+	for deadline := time.Now().Add(10 * time.Second); committed != 6 && time.Now().Before(deadline); committed = committedTotal(t, p) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	stop()
-	if committed := committedTotal(t, p); committed != 6 {
+	if committed != 6 {
 		t.Fatalf("committed offsets sum to %d, want 6", committed)
 	}
 }
