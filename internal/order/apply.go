@@ -30,6 +30,11 @@ type Outcome struct {
 	Inserted int
 	Failed   map[string]int // by reason
 	Already  int            // settled by an earlier delivery
+	// Collided are orders whose id another order (another user or
+	// voucher) already holds: not redeliveries, and not settled here. The
+	// id generator repeats an id only if Redis lost its last writes in a
+	// crash; the caller must park these where an operator sees them.
+	Collided []seckill.OrderEvent
 }
 
 type userVoucher struct{ user, voucher int64 }
@@ -48,14 +53,16 @@ const errDuplicateKey = 1062
 // INSERT meets an existing order (a redelivery, a second order of a user),
 // is rolled back and settled row by row.
 func Apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent) (Outcome, error) {
-	events = dedupe(events)
-	if len(events) == 0 {
-		return Outcome{Failed: map[string]int{}}, nil
+	events, collided := dedupe(events)
+	out := Outcome{Failed: map[string]int{}}
+	var err error
+	if len(events) > 0 {
+		out, err = apply(ctx, db, events, true)
+		if errors.Is(err, errNeedsCareful) {
+			out, err = apply(ctx, db, events, false)
+		}
 	}
-	out, err := apply(ctx, db, events, true)
-	if errors.Is(err, errNeedsCareful) {
-		return apply(ctx, db, events, false)
-	}
+	out.Collided = append(out.Collided, collided...)
 	return out, err
 }
 
@@ -93,7 +100,7 @@ func apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent, optimis
 		}
 	}
 
-	settled, holders := map[int64]bool{}, map[userVoucher]bool{}
+	settled, holders := map[int64]userVoucher{}, map[userVoucher]bool{}
 	if optimistic {
 		need := map[int64]int64{}
 		for _, e := range events {
@@ -105,7 +112,7 @@ func apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent, optimis
 			}
 		}
 	} else {
-		if settled, err = settledIDs(ctx, tx, events); err != nil {
+		if settled, err = settledOrders(ctx, tx, events); err != nil {
 			return out, err
 		}
 		if holders, err = holdersOf(ctx, tx, events); err != nil {
@@ -116,11 +123,15 @@ func apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent, optimis
 	var orders, failures []any
 	taken := map[int64]int64{}
 	for _, e := range events {
-		if settled[e.OrderID] {
-			out.Already++
+		uv := userVoucher{e.UserID, e.VoucherID}
+		if owner, ok := settled[e.OrderID]; ok {
+			if owner == uv {
+				out.Already++
+			} else {
+				out.Collided = append(out.Collided, e)
+			}
 			continue
 		}
-		uv := userVoucher{e.UserID, e.VoucherID}
 		reason := ""
 		switch {
 		case stock[e.VoucherID] < 0:
@@ -172,41 +183,51 @@ func apply(ctx context.Context, db *sql.DB, events []seckill.OrderEvent, optimis
 }
 
 // dedupe keeps the first event of each order id, in acceptance order, so
-// that within a batch the earlier buyer gets the last unit.
-func dedupe(events []seckill.OrderEvent) []seckill.OrderEvent {
-	seen := make(map[int64]bool, len(events))
-	out := make([]seckill.OrderEvent, 0, len(events))
+// that within a batch the earlier buyer gets the last unit. A later event
+// with the same id but another user or voucher is no copy: it is returned
+// as collided.
+func dedupe(events []seckill.OrderEvent) (unique, collided []seckill.OrderEvent) {
+	events = slices.Clone(events)
+	slices.SortStableFunc(events, func(a, b seckill.OrderEvent) int { return cmp.Compare(a.AcceptedAt, b.AcceptedAt) })
+	first := make(map[int64]userVoucher, len(events))
+	unique = make([]seckill.OrderEvent, 0, len(events))
 	for _, e := range events {
-		if !seen[e.OrderID] {
-			seen[e.OrderID] = true
-			out = append(out, e)
+		uv := userVoucher{e.UserID, e.VoucherID}
+		owner, seen := first[e.OrderID]
+		switch {
+		case !seen:
+			first[e.OrderID] = uv
+			unique = append(unique, e)
+		case owner != uv:
+			collided = append(collided, e)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b seckill.OrderEvent) int { return cmp.Compare(a.AcceptedAt, b.AcceptedAt) })
-	return out
+	return unique, collided
 }
 
-// settledIDs are the batch's orders already in either table.
-func settledIDs(ctx context.Context, tx *sql.Tx, events []seckill.OrderEvent) (map[int64]bool, error) {
+// settledOrders are the batch's orders already in either table, with the
+// user and voucher they were settled for.
+func settledOrders(ctx context.Context, tx *sql.Tx, events []seckill.OrderEvent) (map[int64]userVoucher, error) {
 	ids := make([]any, len(events))
 	for i, e := range events {
 		ids[i] = e.OrderID
 	}
 	in := placeholders(len(ids), 1)
-	q := "SELECT id FROM tb_voucher_order WHERE id IN " + in +
-		" UNION ALL SELECT order_id FROM tb_voucher_order_failure WHERE order_id IN " + in
+	q := "SELECT id, user_id, voucher_id FROM tb_voucher_order WHERE id IN " + in +
+		" UNION ALL SELECT order_id, user_id, voucher_id FROM tb_voucher_order_failure WHERE order_id IN " + in
 	rows, err := tx.QueryContext(ctx, q, append(ids, ids...)...)
 	if err != nil {
 		return nil, fmt.Errorf("find settled orders: %w", err)
 	}
 	defer rows.Close()
-	settled := map[int64]bool{}
+	settled := map[int64]userVoucher{}
 	for rows.Next() {
 		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var uv userVoucher
+		if err := rows.Scan(&id, &uv.user, &uv.voucher); err != nil {
 			return nil, fmt.Errorf("find settled orders: %w", err)
 		}
-		settled[id] = true
+		settled[id] = uv
 	}
 	return settled, rows.Err()
 }

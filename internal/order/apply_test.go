@@ -2,6 +2,7 @@ package order_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -119,5 +120,59 @@ func TestApplyFastPathAndRedelivery(t *testing.T) {
 	}
 	if got := state(t, m, 3); got != (counts{4, 0, 6}) {
 		t.Fatalf("voucher 3: %+v, want 4 orders, stock 6", got)
+	}
+}
+
+// An order whose id another order already holds (the id generator repeated
+// it) is neither inserted nor taken for a redelivery: it comes back as
+// collided, takes no stock, and the holder's row stays as it was.
+func TestApplyReportsAnOrderIDCollision(t *testing.T) {
+	m := testsupport.MustMySQL(t)
+	ctx := context.Background()
+	seedVoucher(t, m, 1, 10)
+	seedVoucher(t, m, 2, 10)
+	if out, err := order.Apply(ctx, m.DB, []seckill.OrderEvent{ev(21, 1, 1)}); err != nil || out.Inserted != 1 {
+		t.Fatalf("first order: %+v %v", out, err)
+	}
+
+	tests := []struct {
+		name           string
+		batch          []seckill.OrderEvent
+		inserted       int
+		already        int
+		collided       []int64 // users whose order collided
+		ordersOfVouch1 int64
+	}{
+		{"AnotherUserAcrossBatches", []seckill.OrderEvent{ev(21, 2, 1)}, 0, 0, []int64{2}, 1},
+		{"AnotherVoucherAcrossBatches", []seckill.OrderEvent{ev(21, 1, 2)}, 0, 0, []int64{1}, 1},
+		{"RedeliveryIsNoCollision", []seckill.OrderEvent{ev(21, 1, 1)}, 0, 1, nil, 1},
+		{"WithinOneBatch", []seckill.OrderEvent{ev(31, 5, 1), ev(31, 6, 1), ev(31, 5, 1)}, 1, 0, []int64{6}, 2},
+		{"NextToNewOrders", []seckill.OrderEvent{ev(41, 7, 1), ev(21, 8, 1), ev(42, 9, 1)}, 2, 0, []int64{8}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := order.Apply(ctx, m.DB, tt.batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var collided []int64
+			for _, e := range out.Collided {
+				collided = append(collided, e.UserID)
+			}
+			if out.Inserted != tt.inserted || out.Already != tt.already || len(out.Failed) != 0 || !slices.Equal(collided, tt.collided) {
+				t.Fatalf("outcome %+v (collided users %v), want %d inserted, %d already, collided users %v",
+					out, collided, tt.inserted, tt.already, tt.collided)
+			}
+			if got := state(t, m, 1); got.orders != tt.ordersOfVouch1 || got.stock != 10-tt.ordersOfVouch1 || got.failures != 0 {
+				t.Fatalf("voucher 1: %+v, want %d orders and stock %d", got, tt.ordersOfVouch1, 10-tt.ordersOfVouch1)
+			}
+		})
+	}
+	var user int64
+	if err := m.DB.QueryRow("SELECT user_id FROM tb_voucher_order WHERE id = 21").Scan(&user); err != nil || user != 1 {
+		t.Fatalf("order 21 belongs to user %d (%v), want its first holder 1", user, err)
+	}
+	if got := state(t, m, 2); got.orders != 0 || got.stock != 10 {
+		t.Fatalf("voucher 2: %+v, want untouched", got)
 	}
 }

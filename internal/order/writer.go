@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		inserted:     prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_orders_inserted_total", Help: "Orders written to tb_voucher_order."}),
 		already:      prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_orders_redelivered_total", Help: "Order events already settled (redeliveries)."}),
 		failed:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_orders_failed_total", Help: "Accepted orders MySQL refused, by reason."}, []string{"reason"}),
-		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_order_events_dead_lettered_total", Help: "Undecodable order events sent to the dead-letter topic."}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_order_events_dead_lettered_total", Help: "Order events sent to the dead-letter topic: undecodable, or their order id held by another order."}),
 		batch:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_order_batch_size", Help: "Events per batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
 		lag:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_order_lag_seconds", Help: "From acceptance in Redis to commit in MySQL.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
@@ -77,11 +78,23 @@ func (w *Writer) Run(ctx context.Context) error {
 }
 
 // preparedBatch is a fetched batch: its messages, and the events of those
-// that decoded (the others are on the dead-letter topic).
+// that decoded (the others are on the dead-letter topic); events[i] came
+// from msgs[origin[i]].
 type preparedBatch struct {
 	msgs   []kafka.Message
 	events []seckill.OrderEvent
+	origin []int
 }
+
+// messageOf is the message event e came from.
+func (p preparedBatch) messageOf(e seckill.OrderEvent) kafka.Message {
+	i := slices.Index(p.events, e)
+	return p.msgs[p.origin[i]]
+}
+
+// errIDCollision is why an order whose id another order holds goes to the
+// dead-letter topic.
+var errIDCollision = errors.New("order id already held by another order: the id generator repeated it (did Redis lose its last writes?)")
 
 // settledBatch is a batch MySQL has committed: its reservations to confirm
 // and its messages to commit.
@@ -202,8 +215,8 @@ func (w *Writer) fetch(ctx context.Context) ([]kafka.Message, error) {
 
 // decode turns a batch into events and dead-letters what cannot be decoded.
 func (w *Writer) decode(ctx context.Context, msgs []kafka.Message) (preparedBatch, error) {
-	b := preparedBatch{msgs: msgs, events: make([]seckill.OrderEvent, 0, len(msgs))}
-	for _, m := range msgs {
+	b := preparedBatch{msgs: msgs, events: make([]seckill.OrderEvent, 0, len(msgs)), origin: make([]int, 0, len(msgs))}
+	for i, m := range msgs {
 		e, err := seckill.DecodeOrderEvent(m.Value)
 		if err != nil {
 			if err := w.deadLetter(ctx, m, err); err != nil {
@@ -212,6 +225,7 @@ func (w *Writer) decode(ctx context.Context, msgs []kafka.Message) (preparedBatc
 			continue
 		}
 		b.events = append(b.events, e)
+		b.origin = append(b.origin, i)
 	}
 	return b, nil
 }
@@ -227,6 +241,15 @@ func (w *Writer) settle(ctx context.Context, p preparedBatch) (settledBatch, err
 		return b, err
 	}
 	w.record(p.events, out)
+	// Parked with the reason, and their reservations confirmed below like
+	// the rest: left pending, the relay would bring them back forever.
+	for _, e := range out.Collided {
+		w.Logger.Error("an accepted order's id is held by another order; the order is on the dead-letter topic",
+			"order", e.OrderID, "user", e.UserID, "voucher", e.VoucherID)
+		if err := w.deadLetter(ctx, p.messageOf(e), errIDCollision); err != nil {
+			return b, err
+		}
+	}
 	b.reservations = make([]seckill.Reservation, len(p.events))
 	for i, e := range p.events {
 		b.reservations[i] = e.Reservation()
@@ -301,8 +324,9 @@ func (w *Writer) record(events []seckill.OrderEvent, out Outcome) {
 	}
 }
 
-// deadLetter parks an undecodable event with the reason and where it came
-// from, retrying until the dead-letter topic takes it or ctx ends.
+// deadLetter parks an event the writer cannot settle (undecodable, or its
+// order id held by another order) with the reason and where it came from,
+// retrying until the dead-letter topic takes it or ctx ends.
 func (w *Writer) deadLetter(ctx context.Context, m kafka.Message, reason error) error {
 	dl := kafka.Message{Key: m.Key, Value: m.Value, Headers: []kafka.Header{
 		{Key: "error", Value: []byte(reason.Error())},
@@ -319,7 +343,7 @@ func (w *Writer) deadLetter(ctx context.Context, m kafka.Message, reason error) 
 	if err != nil {
 		return fmt.Errorf("dead-letter order event at %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, errors.Join(err, ctx.Err()))
 	}
-	w.Logger.Warn("undecodable order event sent to the dead-letter topic", "topic", m.Topic,
+	w.Logger.Warn("order event sent to the dead-letter topic", "topic", m.Topic,
 		"partition", m.Partition, "offset", m.Offset, "reason", reason)
 	if w.Metrics != nil {
 		w.Metrics.deadLettered.Inc()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,6 +143,77 @@ func TestWriterSettlesBatchesAndDeadLetters(t *testing.T) {
 	stop()
 	if committed != 6 {
 		t.Fatalf("committed offsets sum to %d, want 6", committed)
+	}
+}
+
+// An order whose id the generator repeated (as after Redis lost its last
+// writes) is not taken for a redelivery and dropped: it goes to the
+// dead-letter topic with the reason, its reservation is settled, its offset
+// committed, and the order that held the id first is untouched.
+func TestWriterDeadLettersAnOrderIDCollision(t *testing.T) {
+	p := newPipeline(t)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<30)
+	p.warm(t, voucher, 10)
+	svc := &seckill.Service{Store: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
+	held, err := svc.Order(ctx, 1, voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Order(ctx, 2, voucher); err != nil {
+		t.Fatal(err)
+	}
+	stop := p.startWriter(t)
+	defer stop()
+	p.waitOrders(t, voucher, 2)
+
+	d, err := p.store.Try(ctx, voucher, 3, held)
+	if err != nil || d.Err != nil {
+		t.Fatalf("gate for the repeated id: %+v %v", d, err)
+	}
+	repeated := seckill.OrderEvent{OrderID: held, UserID: 3, VoucherID: voucher, AcceptedAt: d.AcceptedAt.UnixMilli()}
+	if err := p.pub.Publish(ctx, repeated); err != nil {
+		t.Fatal(err)
+	}
+
+	dl := kafka.NewReader(kafka.ReaderConfig{Brokers: p.k.Brokers, Topic: p.dlq, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer dl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	m, err := dl.ReadMessage(rctx)
+	if err != nil {
+		t.Fatalf("dead-letter topic: %v", err)
+	}
+	parked, err := seckill.DecodeOrderEvent(m.Value)
+	if err != nil || parked != repeated {
+		t.Fatalf("dead letter %q (%v), want the repeated order %+v", m.Value, err, repeated)
+	}
+	var reason string
+	for _, h := range m.Headers {
+		if h.Key == "error" {
+			reason = string(h.Value)
+		}
+	}
+	if !strings.Contains(reason, "held by another order") {
+		t.Fatalf("dead letter reason %q", reason)
+	}
+
+	var owner int64
+	if err := p.m.DB.QueryRow("SELECT user_id FROM tb_voucher_order WHERE id = ?", held).Scan(&owner); err != nil || owner != 1 {
+		t.Fatalf("order %d belongs to user %d (%v), want 1", held, owner, err)
+	}
+	if got := state(t, p.m, voucher); got.orders != 2 || got.stock != 8 {
+		t.Fatalf("MySQL after the collision: %+v, want 2 orders and stock 8", got)
+	}
+	committed := committedTotal(t, p)
+	for deadline := time.Now().Add(10 * time.Second); committed != 3 && time.Now().Before(deadline); committed = committedTotal(t, p) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if committed != 3 {
+		t.Fatalf("committed offsets sum to %d, want 3", committed)
+	}
+	if n := p.r.Client.HLen(ctx, p.store.KeysOf(voucher).Pending).Val(); n != 0 {
+		t.Fatalf("%d reservations still pending: the relay would bring the collided order back forever", n)
 	}
 }
 
