@@ -119,18 +119,7 @@ func TestWriterSettlesBatchesAndDeadLetters(t *testing.T) {
 		t.Fatalf("MySQL stock %d, want 5", got.stock)
 	}
 
-	dl := kafka.NewReader(kafka.ReaderConfig{Brokers: p.k.Brokers, Topic: p.dlq, Partition: 0, MaxWait: 100 * time.Millisecond})
-	defer dl.Close()
-	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	m, err := dl.ReadMessage(rctx)
-	if err != nil {
-		t.Fatalf("dead-letter topic: %v", err)
-	}
-	headers := map[string]string{}
-	for _, h := range m.Headers {
-		headers[h.Key] = string(h.Value)
-	}
+	m, headers := p.firstDeadLetter(t)
 	if string(m.Value) != "not an order" || headers["error"] == "" || headers["topic"] != p.topic || headers["offset"] == "" {
 		t.Fatalf("dead letter %q with headers %v", m.Value, headers)
 	}
@@ -176,26 +165,13 @@ func TestWriterDeadLettersAnOrderIDCollision(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dl := kafka.NewReader(kafka.ReaderConfig{Brokers: p.k.Brokers, Topic: p.dlq, Partition: 0, MaxWait: 100 * time.Millisecond})
-	defer dl.Close()
-	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	m, err := dl.ReadMessage(rctx)
-	if err != nil {
-		t.Fatalf("dead-letter topic: %v", err)
-	}
+	m, headers := p.firstDeadLetter(t)
 	parked, err := seckill.DecodeOrderEvent(m.Value)
 	if err != nil || parked != repeated {
 		t.Fatalf("dead letter %q (%v), want the repeated order %+v", m.Value, err, repeated)
 	}
-	var reason string
-	for _, h := range m.Headers {
-		if h.Key == "error" {
-			reason = string(h.Value)
-		}
-	}
-	if !strings.Contains(reason, "held by another order") {
-		t.Fatalf("dead letter reason %q", reason)
+	if !strings.Contains(headers["error"], "held by another order") {
+		t.Fatalf("dead letter reason %q", headers["error"])
 	}
 
 	var owner int64
@@ -215,6 +191,25 @@ func TestWriterDeadLettersAnOrderIDCollision(t *testing.T) {
 	if n := p.r.Client.HLen(ctx, p.store.KeysOf(voucher).Pending).Val(); n != 0 {
 		t.Fatalf("%d reservations still pending: the relay would bring the collided order back forever", n)
 	}
+}
+
+// firstDeadLetter reads the dead-letter topic's first message and its
+// headers.
+func (p *pipeline) firstDeadLetter(t *testing.T) (kafka.Message, map[string]string) {
+	t.Helper()
+	dl := kafka.NewReader(kafka.ReaderConfig{Brokers: p.k.Brokers, Topic: p.dlq, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer dl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := dl.ReadMessage(ctx)
+	if err != nil {
+		t.Fatalf("dead-letter topic: %v", err)
+	}
+	headers := map[string]string{}
+	for _, h := range m.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	return m, headers
 }
 
 func committedTotal(t *testing.T, p *pipeline) int64 {
