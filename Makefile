@@ -19,7 +19,10 @@ RUN_ENV := SECKILL_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/seckill' \
 	SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 	SECKILL_BINLOG_ADDR=127.0.0.1:$(MYSQL_PORT)
-PROGRAMS := api order-writer cache-invalidator seckillctl loadgen
+PROGRAMS := api order-writer cache-invalidator seckillctl
+# The load generator is a module of its own (bench/), so that vegeta and
+# its kin stay out of the product's dependencies.
+BENCH_MODULE := bench
 
 .PHONY: help run test up down status install migrate seed build lint bench go-check
 
@@ -48,6 +51,7 @@ status:
 build: go-check
 	@mkdir -p bin
 	@for p in $(PROGRAMS); do $(GO) build -o bin/$$p ./cmd/$$p; done
+	@cd $(BENCH_MODULE) && $(GO) build -o ../bin/loadgen ./cmd/loadgen
 
 migrate: up build
 	@$(RUN_ENV) bin/seckillctl migrate
@@ -67,6 +71,7 @@ FUZZTIME ?= 30000x
 
 test: migrate
 	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
+	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
 	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1)"
 	$(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) $(GO) test -tags chaos -race -count=1 -p 1 -timeout 10m -run '^TestChaos' ./internal/e2e/
 	@for f in $(FUZZ); do \
@@ -77,6 +82,7 @@ test: migrate
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	cd $(BENCH_MODULE) && $(GO) vet ./...
 
 bench: migrate
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchtime 2s ./...

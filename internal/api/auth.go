@@ -3,12 +3,23 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/user"
+)
+
+// The answers of the guards.
+var (
+	errNoSession          = apperr.New(apperr.Unauthorized, "please log in: no authorization header")
+	errUnknownSession     = apperr.New(apperr.Unauthorized, "session expired or unknown: please log in again")
+	errSessionUnavailable = apperr.New(apperr.Unavailable, "service temporarily unavailable: retry shortly").Retry(time.Second)
+	errNoAdminToken       = apperr.New(apperr.Unauthorized, "admin route: send the admin token in X-Admin-Token")
+	errAdminDisabled      = apperr.New(apperr.Forbidden, "admin routes are disabled: the server has no SECKILL_ADMIN_TOKEN")
+	errWrongAdminToken    = apperr.New(apperr.Forbidden, "wrong admin token")
 )
 
 const (
@@ -35,7 +46,7 @@ func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 		if token == "" {
 			return next(c)
 		}
-		u, ok, err := s.sessions.Load(c.Request().Context(), token)
+		u, ok, err := s.deps.Sessions.Load(c.Request().Context(), token)
 		switch {
 		case err != nil:
 			// Unprotected routes still answer; protected ones report it.
@@ -61,12 +72,12 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if err, ok := c.Get(ctxSessionErr).(error); ok {
-			return echo.NewHTTPError(http.StatusServiceUnavailable).SetInternal(err)
+			return errSessionUnavailable.Wrap(err)
 		}
 		if sessionToken(c) == "" {
-			return echo.NewHTTPError(http.StatusUnauthorized, "please log in: no authorization header")
+			return errNoSession
 		}
-		return echo.NewHTTPError(http.StatusUnauthorized, "session expired or unknown: please log in again")
+		return errUnknownSession
 	}
 }
 
@@ -78,14 +89,14 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		sent := c.Request().Header.Get("X-Admin-Token")
 		if sent == "" {
-			return echo.NewHTTPError(http.StatusUnauthorized, "admin route: send the admin token in X-Admin-Token")
+			return errNoAdminToken
 		}
 		if s.cfg.AdminToken == "" {
-			return echo.NewHTTPError(http.StatusForbidden, "admin routes are disabled: the server has no SECKILL_ADMIN_TOKEN")
+			return errAdminDisabled
 		}
 		got := sha256.Sum256([]byte(sent))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			return echo.NewHTTPError(http.StatusForbidden, "wrong admin token")
+			return errWrongAdminToken
 		}
 		return next(c)
 	}

@@ -3,29 +3,30 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
-	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/seckill/seckill/internal/apperr"
 )
 
 // bindJSON decodes the request's JSON body into v, answering every way a
-// body can be wrong with a 4xx and a message the client can act on.
+// body can be wrong with a 4xx and a message the client can act on: an
+// Invalid or Unsupported error, or echo's 413 from the body limit.
 func bindJSON(c echo.Context, v any) error {
 	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != echo.MIMEApplicationJSON {
-			return echo.NewHTTPError(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+			return apperr.Errorf(apperr.Unsupported, "Content-Type must be application/json")
 		}
 	}
 	return decodeJSON(c.Request().Body, v)
 }
 
 // decodeJSON reads exactly one JSON value from r into v. Every error it
-// returns is an *echo.HTTPError with a 4xx code.
+// returns is an Invalid *apperr.Error, or echo's 413.
 func decodeJSON(r io.Reader, v any) error {
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(v); err != nil {
@@ -36,12 +37,12 @@ func decodeJSON(r io.Reader, v any) error {
 		if errors.As(err, &he) {
 			return he
 		}
-		return echo.NewHTTPError(http.StatusBadRequest, "the body must hold one JSON object and nothing after it")
+		return apperr.Errorf(apperr.Invalid, "the body must hold one JSON object and nothing after it")
 	}
 	return nil
 }
 
-func decodeError(err error) *echo.HTTPError {
+func decodeError(err error) error {
 	var (
 		he        *echo.HTTPError
 		syntaxErr *json.SyntaxError
@@ -53,20 +54,20 @@ func decodeError(err error) *echo.HTTPError {
 		// The body limit middleware's reader: 413.
 		return he
 	case errors.Is(err, io.EOF):
-		return echo.NewHTTPError(http.StatusBadRequest, "the body is empty: want a JSON object")
+		return apperr.Errorf(apperr.Invalid, "the body is empty: want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return echo.NewHTTPError(http.StatusBadRequest, "the body ends in the middle of its JSON")
+		return apperr.Errorf(apperr.Invalid, "the body ends in the middle of its JSON")
 	case errors.As(err, &syntaxErr):
-		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset))
+		return apperr.Errorf(apperr.Invalid, "malformed JSON at byte %d", syntaxErr.Offset)
 	case errors.As(err, &typeErr):
 		if typeErr.Field == "" {
-			return echo.NewHTTPError(http.StatusBadRequest, "the body must be a JSON object")
+			return apperr.Errorf(apperr.Invalid, "the body must be a JSON object")
 		}
-		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String())))
+		return apperr.Errorf(apperr.Invalid, "field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
 	case errors.As(err, &timeErr):
-		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("malformed time %s: want RFC 3339, like 2026-11-22T20:00:00+08:00", timeErr.Value))
+		return apperr.Errorf(apperr.Invalid, "malformed time %s: want RFC 3339, like 2026-11-22T20:00:00+08:00", timeErr.Value)
 	default:
-		return echo.NewHTTPError(http.StatusBadRequest, "unreadable JSON body")
+		return apperr.Errorf(apperr.Invalid, "unreadable JSON body")
 	}
 }
 

@@ -3,11 +3,10 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"testing"
 
-	"github.com/labstack/echo/v4"
+	"github.com/seckill/seckill/internal/apperr"
 )
 
 // Whatever the body, decoding the login form never panics, and either
@@ -29,11 +28,11 @@ func FuzzDecodeLoginForm(f *testing.F) {
 			}
 			return
 		}
-		var he *echo.HTTPError
-		if !errors.As(err, &he) || he.Code != http.StatusBadRequest {
-			t.Fatalf("error %v for %q, want a 400", err, body)
+		e, ok := apperr.As(err)
+		if !ok || e.Code != apperr.Invalid || statusOf[e.Code] != http.StatusBadRequest {
+			t.Fatalf("error %v for %q, want Invalid: a 400", err, body)
 		}
-		if msg, ok := he.Message.(string); !ok || msg == "" {
+		if e.Message == "" {
 			t.Fatalf("400 without a message for %q", body)
 		}
 	})

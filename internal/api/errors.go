@@ -5,28 +5,35 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/seckill/seckill/internal/ratelimit"
-	"github.com/seckill/seckill/internal/seckill"
-	"github.com/seckill/seckill/internal/shop"
-	"github.com/seckill/seckill/internal/user"
-	"github.com/seckill/seckill/internal/voucher"
+	"github.com/seckill/seckill/internal/apperr"
 )
 
-// outcomes are the business outcomes a user should read: HTTP 200,
-// success false, and the outcome's own message (never the wrapping text).
-var outcomes = []error{
-	user.ErrInvalidPhone, user.ErrWrongCode, user.ErrCodeBurned, user.ErrNoCode,
-	shop.ErrNotFound,
-	seckill.ErrUnknownVoucher, seckill.ErrNotStarted, seckill.ErrEnded, seckill.ErrAlreadyBought, seckill.ErrSoldOut,
+// statusOf is the one mapping from error codes to HTTP statuses. An
+// outcome is a business answer the user should read: 200 with success
+// false, as the course's client expects.
+var statusOf = map[apperr.Code]int{
+	apperr.Outcome:      http.StatusOK,
+	apperr.Invalid:      http.StatusBadRequest,
+	apperr.Unauthorized: http.StatusUnauthorized,
+	apperr.Forbidden:    http.StatusForbidden,
+	apperr.NotFound:     http.StatusNotFound,
+	apperr.Conflict:     http.StatusConflict,
+	apperr.Unsupported:  http.StatusUnsupportedMediaType,
+	apperr.RateLimited:  http.StatusTooManyRequests,
+	apperr.Unavailable:  http.StatusServiceUnavailable,
+	apperr.Internal:     http.StatusInternalServerError,
 }
 
-// handleError is the one mapping from errors to HTTP answers:
-//   - a business outcome: 200 with success false and its message;
-//   - a rate limit: 429 with Retry-After;
-//   - a protocol error (*echo.HTTPError below 500): its status, its message;
+// handleError is echo's HTTPErrorHandler: every failed request is answered
+// here.
+//   - an *apperr.Error: the status of its code, its message, its data and
+//     Retry-After;
+//   - echo's own protocol errors (unknown route, wrong method, body too
+//     large): their status and a message that says what was wrong;
 //   - anything else is a server fault: logged with the request id and
 //     answered with a generic message, so no internal text reaches a client.
 func (s *Server) handleError(err error, c echo.Context) {
@@ -46,57 +53,34 @@ func (s *Server) handleError(err error, c echo.Context) {
 }
 
 func (s *Server) answer(err error, c echo.Context) (int, Result) {
-	for _, o := range outcomes {
-		if errors.Is(err, o) {
-			return http.StatusOK, Fail(o.Error())
+	if e, ok := apperr.As(err); ok && e.Code != apperr.Internal {
+		if e.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(e.RetryAfter)))
 		}
-	}
-	switch {
-	case errors.Is(err, voucher.ErrInvalid), errors.Is(err, shop.ErrInvalid):
-		return http.StatusBadRequest, Fail(err.Error())
-	case errors.Is(err, voucher.ErrNotFound):
-		return http.StatusNotFound, Fail(voucher.ErrNotFound.Error())
-	case errors.Is(err, seckill.ErrNotEnoughStock), errors.Is(err, seckill.ErrNotWarmed):
-		return http.StatusConflict, Fail(err.Error())
-	}
-	var notPublished *seckill.NotPublishedError
-	if errors.As(err, &notPublished) {
-		// The order is reserved and the relay will publish it: the client
-		// gets its id to follow it, with a 503 because it is not yet sure.
-		c.Response().Header().Set("Retry-After", "5")
-		id := strconv.FormatInt(notPublished.OrderID, 10)
-		return http.StatusServiceUnavailable, Result{ErrorMsg: "order " + id +
-			" is reserved but the order queue is slow: it will be processed; follow it at /voucher-order/" + id, Data: id}
-	}
-	if errors.Is(err, seckill.ErrNotTaken) {
-		c.Response().Header().Set("Retry-After", "5")
-		return http.StatusServiceUnavailable, Fail(seckill.ErrNotTaken.Error())
-	}
-	var exceeded *ratelimit.ExceededError
-	if errors.As(err, &exceeded) {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(exceeded.RetryAfterSeconds()))
-		return http.StatusTooManyRequests, Fail(exceeded.Message)
-	}
-	if errors.Is(err, ratelimit.ErrUnavailable) {
-		// The limiter logged the outage once; not again per request.
-		c.Response().Header().Set("Retry-After", "1")
-		return http.StatusServiceUnavailable, Fail("service temporarily unavailable: retry shortly")
+		status, ok := statusOf[e.Code]
+		if !ok {
+			status = http.StatusInternalServerError
+		}
+		if status >= http.StatusInternalServerError {
+			// The component that failed logs its outage once; per request
+			// it is detail.
+			s.logger.Debug("request refused", "request_id", requestID(c), "path", c.Request().URL.Path, "err", err)
+		}
+		return status, Result{ErrorMsg: e.Message, Data: e.Data}
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) && he.Code < http.StatusInternalServerError {
 		return he.Code, Fail(s.protocolMessage(he, c))
 	}
-	code := http.StatusInternalServerError
-	if he != nil {
-		code = he.Code
-	}
 	s.logger.Error("request failed", "request_id", requestID(c), "method", c.Request().Method,
-		"path", c.Request().URL.Path, "status", code, "err", err)
-	if code == http.StatusServiceUnavailable {
-		c.Response().Header().Set("Retry-After", "1")
-		return code, Fail("service temporarily unavailable: retry shortly")
-	}
-	return code, Fail("internal server error")
+		"path", c.Request().URL.Path, "err", err)
+	return http.StatusInternalServerError, Fail("internal server error")
+}
+
+// retryAfterSeconds is d rounded up to whole seconds, at least 1, as the
+// Retry-After header wants it.
+func retryAfterSeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
 }
 
 // protocolMessage replaces echo's terse built-in messages with ones that

@@ -4,21 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/seckill/seckill/internal/api"
-	"github.com/seckill/seckill/internal/broker"
-	"github.com/seckill/seckill/internal/envconfig"
-	"github.com/seckill/seckill/internal/health"
-	"github.com/seckill/seckill/internal/idgen"
-	"github.com/seckill/seckill/internal/seckill"
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -55,53 +49,40 @@ type testAPI struct {
 	Logs  *testsupport.SyncBuffer
 }
 
-// startAPI runs an API server in the test process against the real Redis,
-// a MySQL database and a Kafka topic of the test's own. env overrides
-// configuration the way the real program reads it.
+// startAPI runs the api program (app.API, as cmd/api does) in the test
+// process against the real Redis, a MySQL database and a Kafka topic of
+// the test's own. env overrides configuration the way the real program
+// reads it.
 func startAPI(t *testing.T, env map[string]string) *testAPI {
 	t.Helper()
 	r := testsupport.MustRedis(t)
 	m := testsupport.MustMySQL(t)
 	k := testsupport.MustKafka(t)
-	topic := k.MustTopic(t, 3)
-	vars := map[string]string{"SECKILL_API_ADDR": "127.0.0.1:0", "SECKILL_RATE_PREFIX": r.Key("rate:")}
-	for k, v := range env {
-		vars[k] = v
+	vars := map[string]string{
+		"SECKILL_API_ADDR": "127.0.0.1:0", "SECKILL_RATE_PREFIX": r.Key("rate:"), "SECKILL_KEY_PREFIX": r.Prefix,
+		"SECKILL_REDIS_ADDR": r.Addr, "SECKILL_MYSQL_DSN": m.DSN, "SECKILL_KAFKA_BROKERS": strings.Join(k.Brokers, ","),
+		"SECKILL_ORDERS_TOPIC": k.MustTopic(t, 3), "SECKILL_SOLDOUT_TTL": "1s", "SECKILL_ID_BLOCK": "100",
 	}
-	reader := envconfig.NewFrom(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	cfg := api.LoadConfig(reader)
-	if err := reader.Err(); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testsupport.SyncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, nil))
-	reg := prometheus.NewRegistry()
-	box := &inbox{codes: map[string]string{}}
-	store := seckill.NewStore(r.Client, r.Prefix)
-	publisher := seckill.NewPublisher(broker.NewWriter(k.Brokers, topic), 5*time.Second)
-	t.Cleanup(func() { _ = publisher.Close() })
-	orders := &seckill.Service{
-		Store: store, IDs: idgen.New(r.Client, r.Key("order"), 100), Publisher: publisher,
-		SoldOut: seckill.NewSoldOutCache(time.Second), Logger: logger,
-	}
-	srv, err := api.Listen(cfg, api.Deps{
-		Logger: logger, Monitor: health.NewMonitor(logger, reg, health.Options{}), Registry: reg,
-		Redis: r.Client, DB: m.DB, Sender: box, Store: store, Seckill: orders, KeyPrefix: r.Prefix,
-	})
+	maps.Copy(vars, env)
+	cfg, err := config.LoadAPI(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
+	logs := &testsupport.SyncBuffer{}
+	box := &inbox{codes: map[string]string{}}
+	program := app.NewAPI(cfg, logs)
+	program.CodeSender = box
+	if err := program.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		if err := program.Close(); err != nil {
+			t.Errorf("api close: %v", err)
 		}
 	})
-	return &testAPI{URL: "http://" + srv.Addr(), Redis: r, MySQL: m, Inbox: box, Logs: logs}
+	url := "http://" + program.Addr()
+	testsupport.Eventually(t, url+"/readyz", http.StatusOK, 20*time.Second)
+	return &testAPI{URL: url, Redis: r, MySQL: m, Inbox: box, Logs: logs}
 }
 
 // envelope is the course's Result as a client decodes it.

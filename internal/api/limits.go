@@ -12,13 +12,11 @@ func (s *Server) rateLimit(route string, p RoutePolicy) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			ctx := c.Request().Context()
-			if err := s.limiter.Check(ctx, route+":ip:"+c.RealIP(), p.PerIP, p.FailOpen,
-				"too many requests from your address: slow down and retry later"); err != nil {
+			if err := s.deps.Limiter.Check(ctx, route+":ip:"+c.RealIP(), p.PerIP, p.FailOpen, "from your address"); err != nil {
 				return err
 			}
 			if u, ok := currentUser(c); ok {
-				if err := s.limiter.Check(ctx, route+":user:"+strconv.FormatInt(u.ID, 10), p.PerUser, p.FailOpen,
-					"too many requests from your account: slow down and retry later"); err != nil {
+				if err := s.deps.Limiter.Check(ctx, route+":user:"+strconv.FormatInt(u.ID, 10), p.PerUser, p.FailOpen, "from your account"); err != nil {
 					return err
 				}
 			}

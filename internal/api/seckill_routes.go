@@ -6,7 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -14,7 +14,7 @@ import (
 func pathID(c echo.Context, name, what string) (int64, error) {
 	id, err := strconv.ParseInt(c.Param(name), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, echo.NewHTTPError(http.StatusBadRequest, what+" must be a positive integer")
+		return 0, apperr.Errorf(apperr.Invalid, "%s must be a positive integer", what)
 	}
 	return id, nil
 }
@@ -27,7 +27,7 @@ func (s *Server) createVoucher(kind int) echo.HandlerFunc {
 			return err
 		}
 		v.Type = kind
-		id, err := s.vouchers.Create(c.Request().Context(), v)
+		id, err := s.deps.Vouchers.Create(c.Request().Context(), v)
 		if err != nil {
 			return err
 		}
@@ -46,14 +46,14 @@ func (s *Server) changeSale(c echo.Context) error {
 		return err
 	}
 	if ch.AddStock == 0 && ch.BeginTime == nil && ch.EndTime == nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "nothing to change: send addStock, beginTime or endTime")
+		return apperr.Errorf(apperr.Invalid, "nothing to change: send addStock, beginTime or endTime")
 	}
-	stock, err := s.vouchers.ChangeSale(c.Request().Context(), id, ch)
+	stock, err := s.deps.Vouchers.ChangeSale(c.Request().Context(), id, ch)
 	if err != nil {
 		return err
 	}
 	if ch.AddStock > 0 {
-		s.orders.SoldOut.Forget(id)
+		s.deps.Orders.SoldOut.Forget(id)
 	}
 	return c.JSON(http.StatusOK, OK(map[string]int64{"id": id, "stock": stock}))
 }
@@ -64,7 +64,7 @@ func (s *Server) listVouchers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.vouchers.List(c.Request().Context(), shopID)
+	list, err := s.deps.Vouchers.List(c.Request().Context(), shopID)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Server) seckillOrder(c echo.Context) error {
 		return err
 	}
 	u, _ := currentUser(c)
-	orderID, err := s.orders.Order(c.Request().Context(), u.ID, voucherID)
+	orderID, err := s.deps.Orders.Place(c.Request().Context(), u.ID, voucherID)
 	if err != nil {
 		return err
 	}
@@ -93,12 +93,9 @@ func (s *Server) getOrder(c echo.Context) error {
 		return err
 	}
 	u, _ := currentUser(c)
-	st, ok, err := order.Lookup(c.Request().Context(), s.db, s.store, orderID, u.ID)
+	st, err := s.deps.Lookup.Find(c.Request().Context(), orderID, u.ID)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return echo.NewHTTPError(http.StatusNotFound, "no such order")
 	}
 	return c.JSON(http.StatusOK, OK(st))
 }

@@ -4,7 +4,6 @@ package api
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,12 +17,10 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/ratelimit"
-	"github.com/seckill/seckill/internal/seckill"
 	"github.com/seckill/seckill/internal/shop"
 	"github.com/seckill/seckill/internal/user"
 	"github.com/seckill/seckill/internal/voucher"
@@ -31,35 +28,26 @@ import (
 
 // Server is the API's HTTP server.
 type Server struct {
-	echo     *echo.Echo
-	ln       net.Listener
-	logger   *slog.Logger
-	cfg      Config
-	users    *user.Service
-	sessions *user.Sessions
-	limiter  *ratelimit.Limiter
-	db       *sql.DB
-	store    *seckill.Store
-	vouchers *voucher.Vouchers
-	orders   *seckill.Service
-	shops    *shop.Service
+	echo   *echo.Echo
+	ln     net.Listener
+	logger *slog.Logger
+	cfg    Config
+	deps   Deps
 }
 
-// Deps are what the server needs from main.
+// Deps are the services behind the routes, built by the program's wiring
+// (internal/app).
 type Deps struct {
 	Logger   *slog.Logger
 	Monitor  *health.Monitor
 	Registry *prometheus.Registry
-	Redis    *redis.Client
-	DB       *sql.DB
-	// Sender delivers login codes; nil logs them.
-	Sender user.CodeSender
-	// Store is the flash sale's Redis state; Seckill takes the orders.
-	Store   *seckill.Store
-	Seckill *seckill.Service
-	// KeyPrefix prefixes the cache keys, as SECKILL_KEY_PREFIX does the
-	// flash sale's.
-	KeyPrefix string
+	Users    *user.Service
+	Sessions *user.Sessions
+	Limiter  *ratelimit.Limiter
+	Shops    *shop.Service
+	Vouchers *voucher.Vouchers
+	Orders   *order.Service
+	Lookup   *order.Lookup
 }
 
 // Listen binds cfg.Addr at once (so a taken port fails the start) and
@@ -78,25 +66,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.Server.IdleTimeout = 60 * time.Second
 	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
 
-	sender := deps.Sender
-	if sender == nil {
-		sender = user.LogSender{Logger: deps.Logger}
-	}
-	sessions := user.NewSessions(deps.Redis, cfg.SessionTTL)
-	s := &Server{
-		echo: e, ln: ln, logger: deps.Logger, cfg: cfg, sessions: sessions,
-		limiter: ratelimit.New(deps.Redis, cfg.RatePrefix, deps.Logger),
-		db:      deps.DB, store: deps.Store, orders: deps.Seckill,
-		vouchers: &voucher.Vouchers{DB: deps.DB, Store: deps.Store},
-		shops: shop.NewService(deps.DB, deps.Redis, shop.Keys{Prefix: deps.KeyPrefix}, cfg.ShopCache, cfg.TypeCache,
-			deps.Logger, cache.NewMetrics(deps.Registry)),
-		users: &user.Service{
-			Codes:    user.NewCodes(deps.Redis, cfg.CodePolicy),
-			Sessions: sessions,
-			Users:    user.NewUsers(deps.DB),
-			Sender:   sender,
-		},
-	}
+	s := &Server{echo: e, ln: ln, logger: deps.Logger, cfg: cfg, deps: deps}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{TargetHeader: echo.HeaderXRequestID}))
 	e.Use(observe(deps.Registry))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/shop"
 )
 
@@ -14,7 +15,7 @@ func (s *Server) getShop(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sh, err := s.shops.Get(c.Request().Context(), id)
+	sh, err := s.deps.Shops.Get(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -23,7 +24,7 @@ func (s *Server) getShop(c echo.Context) error {
 
 // GET /shop-type/list
 func (s *Server) listShopTypes(c echo.Context) error {
-	types, err := s.shops.Types(c.Request().Context())
+	types, err := s.deps.Shops.Types(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func (s *Server) createShop(c echo.Context) error {
 	if err := bindJSON(c, &sh); err != nil {
 		return err
 	}
-	id, err := s.shops.Create(c.Request().Context(), sh)
+	id, err := s.deps.Shops.Create(c.Request().Context(), sh)
 	if err != nil {
 		return err
 	}
@@ -50,9 +51,9 @@ func (s *Server) updateShop(c echo.Context) error {
 		return err
 	}
 	if sh.ID <= 0 {
-		return echo.NewHTTPError(http.StatusBadRequest, "missing field: id (a positive shop id)")
+		return apperr.Errorf(apperr.Invalid, "missing field: id (a positive shop id)")
 	}
-	if err := s.shops.Update(c.Request().Context(), sh); err != nil {
+	if err := s.deps.Shops.Update(c.Request().Context(), sh); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, OK(nil))

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/schema"
+	"github.com/seckill/seckill/internal/shop"
 )
 
 // loads is the shop family's MySQL loads, from the API's own metrics.
@@ -64,15 +66,15 @@ func TestShopRoutes(t *testing.T) {
 	}
 
 	for path, want := range map[string]struct {
-		status int
-		msg    string
+		status  int
+		outcome *apperr.Error
 	}{
-		"/shop/424242": {200, "shop not found"},
-		"/shop/abc":    {400, "shop id must be a positive integer"},
-		"/shop/0":      {400, "shop id must be a positive integer"},
+		"/shop/424242": {200, shop.ErrNotFound},
+		"/shop/abc":    {400, nil},
+		"/shop/0":      {400, nil},
 	} {
 		res := call(t, "GET", a.URL+path, nil, nil)
-		if res.Status != want.status || res.Body.Success || !strings.Contains(res.Body.ErrorMsg, want.msg) {
+		if res.Status != want.status || res.Body.Success || res.Body.ErrorMsg == "" || want.outcome != nil && res.Body.ErrorMsg != want.outcome.Message {
 			t.Errorf("GET %s: %d %s", path, res.Status, res.Raw)
 		}
 	}

@@ -4,15 +4,18 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/user"
 )
 
 // POST /user/code?phone=...
 func (s *Server) sendCode(c echo.Context) error {
 	phone := c.QueryParam("phone")
 	if phone == "" {
-		return echo.NewHTTPError(http.StatusBadRequest, "missing query parameter: phone")
+		return apperr.Errorf(apperr.Invalid, "missing query parameter: phone")
 	}
-	if err := s.users.SendCode(c.Request().Context(), phone); err != nil {
+	if err := s.deps.Users.SendCode(c.Request().Context(), phone); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, OK(nil))
@@ -33,15 +36,15 @@ func (s *Server) login(c echo.Context) error {
 		return err
 	}
 	if f.Phone == nil {
-		return echo.NewHTTPError(http.StatusBadRequest, "missing field: phone")
+		return apperr.Errorf(apperr.Invalid, "missing field: phone")
 	}
 	if f.Code == nil {
 		if f.Password != nil {
-			return c.JSON(http.StatusOK, Fail("password login is not supported: log in with a code"))
+			return user.ErrPasswordLogin
 		}
-		return echo.NewHTTPError(http.StatusBadRequest, "missing field: code")
+		return apperr.Errorf(apperr.Invalid, "missing field: code")
 	}
-	token, err := s.users.Login(c.Request().Context(), *f.Phone, *f.Code)
+	token, err := s.deps.Users.Login(c.Request().Context(), *f.Phone, *f.Code)
 	if err != nil {
 		return err
 	}
@@ -57,7 +60,7 @@ func (s *Server) me(c echo.Context) error {
 // POST /user/logout
 func (s *Server) logout(c echo.Context) error {
 	token, _ := c.Get(ctxToken).(string)
-	if err := s.sessions.Delete(c.Request().Context(), token); err != nil {
+	if err := s.deps.Sessions.Delete(c.Request().Context(), token); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, OK(nil))

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/seckill/seckill/internal/user"
 	"time"
 )
 
@@ -83,13 +85,13 @@ func TestCodeRulesOverHTTP(t *testing.T) {
 	phone, other := randomPhone(), randomPhone()
 
 	code := a.sendCode(t, phone)
-	if res := a.login(t, other, code); res.Status != 200 || res.Body.Success || !strings.Contains(res.Body.ErrorMsg, "no valid code") {
+	if res := a.login(t, other, code); res.Status != 200 || res.Body.Success || res.Body.ErrorMsg != user.ErrNoCode.Message {
 		t.Fatalf("phone A's code for phone B: %d %s", res.Status, res.Raw)
 	}
 	if res := a.login(t, phone, code); !res.Body.Success {
 		t.Fatalf("first use: %s", res.Raw)
 	}
-	if res := a.login(t, phone, code); res.Status != 200 || res.Body.Success || !strings.Contains(res.Body.ErrorMsg, "no valid code") {
+	if res := a.login(t, phone, code); res.Status != 200 || res.Body.Success || res.Body.ErrorMsg != user.ErrNoCode.Message {
 		t.Fatalf("second use of a code: %d %s", res.Status, res.Raw)
 	}
 
@@ -101,11 +103,11 @@ func TestCodeRulesOverHTTP(t *testing.T) {
 	}
 	for i := 1; i <= 5; i++ {
 		res := a.login(t, phone, bad)
-		if res.Status != 200 || res.Body.Success || !strings.HasPrefix(res.Body.ErrorMsg, "wrong code") {
+		if res.Status != 200 || res.Body.Success || (res.Body.ErrorMsg != user.ErrWrongCode.Message && res.Body.ErrorMsg != user.ErrCodeBurned.Message) {
 			t.Fatalf("wrong try %d: %d %s", i, res.Status, res.Raw)
 		}
 	}
-	if res := a.login(t, phone, code); res.Body.Success || !strings.Contains(res.Body.ErrorMsg, "no valid code") {
+	if res := a.login(t, phone, code); res.Body.Success || res.Body.ErrorMsg != user.ErrNoCode.Message {
 		t.Fatalf("6th try with the right code after 5 wrong ones: %s, want the code burned", res.Raw)
 	}
 }

@@ -2,7 +2,6 @@ package binlog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
 )
 
 // Invalidator follows the binlog of Database's mapped tables and deletes
@@ -29,7 +30,7 @@ type Invalidator struct {
 	Mapping       map[string]KeyFunc
 	KeyPrefix     string // of the key families flushed after a purged position
 	Redis         *redis.Client
-	Retry         *kafka.Writer
+	Retry         *broker.Forwarder // failed deletes, to the retry topic
 	Positions     *PositionFile
 	DeleteTimeout time.Duration
 	Logger        *slog.Logger
@@ -57,15 +58,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.lag, m.deletes, m.failures, m.retries, m.deadLets)
 	return m
-}
-
-// RetryMessage is a key whose delete failed, with its attempt count and
-// when to try next.
-type RetryMessage struct {
-	Key       string `json:"key"`
-	Attempt   int    `json:"attempt"`
-	NotBefore int64  `json:"notBefore"` // ms since 1970
-	Error     string `json:"error,omitempty"`
 }
 
 // errPurged is the server's "position no longer in the binlog" (1236).
@@ -158,8 +150,9 @@ func (inv *Invalidator) flushFamilies(ctx context.Context) error {
 }
 
 // invalidate deletes key, or hands it to the retry topic; false only when
-// ctx ended first.
-func (inv *Invalidator) invalidate(ctx context.Context, key string, changed time.Time) bool {
+// ctx ended first. logPos is where the row's change ends in the binlog,
+// the retry message's "offset".
+func (inv *Invalidator) invalidate(ctx context.Context, key string, changed time.Time, logPos uint32) bool {
 	dctx, cancel := context.WithTimeout(ctx, inv.DeleteTimeout)
 	err := inv.Redis.Del(dctx, key).Err()
 	cancel()
@@ -169,29 +162,19 @@ func (inv *Invalidator) invalidate(ctx context.Context, key string, changed time
 		return true
 	}
 	inv.Metrics.failures.Inc()
-	msg := RetryMessage{Key: key, Attempt: 1, NotBefore: time.Now().Add(retryDelay(1)).UnixMilli(), Error: err.Error()}
-	return inv.handOff(ctx, msg)
+	// The retry topic holds the binlog until Kafka takes the key: the
+	// position does not move past a key neither deleted nor queued.
+	m := kafka.Message{Key: []byte(key), Value: []byte(key), Topic: BinlogSource, Partition: -1, Offset: int64(logPos)}
+	if err := inv.Retry.Forward(ctx, m, 1, err); err != nil {
+		inv.Logger.Error("cannot queue a failed cache delete", "key", key, "err", err)
+		return false
+	}
+	return true
 }
 
-// handOff publishes msg to the retry topic, retrying until Kafka takes it
-// or ctx ends: the binlog position does not move past a key that is
-// neither deleted nor queued.
-func (inv *Invalidator) handOff(ctx context.Context, msg RetryMessage) bool {
-	b, _ := json.Marshal(msg)
-	policy := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(5*time.Second)), ctx)
-	logged := false
-	err := backoff.Retry(func() error {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		err := inv.Retry.WriteMessages(wctx, kafka.Message{Key: []byte(msg.Key), Value: b})
-		if err != nil && !logged {
-			inv.Logger.Error("cannot queue a failed cache delete; holding the binlog until Kafka takes it", "key", msg.Key, "err", err)
-			logged = true
-		}
-		return err
-	}, policy)
-	return err == nil
-}
+// BinlogSource is the source "topic" of a retry message that came straight
+// from the binlog; its offset is the binlog position after the change.
+const BinlogSource = "binlog"
 
 // retryDelay is the wait before attempt n: 200 ms doubling, capped at 10 s.
 func retryDelay(attempt int) time.Duration {
@@ -213,7 +196,7 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 	changed := time.Unix(int64(e.Header.Timestamp), 0)
 	for _, c := range Changes(e) {
 		for _, key := range KeysOf(h.inv.Mapping, c) {
-			if !h.inv.invalidate(h.ctx, key, changed) {
+			if !h.inv.invalidate(h.ctx, key, changed, e.Header.LogPos) {
 				return fmt.Errorf("shutting down with %s neither deleted nor queued: %w", key, h.ctx.Err())
 			}
 		}

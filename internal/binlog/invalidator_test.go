@@ -195,9 +195,15 @@ func TestFailedDeletesAreRetried(t *testing.T) {
 	defer dead.Close()
 	srcStop := g.startNoWarmup(t, dead)
 	keys := g.changeShops(t, 1, 2, 3, 4, 5, 6)
-	// Every failed delete reaches the retry topic.
+	// Every failed delete reaches the retry topic, as the key with the
+	// forwarded message's headers.
 	waitOffset(t, g.k, g.retry, 6)
 	srcStop()
+	first := g.k.MustFirstMessage(t, g.retry)
+	if string(first.Value) != keys[0] || broker.Attempt(first) != 1 || broker.Header(first, broker.HeaderTopic) != binlog.BinlogSource ||
+		broker.Header(first, broker.HeaderError) == "" || broker.Header(first, broker.HeaderOffset) == "0" {
+		t.Fatalf("retry message %q with headers %v, want key %s, attempt 1, from the binlog", first.Value, first.Headers, keys[0])
+	}
 	for _, k := range keys {
 		if g.r.Client.Exists(ctx, k).Val() == 0 {
 			t.Fatal("a key was deleted although Redis was unreachable for the invalidator")
@@ -209,11 +215,12 @@ func TestFailedDeletesAreRetried(t *testing.T) {
 	retryW, dlqW := broker.NewWriter(g.k.Brokers, g.retry), broker.NewWriter(g.k.Brokers, g.dlq)
 	defer retryW.Close()
 	defer dlqW.Close()
-	r := &binlog.Retrier{Reader: reader, Retry: retryW, DLQ: dlqW, Redis: g.r.Client, MaxAttempts: 5,
+	r := &binlog.Retrier{Retry: &broker.Forwarder{Writer: retryW}, DLQ: &broker.Forwarder{Writer: dlqW}, Redis: g.r.Client, MaxAttempts: 5,
 		DeleteTimeout: time.Second, Logger: slog.New(slog.DiscardHandler), Metrics: g.metrics}
+	c := &broker.Consumer{Name: "retries", Reader: reader, Handle: r.Handle, Logger: slog.New(slog.DiscardHandler)}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
+	go func() { done <- c.Run(rctx) }()
 	for _, k := range keys {
 		if !g.gone(k, 15*time.Second) {
 			t.Fatalf("%s not deleted by the retry consumer", k)
@@ -236,7 +243,7 @@ func (g *rig) startNoWarmup(t *testing.T, rdb *redis.Client) (stop func()) {
 	w := broker.NewWriter(g.k.Brokers, g.retry)
 	inv := &binlog.Invalidator{
 		Source: src, Database: g.m.Database, Mapping: binlog.Mapping(g.r.Prefix), KeyPrefix: g.r.Prefix,
-		Redis: rdb, Retry: w, Positions: &binlog.PositionFile{Path: g.posFile, Every: 100 * time.Millisecond},
+		Redis: rdb, Retry: &broker.Forwarder{Writer: w}, Positions: &binlog.PositionFile{Path: g.posFile, Every: 100 * time.Millisecond},
 		DeleteTimeout: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Metrics: g.metrics,
 	}
 	ctx, cancel := context.WithCancel(context.Background())

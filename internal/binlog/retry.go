@@ -2,23 +2,23 @@ package binlog
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
+	"errors"
 	"log/slog"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
 )
 
-// Retrier consumes the retry topic: it waits for each key's next-attempt
-// time, deletes it, and on failure queues it again with a longer wait,
-// until MaxAttempts; then the key goes to the dead-letter topic, an error
-// log and a metric.
+// Retrier handles the retry topic (as a broker.Consumer's handler): it
+// waits for each key's next attempt, deletes it, and on failure queues it
+// again with a longer wait, until MaxAttempts; then the key goes to the
+// dead-letter topic, an error log and a metric. A message's value is the
+// key; its attempt is the forwarded message's header.
 type Retrier struct {
-	Reader        *kafka.Reader
-	Retry, DLQ    *kafka.Writer
+	Retry, DLQ    *broker.Forwarder
 	Redis         *redis.Client
 	MaxAttempts   int
 	DeleteTimeout time.Duration
@@ -26,45 +26,27 @@ type Retrier struct {
 	Metrics       *Metrics
 }
 
-// Run consumes until ctx ends. A message is committed only once its key is
-// deleted, queued again or dead-lettered.
-func (r *Retrier) Run(ctx context.Context) error {
-	for {
-		m, err := r.Reader.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			r.Logger.Warn("fetching retries failed; retrying", "err", err)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(time.Second):
-			}
-			continue
-		}
+// errUndecodable parks a retry message without a key or an attempt.
+var errUndecodable = errors.New("undecodable retry: want the cache key as the value and an attempt header")
+
+// Handle takes each message of a batch in turn; an error (only on
+// shutdown) leaves the batch uncommitted.
+func (r *Retrier) Handle(ctx context.Context, batch []kafka.Message) error {
+	for _, m := range batch {
 		if err := r.handle(ctx, m); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
-		if err := r.Reader.CommitMessages(ctx, m); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			r.Logger.Warn("committing a retry failed; it will be retried again, harmlessly", "err", err)
-		}
 	}
+	return nil
 }
 
 func (r *Retrier) handle(ctx context.Context, m kafka.Message) error {
-	var msg RetryMessage
-	if err := json.Unmarshal(m.Value, &msg); err != nil || msg.Key == "" {
-		return r.publish(ctx, r.DLQ, kafka.Message{Key: m.Key, Value: m.Value,
-			Headers: []kafka.Header{{Key: "error", Value: fmt.Appendf(nil, "undecodable retry: %v", err)}}})
+	key, attempt := string(m.Value), broker.Attempt(m)
+	if key == "" || attempt < 1 {
+		return r.DLQ.Forward(ctx, m, attempt, errUndecodable)
 	}
-	if wait := time.Until(time.UnixMilli(msg.NotBefore)); wait > 0 {
+	// The wait before attempt n+1 counts from when attempt n was queued.
+	if wait := time.Until(m.Time.Add(retryDelay(attempt))); wait > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -73,30 +55,17 @@ func (r *Retrier) handle(ctx context.Context, m kafka.Message) error {
 	}
 	r.Metrics.retries.Inc()
 	dctx, cancel := context.WithTimeout(ctx, r.DeleteTimeout)
-	err := r.Redis.Del(dctx, msg.Key).Err()
+	err := r.Redis.Del(dctx, key).Err()
 	cancel()
 	if err == nil {
 		r.Metrics.deletes.Inc()
 		return nil
 	}
-	msg.Attempt++
-	msg.Error = err.Error()
-	b, _ := json.Marshal(msg)
-	if msg.Attempt > r.MaxAttempts {
+	attempt++
+	if attempt > r.MaxAttempts {
 		r.Metrics.deadLets.Inc()
-		r.Logger.Error("cache key could not be deleted; giving up, sent to the dead-letter topic", "key", msg.Key, "attempts", msg.Attempt-1, "err", err)
-		return r.publish(ctx, r.DLQ, kafka.Message{Key: []byte(msg.Key), Value: b})
+		r.Logger.Error("cache key could not be deleted; giving up, sent to the dead-letter topic", "key", key, "tries", attempt, "err", err)
+		return r.DLQ.Forward(ctx, m, attempt, err)
 	}
-	msg.NotBefore = time.Now().Add(retryDelay(msg.Attempt)).UnixMilli()
-	b, _ = json.Marshal(msg)
-	return r.publish(ctx, r.Retry, kafka.Message{Key: []byte(msg.Key), Value: b})
-}
-
-func (r *Retrier) publish(ctx context.Context, w *kafka.Writer, m kafka.Message) error {
-	policy := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(5*time.Second)), ctx)
-	return backoff.Retry(func() error {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return w.WriteMessages(wctx, m)
-	}, policy)
+	return r.Retry.Forward(ctx, m, attempt, err)
 }

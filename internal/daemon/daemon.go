@@ -22,7 +22,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/broker"
-	"github.com/seckill/seckill/internal/envconfig"
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/mysqldb"
 )
@@ -38,22 +37,6 @@ type Common struct {
 	MySQLDSN        string
 	KafkaBrokers    []string
 	ShutdownTimeout time.Duration
-}
-
-// LoadCommon reads the shared SECKILL_* variables; errors accumulate in r.
-func LoadCommon(r *envconfig.Reader) Common {
-	c := Common{
-		LogFormat:       r.OneOf("SECKILL_LOG_FORMAT", "text", "text", "json"),
-		RedisAddr:       r.HostPort("SECKILL_REDIS_ADDR", "127.0.0.1:16379"),
-		RedisPassword:   r.String("SECKILL_REDIS_PASSWORD", ""),
-		RedisDB:         r.Int("SECKILL_REDIS_DB", 0, 0, 15),
-		MySQLDSN:        r.String("SECKILL_MYSQL_DSN", "seckill:seckill@tcp(127.0.0.1:13306)/seckill"),
-		KafkaBrokers:    r.HostPorts("SECKILL_KAFKA_BROKERS", "127.0.0.1:19092"),
-		ShutdownTimeout: r.Duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second),
-	}
-	level := r.OneOf("SECKILL_LOG_LEVEL", "info", "debug", "info", "warn", "error")
-	_ = c.LogLevel.UnmarshalText([]byte(level))
-	return c
 }
 
 // NewLogger writes text (the default, for people) or JSON (for collectors).

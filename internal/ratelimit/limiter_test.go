@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -25,9 +26,9 @@ func TestLimiterAllowsRateThenRecovers(t *testing.T) {
 		}
 	}
 	err := l.Check(ctx, "k", limit, false, "slow down")
-	var exceeded *ratelimit.ExceededError
-	if !errors.As(err, &exceeded) || exceeded.Message != "slow down" {
-		t.Fatalf("4th request: %v, want ExceededError", err)
+	exceeded, _ := apperr.As(err)
+	if !errors.Is(err, ratelimit.ErrExceeded) || exceeded.Code != apperr.RateLimited {
+		t.Fatalf("4th request: %v, want ErrExceeded", err)
 	}
 	if exceeded.RetryAfter <= 0 || exceeded.RetryAfter > time.Second {
 		t.Fatalf("RetryAfter = %v, want within the period", exceeded.RetryAfter)

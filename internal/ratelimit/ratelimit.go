@@ -5,7 +5,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -15,27 +14,18 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/apperr"
 )
 
-// ExceededError is a request over its limit. Message is meant for the
-// client; RetryAfter is when the next request may pass.
-type ExceededError struct {
-	Message    string
-	RetryAfter time.Duration
-}
-
-func (e *ExceededError) Error() string { return e.Message }
-
-// RetryAfterSeconds is RetryAfter rounded up to whole seconds, at least 1,
-// as the Retry-After header wants it.
-func (e *ExceededError) RetryAfterSeconds() int {
-	s := int((e.RetryAfter + time.Second - 1) / time.Second)
-	return max(s, 1)
-}
-
-// ErrUnavailable means the limiter could not reach Redis and its policy
-// fails closed.
-var ErrUnavailable = errors.New("rate limiter unavailable")
+var (
+	// ErrExceeded is a request over its limit; it carries when the next
+	// request may pass.
+	ErrExceeded = apperr.New(apperr.RateLimited, "too many requests")
+	// ErrUnavailable means the limiter could not reach Redis and its
+	// policy fails closed.
+	ErrUnavailable = apperr.New(apperr.Unavailable, "service temporarily unavailable: retry shortly").Retry(time.Second)
+)
 
 // Limit is Rate requests per Period, with bursts up to Rate. The zero Limit
 // is "no limit".
@@ -90,11 +80,11 @@ func New(rdb *redis.Client, prefix string, logger *slog.Logger) *Limiter {
 	return &Limiter{rl: redis_rate.NewLimiter(rdb), prefix: prefix, logger: logger}
 }
 
-// Check is one request against one limit, counted under key. It returns an
-// *ExceededError (message msg) when the limit is reached. When Redis cannot
-// be reached it lets the request through if failOpen, and otherwise returns
-// ErrUnavailable.
-func (l *Limiter) Check(ctx context.Context, key string, limit Limit, failOpen bool, msg string) error {
+// Check is one request against one limit, counted under key. It returns
+// ErrExceeded, detailed with who, when the limit is reached. When Redis
+// cannot be reached it lets the request through if failOpen, and otherwise
+// returns ErrUnavailable.
+func (l *Limiter) Check(ctx context.Context, key string, limit Limit, failOpen bool, who string) error {
 	if limit.Off() {
 		return nil
 	}
@@ -107,13 +97,13 @@ func (l *Limiter) Check(ctx context.Context, key string, limit Limit, failOpen b
 		if failOpen {
 			return nil
 		}
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return ErrUnavailable.Wrap(err)
 	}
 	if l.down.Swap(false) {
 		l.logger.Info("rate limiter reaches Redis again")
 	}
 	if res.Allowed == 0 {
-		return &ExceededError{Message: msg, RetryAfter: res.RetryAfter}
+		return ErrExceeded.With("%s: slow down and retry later", who).Retry(res.RetryAfter)
 	}
 	return nil
 }

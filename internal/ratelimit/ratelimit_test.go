@@ -31,14 +31,3 @@ func TestParseLimit(t *testing.T) {
 		}
 	}
 }
-
-func TestRetryAfterSecondsRoundsUp(t *testing.T) {
-	for _, tt := range []struct {
-		d    time.Duration
-		want int
-	}{{0, 1}, {time.Millisecond, 1}, {time.Second, 1}, {1001 * time.Millisecond, 2}, {59 * time.Second, 59}} {
-		if got := (&ExceededError{RetryAfter: tt.d}).RetryAfterSeconds(); got != tt.want {
-			t.Errorf("RetryAfter %v -> %d s, want %d", tt.d, got, tt.want)
-		}
-	}
-}

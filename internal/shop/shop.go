@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/cache"
 )
 
@@ -43,13 +44,13 @@ type Type struct {
 
 // The outcomes callers branch on.
 var (
-	ErrNotFound = errors.New("shop not found")
-	ErrInvalid  = errors.New("invalid shop")
+	ErrNotFound = apperr.New(apperr.Outcome, "shop not found")
+	ErrInvalid  = apperr.New(apperr.Invalid, "invalid shop")
 )
 
 // Validate checks what the columns would not.
 func (s Shop) Validate() error {
-	bad := func(why string) error { return fmt.Errorf("%w: %s", ErrInvalid, why) }
+	bad := func(why string) error { return ErrInvalid.With("%s", why) }
 	switch {
 	case s.Name == "" || len(s.Name) > 128:
 		return bad("name must have 1 to 128 characters")

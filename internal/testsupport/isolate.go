@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/mysqldb"
@@ -172,3 +173,18 @@ func (k *Kafka) MustTopic(tb testing.TB, partitions int) string {
 
 // Group is a consumer group name of the test's own.
 func Group(tb testing.TB) string { return fmt.Sprintf("g.%s", unique(tb)) }
+
+// MustFirstMessage reads the first message of partition 0 of topic,
+// waiting up to 20 s for it.
+func (k *Kafka) MustFirstMessage(tb testing.TB, topic string) kafka.Message {
+	tb.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: k.Brokers, Topic: topic, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := r.ReadMessage(ctx)
+	if err != nil {
+		tb.Fatalf("first message of %s: %v", topic, err)
+	}
+	return m
+}

@@ -3,7 +3,6 @@ package user
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -60,8 +59,8 @@ func NewCodes(rdb redis.Scripter, policy CodePolicy) *Codes {
 
 func codeKey(phone string) string { return "login:code:{" + phone + "}" }
 
-// Issue stores a fresh code for phone and returns it, or a
-// *ratelimit.ExceededError when the phone's cooldown or daily limit says no.
+// Issue stores a fresh code for phone and returns it, or ErrCodeCooldown
+// or ErrCodeDailyMax when the phone's limits say no.
 func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
 	code, err := newCode()
 	if err != nil {
@@ -81,9 +80,9 @@ func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
 	case 1:
 		return code, nil
 	case 0:
-		return "", &ratelimit.ExceededError{Message: "a code was sent to this phone less than a minute ago: wait before asking again", RetryAfter: wait}
+		return "", ErrCodeCooldown.Retry(wait)
 	default:
-		return "", &ratelimit.ExceededError{Message: "this phone has had its codes for today: try again tomorrow", RetryAfter: wait}
+		return "", ErrCodeDailyMax.Retry(wait)
 	}
 }
 
@@ -117,8 +116,13 @@ func newCode() (string, error) {
 
 // The outcomes of a login a user should read.
 var (
-	ErrInvalidPhone = errors.New("invalid phone number: want a mainland China mobile number, 11 digits starting with 13 to 19")
-	ErrWrongCode    = errors.New("wrong code")
-	ErrCodeBurned   = errors.New("wrong code, and too many wrong tries: request a new code")
-	ErrNoCode       = errors.New("no valid code for this phone: request a new code")
+	ErrInvalidPhone  = apperr.New(apperr.Outcome, "invalid phone number: want a mainland China mobile number, 11 digits starting with 13 to 19")
+	ErrWrongCode     = apperr.New(apperr.Outcome, "wrong code")
+	ErrCodeBurned    = apperr.New(apperr.Outcome, "wrong code, and too many wrong tries: request a new code")
+	ErrNoCode        = apperr.New(apperr.Outcome, "no valid code for this phone: request a new code")
+	ErrPasswordLogin = apperr.New(apperr.Outcome, "password login is not supported: log in with a code")
+	// ErrCodeCooldown and ErrCodeDailyMax refuse a code for a phone; they
+	// carry when the next one may be asked for.
+	ErrCodeCooldown = apperr.New(apperr.RateLimited, "a code was sent to this phone less than a minute ago: wait before asking again")
+	ErrCodeDailyMax = apperr.New(apperr.RateLimited, "this phone has had its codes for today: try again tomorrow")
 )

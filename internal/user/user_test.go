@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/user"
 )
@@ -143,9 +143,9 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := codes.Issue(ctx, phone)
-		var exceeded *ratelimit.ExceededError
-		if !errors.As(err, &exceeded) {
-			t.Fatalf("second code within a minute: %v, want ExceededError", err)
+		exceeded, _ := apperr.As(err)
+		if !errors.Is(err, user.ErrCodeCooldown) {
+			t.Fatalf("second code within a minute: %v, want ErrCodeCooldown", err)
 		}
 		if exceeded.RetryAfter <= 55*time.Second || exceeded.RetryAfter > time.Minute {
 			t.Fatalf("RetryAfter = %v, want just under a minute", exceeded.RetryAfter)
@@ -166,9 +166,9 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 			time.Sleep(3 * time.Millisecond)
 		}
 		_, err := codes.Issue(ctx, phone)
-		var exceeded *ratelimit.ExceededError
-		if !errors.As(err, &exceeded) {
-			t.Fatalf("code %d in a day: %v, want ExceededError", policy.DailyMax+1, err)
+		exceeded, _ := apperr.As(err)
+		if !errors.Is(err, user.ErrCodeDailyMax) {
+			t.Fatalf("code %d in a day: %v, want ErrCodeDailyMax", policy.DailyMax+1, err)
 		}
 		if exceeded.RetryAfter <= 0 || exceeded.RetryAfter > 24*time.Hour {
 			t.Fatalf("RetryAfter = %v, want until the end of the day", exceeded.RetryAfter)

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckill/seckill/internal/seckill"
+	"github.com/seckill/seckill/internal/apperr"
 )
 
 // Voucher is the course's Voucher as its client reads it. Stock and the
@@ -41,12 +41,23 @@ var (
 	maxTime = time.Date(2038, 1, 18, 0, 0, 0, 0, time.UTC)
 )
 
-// ErrInvalid is a voucher that cannot be created; the message says why.
-var ErrInvalid = errors.New("invalid voucher")
+// The outcomes callers branch on.
+var (
+	// ErrInvalid is a voucher or a change that cannot be made; the
+	// message says why.
+	ErrInvalid = apperr.New(apperr.Invalid, "invalid voucher")
+	// ErrNotFound is a flash-sale voucher id with no row.
+	ErrNotFound = apperr.New(apperr.NotFound, "no such flash-sale voucher")
+	// ErrNotEnoughStock refuses a change that would take more units than
+	// remain unsold.
+	ErrNotEnoughStock = apperr.New(apperr.Conflict, "cannot remove more units than remain unsold")
+	// ErrNotWarmed means the voucher has no sale in Redis.
+	ErrNotWarmed = apperr.New(apperr.Conflict, "the voucher's sale is not in Redis")
+)
 
 // Validate checks what the database would not.
 func (v Voucher) Validate() error {
-	bad := func(why string) error { return fmt.Errorf("%w: %s", ErrInvalid, why) }
+	bad := func(why string) error { return ErrInvalid.With("%s", why) }
 	switch {
 	case v.ShopID <= 0:
 		return bad("shopId must be a positive id")
@@ -73,10 +84,20 @@ func (v Voucher) Validate() error {
 	return nil
 }
 
-// Vouchers is the voucher tables and the flash sale's Redis state.
+// Sale is a flash-sale voucher's state where the gate decides: warmed on
+// creation, adjusted by an admin's change.
+type Sale interface {
+	// Warm puts a new voucher's sale in place: its stock and window.
+	Warm(ctx context.Context, voucherID, stock int64, begin, end time.Time) error
+	// Adjust changes the stock by delta and, when not zero, the window;
+	// it returns the stock after, ErrNotEnoughStock or ErrNotWarmed.
+	Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error)
+}
+
+// Vouchers is the voucher tables and the flash sale's state in the gate.
 type Vouchers struct {
-	DB    *sql.DB
-	Store *seckill.Store
+	DB   *sql.DB
+	Sale Sale
 }
 
 // Create inserts v (tb_voucher, and tb_seckill_voucher for a flash-sale
@@ -110,7 +131,7 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 		return 0, fmt.Errorf("create voucher: %w", err)
 	}
 	if v.Type == TypeSeckill {
-		if err := vs.Store.Warm(ctx, id, *v.Stock, *v.BeginTime, *v.EndTime); err != nil {
+		if err := vs.Sale.Warm(ctx, id, *v.Stock, *v.BeginTime, *v.EndTime); err != nil {
 			return id, err
 		}
 	}
@@ -144,9 +165,6 @@ func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
 	return list, rows.Err()
 }
 
-// ErrNotFound is a flash-sale voucher id with no row.
-var ErrNotFound = errors.New("no such flash-sale voucher")
-
 // Change is an admin's change to a flash-sale voucher: units added (or
 // removed, when negative) and a new window; nil keeps a bound.
 type Change struct {
@@ -178,12 +196,12 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 		newEnd, end = *c.EndTime, *c.EndTime
 	}
 	if !end.After(begin) {
-		return 0, fmt.Errorf("%w: endTime must be after beginTime", ErrInvalid)
+		return 0, ErrInvalid.With("endTime must be after beginTime")
 	}
 	if begin.Before(minTime) || end.After(maxTime) {
-		return 0, fmt.Errorf("%w: beginTime and endTime must lie between 1970-01-02 and 2038-01-18", ErrInvalid)
+		return 0, ErrInvalid.With("beginTime and endTime must lie between 1970-01-02 and 2038-01-18")
 	}
-	stock, err = vs.Store.Adjust(ctx, id, c.AddStock, newBegin, newEnd)
+	stock, err = vs.Sale.Adjust(ctx, id, c.AddStock, newBegin, newEnd)
 	if err != nil {
 		return stock, err
 	}
@@ -196,7 +214,7 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 		}
 	}
 	if err != nil {
-		if _, undoErr := vs.Store.Adjust(context.WithoutCancel(ctx), id, -c.AddStock, oldBegin, oldEnd); undoErr != nil {
+		if _, undoErr := vs.Sale.Adjust(context.WithoutCancel(ctx), id, -c.AddStock, oldBegin, oldEnd); undoErr != nil {
 			return 0, fmt.Errorf("change voucher %d in MySQL: %w; undoing it in Redis failed too, warm it again: %w", id, err, undoErr)
 		}
 		return 0, fmt.Errorf("change voucher %d in MySQL: %w", id, err)

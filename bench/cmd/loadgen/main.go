@@ -1,0 +1,111 @@
+// Command loadgen drives a running system with vegeta and prints what it
+// measured.
+//
+//	loadgen login   [flags]   POST /user/login throughput
+//	loadgen seckill [flags]   one flash sale: N users on a stock S, then the audit
+//	loadgen drain   [flags]   the order-writer draining a queued backlog
+//	loadgen bench   [flags]   the make bench figures and their ratios
+//
+// The API must run with its seckill and login rate limits off (every
+// request comes from one address) and, for bench, SECKILL_API_BENCH_NOOP=true.
+// loadgen reads the same SECKILL_* variables as the programs for Redis,
+// MySQL, Kafka and the key prefix.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seckill/seckill/bench/internal/loadgen"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/mysqldb"
+)
+
+const usage = "usage: loadgen login|seckill|drain|bench [flags] (loadgen CMD -h lists them)"
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cmd string, args []string) error {
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	apiURL := fs.String("api", "http://127.0.0.1:8081", "the API's base URL")
+	users := fs.Int("users", 20000, "users, one request each")
+	workers := fs.Uint64("workers", 64, "concurrent clients")
+	stock := fs.Int("stock", 100, "seckill: the voucher's stock")
+	rate := fs.Int("rate", 0, "seckill: requests per second, open loop (0: closed loop)")
+	adminToken := fs.String("admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "the API's admin token")
+	writerMetrics := fs.String("writer-metrics", "http://127.0.0.1:9101/metrics", "the order-writer's metrics, for the lag; empty skips")
+	plot := fs.String("plot", "", "seckill: write the HTML latency plot here; bench: a directory for the plots")
+	writerBin := fs.String("writer-bin", "bin/order-writer", "bench: the order-writer binary for the drain")
+	drain := fs.Int("drain", 200000, "bench: orders in the drained backlog")
+	redisReqs := fs.Int("redis-requests", 200000, "bench: redis-benchmark requests")
+	_ = fs.Parse(args)
+
+	common, sk, err := config.LoadCommon(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rdb := daemon.NewRedis(common)
+	defer rdb.Close()
+	if cmd == "login" {
+		reports, err := loadgen.Login(ctx, rdb, loadgen.LoginConfig{API: *apiURL, Users: *users, Workers: *workers})
+		loadgen.Fprint(os.Stdout, reports...)
+		return err
+	}
+	db, err := mysqldb.Open(common.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	sale := &loadgen.Sale{API: *apiURL, AdminToken: *adminToken, Redis: rdb, DB: db,
+		Store: gate.NewStore(rdb, sk.KeyPrefix), WriterMetrics: *writerMetrics}
+	switch cmd {
+	case "seckill":
+		tokens, err := sale.Sessions(ctx, time.Now().UnixNano()%1_000_000_000*1000, *users)
+		if err != nil {
+			return err
+		}
+		_, audit, err := sale.SaleRun(ctx, os.Stdout, "seckill", tokens, *stock,
+			loadgen.Options{Workers: *workers, Rate: *rate, Progress: os.Stderr, PlotPath: *plot})
+		if err != nil {
+			return err
+		}
+		if len(audit.Violations) > 0 {
+			return fmt.Errorf("audit: %s", strings.Join(audit.Violations, "; "))
+		}
+		return nil
+	case "drain":
+		rep, err := loadgen.Drain(ctx, common.MySQLDSN, common.KafkaBrokers, *writerBin, nil, *drain)
+		fmt.Println(rep)
+		return err
+	case "bench":
+		if *plot != "" {
+			if err := os.MkdirAll(*plot, 0o755); err != nil {
+				return err
+			}
+		}
+		return sale.Bench(ctx, os.Stdout, loadgen.BenchConfig{
+			Users: *users, Workers: *workers, RedisAddr: common.RedisAddr, RedisReqs: *redisReqs,
+			Brokers: common.KafkaBrokers, MySQLDSN: common.MySQLDSN, WriterBin: *writerBin, Drain: *drain, PlotDir: *plot,
+		})
+	}
+	return fmt.Errorf("unknown command %q; %s", cmd, usage)
+}

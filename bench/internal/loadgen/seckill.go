@@ -1,0 +1,219 @@
+package loadgen
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/user"
+)
+
+// Sale is what a flash-sale run needs around the API.
+type Sale struct {
+	API        string
+	AdminToken string
+	Redis      *redis.Client
+	DB         *sql.DB
+	Store      *gate.Store // the API's key prefix
+	// WriterMetrics is the order-writer's /metrics URL, for the
+	// acceptance-to-MySQL lag; empty skips it.
+	WriterMetrics string
+}
+
+// CreateVoucher makes a flash-sale voucher, open from a minute ago for an
+// hour, through the admin API.
+func (s *Sale) CreateVoucher(ctx context.Context, stock int) (int64, error) {
+	now := time.Now().UTC()
+	body := fmt.Sprintf(`{"shopId":1,"title":"load %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q}`,
+		stock, stock, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.API+"/voucher/seckill", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Admin-Token", s.AdminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("create voucher: %w", err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var out struct {
+		Success bool  `json:"success"`
+		Data    int64 `json:"data"`
+	}
+	if res.StatusCode != http.StatusOK || json.Unmarshal(raw, &out) != nil || !out.Success {
+		return 0, fmt.Errorf("create voucher: %d %s", res.StatusCode, raw)
+	}
+	return out.Data, nil
+}
+
+// Sessions logs n users in straight in the session store (for large n the
+// login flow would be the bottleneck of the setup, not of the sale).
+func (s *Sale) Sessions(ctx context.Context, firstUserID int64, n int) ([]string, error) {
+	sessions := user.NewSessions(s.Redis, 2*time.Hour)
+	tokens := make([]string, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(64)
+	for i := range n {
+		g.Go(func() error {
+			tok, err := sessions.Create(gctx, user.User{ID: firstUserID + int64(i), NickName: "load"})
+			tokens[i] = tok
+			return err
+		})
+	}
+	return tokens, g.Wait()
+}
+
+// Requests is one POST per token to path.
+func Requests(base, path string, tokens []string) []Request {
+	reqs := make([]Request, len(tokens))
+	for i, tok := range tokens {
+		reqs[i] = Request{Method: http.MethodPost, URL: base + path, Header: http.Header{"Authorization": {tok}}}
+	}
+	return reqs
+}
+
+// Audit is what a sale left behind, checked against the invariant: orders
+// in MySQL = min(users, stock), nobody twice, Redis stock = MySQL stock,
+// no reservation pending.
+type Audit struct {
+	Voucher        int64
+	Accepted       int64 // answers that gave an order id
+	Orders         int64 // rows in tb_voucher_order
+	DistinctUsers  int64
+	Failures       int64 // rows in tb_voucher_order_failure
+	RedisStock     int64
+	MySQLStock     int64
+	Pending        int64
+	LastOrderAfter time.Duration // from the end of the run until MySQL had every order
+	LagP50, LagP99 time.Duration // acceptance in Redis to commit in MySQL (writer histogram)
+	Violations     []string
+}
+
+func (a Audit) String() string {
+	status := "OK"
+	if len(a.Violations) > 0 {
+		status = "VIOLATED: " + strings.Join(a.Violations, "; ")
+	}
+	return fmt.Sprintf("audit voucher %d: %s\n  accepted %d, orders in MySQL %d (distinct users %d), failures %d, stock Redis %d / MySQL %d, pending %d\n  last order in MySQL %v after the run; accept->MySQL lag p50 %v p99 %v",
+		a.Voucher, status, a.Accepted, a.Orders, a.DistinctUsers, a.Failures, a.RedisStock, a.MySQLStock, a.Pending,
+		a.LastOrderAfter.Round(time.Millisecond), a.LagP50, a.LagP99)
+}
+
+// AuditSale waits (up to timeout) for MySQL to hold every accepted order of
+// voucher and checks the invariant. expected is min(users, stock).
+func (s *Sale) AuditSale(ctx context.Context, voucher, accepted, expected int64, runEnd time.Time, timeout time.Duration, lagBefore []bucket) (Audit, error) {
+	a := Audit{Voucher: voucher, Accepted: accepted}
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?", voucher).Scan(&a.Orders); err != nil {
+			return a, fmt.Errorf("audit: %w", err)
+		}
+		if a.Orders >= accepted || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.LastOrderAfter = time.Since(runEnd)
+	err := s.DB.QueryRowContext(ctx, `SELECT COUNT(DISTINCT user_id),
+		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?),
+		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?)
+		FROM tb_voucher_order WHERE voucher_id = ?`, voucher, voucher, voucher).Scan(&a.DistinctUsers, &a.Failures, &a.MySQLStock)
+	if err != nil {
+		return a, fmt.Errorf("audit: %w", err)
+	}
+	k := s.Store.KeysOf(voucher)
+	a.RedisStock, _ = s.Redis.HGet(ctx, k.Voucher, "stock").Int64()
+	for time.Now().Before(deadline) && s.Redis.HLen(ctx, k.Pending).Val() > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.Pending = s.Redis.HLen(ctx, k.Pending).Val()
+
+	a.Violations = a.violations(expected)
+
+	if s.WriterMetrics != "" && lagBefore != nil {
+		after, err := scrapeLag(ctx, s.WriterMetrics)
+		if err != nil {
+			return a, err
+		}
+		diff := subtract(after, lagBefore)
+		a.LagP50, a.LagP99 = quantile(diff, 0.50), quantile(diff, 0.99)
+	}
+	return a, nil
+}
+
+// violations are the invariants a finished sale breaks: every accepted
+// order in MySQL and nothing else (expected is min(users, stock)), no user
+// twice, no failure, Redis and MySQL agreeing on the stock, nothing left
+// pending.
+func (a Audit) violations(expected int64) []string {
+	var v []string
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			v = append(v, fmt.Sprintf(format, args...))
+		}
+	}
+	check(a.Orders == expected, "%d orders in MySQL, want min(users, stock) = %d", a.Orders, expected)
+	check(a.Orders == a.Accepted, "%d orders in MySQL, %d accepted", a.Orders, a.Accepted)
+	check(a.DistinctUsers == a.Orders, "%d orders for %d users: someone twice", a.Orders, a.DistinctUsers)
+	check(a.Failures == 0, "%d failed orders", a.Failures)
+	check(a.RedisStock == a.MySQLStock, "Redis stock %d, MySQL stock %d", a.RedisStock, a.MySQLStock)
+	check(a.Pending == 0, "%d reservations still pending", a.Pending)
+	return v
+}
+
+// bucket is one cumulative bucket of a Prometheus histogram.
+type bucket struct {
+	le    float64
+	count float64
+}
+
+// LagBuckets reads the writer's acceptance-to-MySQL lag histogram.
+func (s *Sale) LagBuckets(ctx context.Context) ([]bucket, error) {
+	if s.WriterMetrics == "" {
+		return nil, nil
+	}
+	return scrapeLag(ctx, s.WriterMetrics)
+}
+
+func subtract(after, before []bucket) []bucket {
+	out := make([]bucket, len(after))
+	for i := range after {
+		out[i] = after[i]
+		if i < len(before) {
+			out[i].count -= before[i].count
+		}
+	}
+	return out
+}
+
+// quantile interpolates linearly inside the bucket that holds q, as
+// Prometheus's histogram_quantile does.
+func quantile(buckets []bucket, q float64) time.Duration {
+	if len(buckets) == 0 || buckets[len(buckets)-1].count == 0 {
+		return 0
+	}
+	rank := q * buckets[len(buckets)-1].count
+	lower, prev := 0.0, 0.0
+	for _, b := range buckets {
+		if b.count >= rank {
+			if b.le >= 1e18 {
+				return time.Duration(lower * float64(time.Second))
+			}
+			frac := 0.0
+			if b.count > prev {
+				frac = (rank - prev) / (b.count - prev)
+			}
+			return time.Duration((lower + (b.le-lower)*frac) * float64(time.Second))
+		}
+		lower, prev = b.le, b.count
+	}
+	return 0
+}

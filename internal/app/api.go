@@ -1,0 +1,116 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/cache"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/orderdb"
+	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/shop"
+	"github.com/seckill/seckill/internal/user"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// API is the api program: the HTTP API and everything behind it.
+type API struct {
+	// CodeSender delivers login codes; nil logs them (development). Set
+	// it before Run.
+	CodeSender user.CodeSender
+
+	cfg    config.API
+	logger *slog.Logger
+	srv    *api.Server
+	d      daemon.Daemon
+}
+
+var _ Program = (*API)(nil)
+
+// NewAPI is the api, logging to logs.
+func NewAPI(cfg config.API, logs io.Writer) *API {
+	return &API{cfg: cfg, logger: logger(logs, cfg.Common, "api")}
+}
+
+// Run opens Redis, MySQL and the Kafka publisher, binds the HTTP address
+// and starts serving.
+func (m *API) Run(context.Context) error {
+	c := m.cfg
+	b := newBase(c.Common, m.logger)
+	db, err := b.openMySQL(c.Common)
+	if err != nil {
+		return abandon(err, b.closers)
+	}
+	c.WatchKafka(b.monitor)
+
+	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
+	orderWriter := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic)
+	orderWriter.BatchTimeout = c.Sale.PublishBatchWait
+	publisher := broker.NewOrderPublisher(orderWriter, c.Sale.PublishTimeout)
+	b.closeFirst(closer("kafka publisher", publisher))
+
+	sender := m.CodeSender
+	if sender == nil {
+		sender = user.LogSender{Logger: m.logger}
+	}
+	sessions := user.NewSessions(b.rdb, c.HTTP.SessionTTL)
+	srv, err := api.Listen(c.HTTP, api.Deps{
+		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
+		Users: &user.Service{Codes: user.NewCodes(b.rdb, c.HTTP.CodePolicy), Sessions: sessions,
+			Users: user.NewUsers(db), Sender: sender},
+		Sessions: sessions,
+		Limiter:  ratelimit.New(b.rdb, c.HTTP.RatePrefix, m.logger),
+		Shops: shop.NewService(db, b.rdb, shop.Keys{Prefix: c.Sale.KeyPrefix}, c.HTTP.ShopCache, c.HTTP.TypeCache,
+			m.logger, cache.NewMetrics(b.reg)),
+		Vouchers: &voucher.Vouchers{DB: db, Sale: store},
+		Orders: &order.Service{
+			IDs: idgen.New(b.rdb, c.Sale.KeyPrefix+"order", c.Sale.IDBlock), Gate: store, Publisher: publisher,
+			PipelineUp: func() bool { return b.monitor.Up(daemon.KafkaCheck) },
+			SoldOut:    order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger,
+		},
+		Lookup: &order.Lookup{Settled: &orderdb.Orders{DB: db}, Pending: store},
+	})
+	if err != nil {
+		return abandon(err, b.closers)
+	}
+	m.srv = srv
+	m.d = b.daemon(c.Common, "", daemon.Worker{Name: "http server", Run: m.serve})
+	if err := m.d.Start(); err != nil {
+		return abandon(err, b.closers)
+	}
+	m.logger.Info("api listening", "addr", "http://"+srv.Addr())
+	return nil
+}
+
+// serve answers requests until ctx ends, then lets the requests in flight
+// finish within the shutdown timeout.
+func (m *API) serve(ctx context.Context) error {
+	served := make(chan error, 1)
+	go func() { served <- m.srv.Serve() }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(m.srv.Shutdown(sctx), <-served)
+}
+
+// Addr is the bound HTTP address (useful with port 0).
+func (m *API) Addr() string { return m.srv.Addr() }
+
+// Done is closed when the server failed.
+func (m *API) Done() <-chan struct{} { return m.d.Done() }
+
+// Close stops accepting, lets requests in flight finish, then closes the
+// publisher, MySQL and Redis.
+func (m *API) Close() error { return m.d.Stop() }

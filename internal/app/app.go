@@ -1,0 +1,135 @@
+// Package app wires each program from its configuration: it opens the
+// dependencies, builds the services and starts the workers (Run), and
+// shuts them down in order (Close). The cmd/* mains and the integration
+// tests start the same wiring.
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/mysqldb"
+)
+
+// Program is a wired program.
+type Program interface {
+	// Run opens the dependencies and starts the workers; it returns once
+	// the program listens.
+	Run(ctx context.Context) error
+	// Done is closed when a worker failed and the program must stop.
+	Done() <-chan struct{}
+	// Close shuts the program down in order, within its shutdown timeout.
+	Close() error
+}
+
+// Serve runs p until ctx ends (a signal) or p fails, then closes it.
+func Serve(ctx context.Context, p Program) error {
+	if err := p.Run(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-p.Done():
+	}
+	return p.Close()
+}
+
+// logger is a program's logger on w, as the common settings say.
+func logger(w io.Writer, c daemon.Common, program string) *slog.Logger {
+	return daemon.NewLogger(w, c.LogFormat, c.LogLevel, program)
+}
+
+// abandon closes what a Run that failed had opened, and returns its error.
+func abandon(err error, closers []daemon.Step) error {
+	for _, s := range closers {
+		_ = s.Do(context.Background())
+	}
+	return err
+}
+
+// closer is a shutdown step that closes c.
+func closer(name string, c io.Closer) daemon.Step {
+	return daemon.Step{Name: name, Do: func(context.Context) error { return c.Close() }}
+}
+
+// base opens what every program has: its Redis, its metrics registry and
+// its dependency monitor, with Redis's readiness check.
+type base struct {
+	logger  *slog.Logger
+	rdb     *redis.Client
+	reg     *prometheus.Registry
+	monitor *health.Monitor
+	closers []daemon.Step
+}
+
+func newBase(c daemon.Common, logger *slog.Logger) base {
+	b := base{logger: logger, rdb: daemon.NewRedis(c), reg: daemon.NewRegistry()}
+	b.monitor = health.NewMonitor(logger, b.reg, health.Options{})
+	c.WatchRedis(b.monitor, b.rdb)
+	b.closers = []daemon.Step{closer("redis", b.rdb)}
+	return b
+}
+
+// openMySQL opens the database of the DSN with its readiness check; its
+// close runs before Redis's.
+func (b *base) openMySQL(c daemon.Common) (*sql.DB, error) {
+	db, err := mysqldb.Open(c.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+	}
+	c.WatchMySQL(b.monitor, db)
+	b.closers = append([]daemon.Step{closer("mysql", db)}, b.closers...)
+	return db, nil
+}
+
+// closeFirst puts a closer ahead of the others: what was opened last
+// closes first.
+func (b *base) closeFirst(s daemon.Step) { b.closers = append([]daemon.Step{s}, b.closers...) }
+
+func (b *base) daemon(c daemon.Common, adminAddr string, workers ...daemon.Worker) daemon.Daemon {
+	return daemon.Daemon{Logger: b.logger, Monitor: b.monitor, Registry: b.reg, AdminAddr: adminAddr,
+		ShutdownTimeout: c.ShutdownTimeout, Workers: workers, Closers: b.closers}
+}
+
+// closers closes each in turn and joins their errors.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Main is a program's main: it loads the configuration from the
+// environment (a bad variable is named on stderr, exit 1), builds the
+// program, runs it until SIGINT or SIGTERM, and closes it. It returns the
+// exit code.
+func Main[C any, P Program](name string, load func(config.Lookup) (C, error), build func(C, io.Writer) P) int {
+	cfg, err := load(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: configuration:\n%v\n", name, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := Serve(ctx, build(cfg, os.Stderr)); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/binlog"
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/daemon"
+)
+
+// CacheInvalidator is the cache-invalidator program: the binlog follower
+// and the retry consumer.
+type CacheInvalidator struct {
+	cfg    config.CacheInvalidator
+	logger *slog.Logger
+	d      daemon.Daemon
+}
+
+var _ Program = (*CacheInvalidator)(nil)
+
+// NewCacheInvalidator is the cache-invalidator, logging to logs.
+func NewCacheInvalidator(cfg config.CacheInvalidator, logs io.Writer) *CacheInvalidator {
+	return &CacheInvalidator{cfg: cfg, logger: logger(logs, cfg.Common, "cache-invalidator")}
+}
+
+// Run opens Redis, the binlog source and Kafka, binds the admin address
+// and starts the follower and the retry consumer.
+func (m *CacheInvalidator) Run(context.Context) error {
+	c := m.cfg
+	b := newBase(c.Common, m.logger)
+	binlogDB, err := c.Binlog.Open()
+	if err != nil {
+		return abandon(err, b.closers)
+	}
+	b.closeFirst(closer("binlog source", binlogDB))
+	b.monitor.Add("binlog", c.Binlog.Addr, func(ctx context.Context) error { return binlog.CheckServer(ctx, binlogDB) })
+	c.WatchKafka(b.monitor)
+
+	metrics := binlog.NewMetrics(b.reg)
+	retryW, dlqW := broker.NewWriter(c.KafkaBrokers, c.RetryTopic), broker.NewWriter(c.KafkaBrokers, c.DLQTopic)
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: c.KafkaBrokers, GroupID: c.Group, Topic: c.RetryTopic, StartOffset: kafka.FirstOffset, MaxWait: 500 * time.Millisecond,
+	})
+	b.closeFirst(closer("kafka", closers{reader, retryW, dlqW}))
+	retry, dlq := &broker.Forwarder{Writer: retryW}, &broker.Forwarder{Writer: dlqW}
+
+	invalidator := &binlog.Invalidator{
+		Source: c.Binlog, Database: c.Database, Mapping: binlog.Mapping(c.KeyPrefix), KeyPrefix: c.KeyPrefix,
+		Redis: b.rdb, Retry: retry, Positions: &binlog.PositionFile{Path: c.PositionFile, Every: time.Second},
+		DeleteTimeout: c.DeleteTimeout, Logger: m.logger, Metrics: metrics,
+	}
+	retrier := &binlog.Retrier{Retry: retry, DLQ: dlq, Redis: b.rdb, MaxAttempts: c.MaxAttempts,
+		DeleteTimeout: c.DeleteTimeout, Logger: m.logger, Metrics: metrics}
+	retries := &broker.Consumer{Name: "cache retries", Reader: reader, Handle: retrier.Handle, Logger: m.logger}
+
+	m.d = b.daemon(c.Common, c.AdminAddr,
+		daemon.Worker{Name: "binlog invalidator", Run: invalidator.Run}, daemon.Worker{Name: "retry consumer", Run: retries.Run})
+	if err := m.d.Start(); err != nil {
+		return abandon(err, b.closers)
+	}
+	return nil
+}
+
+// AdminAddr is the bound admin address.
+func (m *CacheInvalidator) AdminAddr() string { return m.d.BoundAdminAddr() }
+
+// Done is closed when a worker failed.
+func (m *CacheInvalidator) Done() <-chan struct{} { return m.d.Done() }
+
+// Close stops the follower (saving its position) and the retry consumer,
+// then closes Kafka, the binlog source and Redis.
+func (m *CacheInvalidator) Close() error { return m.d.Stop() }

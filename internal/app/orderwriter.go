@@ -1,0 +1,81 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/orderwriter"
+)
+
+// OrderWriter is the order-writer program: the orders consumer and the
+// reservation relay.
+type OrderWriter struct {
+	cfg    config.OrderWriter
+	logger *slog.Logger
+	d      daemon.Daemon
+}
+
+var _ Program = (*OrderWriter)(nil)
+
+// NewOrderWriter is the order-writer, logging to logs.
+func NewOrderWriter(cfg config.OrderWriter, logs io.Writer) *OrderWriter {
+	return &OrderWriter{cfg: cfg, logger: logger(logs, cfg.Common, "order-writer")}
+}
+
+// Run opens Redis, MySQL and Kafka, binds the admin address and starts
+// the consumer and the relay.
+func (m *OrderWriter) Run(context.Context) error {
+	c := m.cfg
+	b := newBase(c.Common, m.logger)
+	db, err := b.openMySQL(c.Common)
+	if err != nil {
+		return abandon(err, b.closers)
+	}
+	c.WatchKafka(b.monitor)
+	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
+
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: c.KafkaBrokers, GroupID: c.Group, Topic: c.Sale.OrdersTopic,
+		StartOffset: kafka.FirstOffset, MaxBytes: 16 << 20, MaxWait: 200 * time.Millisecond,
+		QueueCapacity: c.BatchSize, ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			m.logger.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
+		}),
+	})
+	dlq := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersDLQ)
+	relayPublisher := broker.NewOrderPublisher(broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic), c.Sale.PublishTimeout)
+	b.closeFirst(closer("kafka writers", closers{dlq, relayPublisher}))
+	b.closeFirst(closer("kafka reader", reader))
+
+	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq}, Reservations: store,
+		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg)}
+	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
+		BatchSize: c.BatchSize, BatchWait: c.BatchWait, Logger: m.logger}
+	relay := &gate.Relay{Store: store, Publisher: relayPublisher, Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval,
+		Batch: 1000, Logger: m.logger}
+
+	m.d = b.daemon(c.Common, c.AdminAddr,
+		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relay.Run})
+	if err := m.d.Start(); err != nil {
+		return abandon(err, b.closers)
+	}
+	return nil
+}
+
+// AdminAddr is the bound admin address.
+func (m *OrderWriter) AdminAddr() string { return m.d.BoundAdminAddr() }
+
+// Done is closed when a worker failed.
+func (m *OrderWriter) Done() <-chan struct{} { return m.d.Done() }
+
+// Close stops the workers (batches MySQL already took are still
+// committed), then closes Kafka, MySQL and Redis.
+func (m *OrderWriter) Close() error { return m.d.Stop() }

@@ -1,0 +1,178 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/segmentio/kafka-go"
+)
+
+// GroupReader is what the loop needs of a consumer-group reader
+// (*kafka.Reader).
+type GroupReader interface {
+	FetchMessage(ctx context.Context) (kafka.Message, error)
+	CommitMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+var _ GroupReader = (*kafka.Reader)(nil)
+
+// Consumer is the project's one consumer loop: fetch a batch, handle it,
+// commit its offsets after the handler's side effects are done. A batch
+// whose handling fails is retried with backoff until it succeeds or the
+// consumer stops: never skipped, never committed before it is handled.
+//
+// It runs in three stages joined by channels of one batch, so that the
+// next batch is fetched while the current one is handled and the previous
+// one is committed meanwhile.
+type Consumer struct {
+	Name   string // in the logs
+	Reader GroupReader
+	// Handle does a batch's side effects. An error means "not done, try
+	// again": it must be safe to run a batch twice (a redelivery after a
+	// crash does the same).
+	Handle    func(ctx context.Context, batch []kafka.Message) error
+	BatchSize int           // at most this many messages a batch; 1 when zero
+	BatchWait time.Duration // how long a batch waits to fill after its first message
+	Logger    *slog.Logger
+	// Backoff is the wait between tries of a failing fetch, batch or
+	// commit; nil means exponential from 100 ms to 5 s, without end.
+	Backoff func() backoff.BackOff
+}
+
+// CommitGrace bounds the commits of batches already handled when the
+// consumer stops; a batch whose commit did not happen is delivered again.
+const CommitGrace = 5 * time.Second
+
+// Run consumes until ctx ends or a stage fails for good. On shutdown the
+// batch being handled is abandoned (its handler sees ctx end) and
+// delivered again later; the batches already handled are still committed.
+func (c *Consumer) Run(ctx context.Context) error {
+	fetched := make(chan []kafka.Message, 1)
+	handled := make(chan []kafka.Message, 1)
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
+	fetcherDone := make(chan struct{})
+	go func() { defer close(fetcherDone); c.fetchLoop(fetchCtx, fetched) }()
+	committerDone := make(chan error, 1)
+	go func() { committerDone <- c.commitLoop(ctx, handled) }()
+
+	err := c.handleLoop(ctx, fetched, handled)
+	stopFetching()
+	close(handled)
+	<-fetcherDone
+	return errors.Join(err, <-committerDone)
+}
+
+// policy is custom's backoff, or the default: exponential from 100 ms to
+// 5 s, without end.
+func policy(custom func() backoff.BackOff) backoff.BackOff {
+	if custom != nil {
+		return custom()
+	}
+	return backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond),
+		backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(0))
+}
+
+// retry runs op until it succeeds or ctx ends, logging the first failure
+// of a streak and the recovery after it.
+func (c *Consumer) retry(ctx context.Context, what string, op func() error) error {
+	failed := false
+	err := backoff.Retry(func() error {
+		err := op()
+		if err != nil && !failed && ctx.Err() == nil {
+			c.Logger.Error(what+" failed; retrying with backoff, nothing skipped", "consumer", c.Name, "err", err)
+			failed = true
+		}
+		return err
+	}, backoff.WithContext(policy(c.Backoff), ctx))
+	if err == nil && failed {
+		c.Logger.Info(what+" succeeds again", "consumer", c.Name)
+	}
+	return err
+}
+
+func (c *Consumer) fetchLoop(ctx context.Context, fetched chan<- []kafka.Message) {
+	defer close(fetched)
+	for {
+		var batch []kafka.Message
+		err := c.retry(ctx, "fetching messages", func() (err error) {
+			batch, err = c.fetch(ctx)
+			return err
+		})
+		if err != nil {
+			return
+		}
+		select {
+		case fetched <- batch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// fetch blocks for a first message, then takes what arrives within
+// BatchWait, up to BatchSize.
+func (c *Consumer) fetch(ctx context.Context) ([]kafka.Message, error) {
+	first, err := c.Reader.FetchMessage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	batch := []kafka.Message{first}
+	if c.BatchSize <= 1 {
+		return batch, nil
+	}
+	fill, cancel := context.WithTimeout(ctx, c.BatchWait)
+	defer cancel()
+	for len(batch) < c.BatchSize {
+		m, err := c.Reader.FetchMessage(fill)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			break
+		}
+		batch = append(batch, m)
+	}
+	return batch, nil
+}
+
+func (c *Consumer) handleLoop(ctx context.Context, fetched <-chan []kafka.Message, handled chan<- []kafka.Message) error {
+	for batch := range fetched {
+		if err := c.retry(ctx, "handling a batch", func() error { return c.Handle(ctx, batch) }); err != nil {
+			return nil // stopping: the batch is delivered again
+		}
+		select {
+		case handled <- batch:
+		case <-ctx.Done():
+			// Its side effects are done: commit it anyway, so that a
+			// restart does not deliver it again.
+			handled <- batch
+			return nil
+		}
+	}
+	return nil
+}
+
+func (c *Consumer) commitLoop(ctx context.Context, handled <-chan []kafka.Message) error {
+	for batch := range handled {
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if ctx.Err() != nil {
+			cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), CommitGrace)
+		}
+		err := c.retry(cctx, "committing offsets", func() error { return c.Reader.CommitMessages(cctx, batch...) })
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				for range handled {
+				}
+				return nil
+			}
+			return fmt.Errorf("%s: commit %d messages: %w", c.Name, len(batch), err)
+		}
+	}
+	return nil
+}

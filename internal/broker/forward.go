@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/segmentio/kafka-go"
+)
+
+// The headers of every message on a retry or dead-letter topic: why it is
+// there, where it came from, and how many times it was tried.
+const (
+	HeaderError     = "error"
+	HeaderTopic     = "topic"
+	HeaderPartition = "partition"
+	HeaderOffset    = "offset"
+	HeaderAttempt   = "attempt"
+)
+
+// MessageWriter is what a Forwarder writes to (*kafka.Writer).
+type MessageWriter interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+var _ MessageWriter = (*kafka.Writer)(nil)
+
+// Forwarder puts a message its consumer could not handle on a retry or
+// dead-letter topic: the same key and value, and the headers above.
+type Forwarder struct {
+	Writer MessageWriter
+	// Timeout bounds one write; 10 s when zero.
+	Timeout time.Duration
+	// Backoff is the wait between failed writes; nil means exponential
+	// from 100 ms to 5 s, without end.
+	Backoff func() backoff.BackOff
+}
+
+// Forward writes m with the reason it failed after attempt tries,
+// retrying until the topic takes it or ctx ends: the caller must not
+// commit past m before Forward returned nil.
+func (f *Forwarder) Forward(ctx context.Context, m kafka.Message, attempt int, reason error) error {
+	out := kafka.Message{Key: m.Key, Value: m.Value, Headers: []kafka.Header{
+		{Key: HeaderError, Value: []byte(reason.Error())},
+		{Key: HeaderTopic, Value: []byte(m.Topic)},
+		{Key: HeaderPartition, Value: strconv.AppendInt(nil, int64(m.Partition), 10)},
+		{Key: HeaderOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
+		{Key: HeaderAttempt, Value: strconv.AppendInt(nil, int64(attempt), 10)},
+	}}
+	timeout := f.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	err := backoff.Retry(func() error {
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return f.Writer.WriteMessages(wctx, out)
+	}, backoff.WithContext(policy(f.Backoff), ctx))
+	if err != nil {
+		return fmt.Errorf("forward message %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, errors.Join(err, ctx.Err()))
+	}
+	return nil
+}
+
+// Header is the value of m's header key, "" when absent.
+func Header(m kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// Attempt is the attempt header of a forwarded message: 0 when absent or
+// malformed.
+func Attempt(m kafka.Message) int {
+	n, err := strconv.Atoi(Header(m, HeaderAttempt))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,252 @@
+// Package config is where the programs' settings come from: it reads the
+// SECKILL_* environment variables into plain structs, and reports every bad
+// one by its name, so a misconfigured program stops at start with a message
+// the operator can act on. No other package reads the environment.
+package config
+
+import (
+	"net"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/binlog"
+	"github.com/seckill/seckill/internal/cache"
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/user"
+)
+
+// Lookup is where variables come from: os.LookupEnv, or a map's in tests.
+type Lookup func(key string) (string, bool)
+
+// Sale is what the API and the order-writer share about the flash sale.
+type Sale struct {
+	OrdersTopic    string
+	OrdersDLQ      string
+	KeyPrefix      string        // of every flash-sale key in Redis
+	PublishTimeout time.Duration // a publish that takes longer has failed
+	// PublishBatchWait is how long the producer waits to fill a batch:
+	// longer means fewer, larger produce requests for the broker.
+	PublishBatchWait time.Duration
+	SoldOutTTL       time.Duration // how long an API instance remembers a sell-out
+	IDBlock          int64         // order ids leased per Redis round trip
+	RelayAge         time.Duration // a reservation older than this is republished
+	RelayInterval    time.Duration
+}
+
+// API is the api program's configuration.
+type API struct {
+	daemon.Common
+	HTTP api.Config
+	Sale Sale
+}
+
+// OrderWriter is the order-writer's configuration.
+type OrderWriter struct {
+	daemon.Common
+	Sale      Sale
+	AdminAddr string
+	Group     string
+	BatchSize int
+	BatchWait time.Duration
+}
+
+// CacheInvalidator is the cache-invalidator's configuration.
+type CacheInvalidator struct {
+	daemon.Common
+	AdminAddr     string
+	Binlog        binlog.Source
+	Database      string
+	PositionFile  string
+	KeyPrefix     string
+	RetryTopic    string
+	DLQTopic      string
+	Group         string
+	MaxAttempts   int
+	DeleteTimeout time.Duration
+}
+
+// LoadAPI reads the api's variables.
+func LoadAPI(lookup Lookup) (API, error) {
+	r := NewFrom(lookup)
+	c := API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r)}
+	return c, r.Err()
+}
+
+// LoadOrderWriter reads the order-writer's variables.
+func LoadOrderWriter(lookup Lookup) (OrderWriter, error) {
+	r := NewFrom(lookup)
+	c := OrderWriter{
+		Common:    loadCommon(r),
+		Sale:      loadSale(r),
+		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9101"),
+		Group:     r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
+		BatchSize: r.Int("SECKILL_ORDER_BATCH_SIZE", 2000, 1, 10000),
+		BatchWait: r.Duration("SECKILL_ORDER_BATCH_WAIT", 20*time.Millisecond),
+	}
+	return c, r.Err()
+}
+
+// LoadCacheInvalidator reads the cache-invalidator's variables.
+func LoadCacheInvalidator(lookup Lookup) (CacheInvalidator, error) {
+	r := NewFrom(lookup)
+	c := CacheInvalidator{
+		Common:    loadCommon(r),
+		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9102"),
+		Binlog: binlog.Source{
+			Addr:     r.HostPort("SECKILL_BINLOG_ADDR", "127.0.0.1:13306"),
+			User:     r.String("SECKILL_BINLOG_USER", "canal"),
+			Password: r.String("SECKILL_BINLOG_PASSWORD", "canal"),
+			Flavor:   r.OneOf("SECKILL_BINLOG_FLAVOR", "mariadb", "mariadb", "mysql"),
+			ServerID: uint32(r.Int("SECKILL_BINLOG_SERVER_ID", 1001, 1, 1<<32-1)),
+		},
+		Database:      r.String("SECKILL_BINLOG_DATABASE", "seckill"),
+		PositionFile:  r.String("SECKILL_BINLOG_POSITION_FILE", ".stack/cache-invalidator/position.json"),
+		KeyPrefix:     r.String("SECKILL_KEY_PREFIX", ""),
+		RetryTopic:    r.String("SECKILL_INVALIDATE_RETRY_TOPIC", "cache.invalidate.retry"),
+		DLQTopic:      r.String("SECKILL_INVALIDATE_DLQ_TOPIC", "cache.invalidate.dlq"),
+		Group:         r.String("SECKILL_INVALIDATE_GROUP", "seckill-cache-invalidator"),
+		MaxAttempts:   r.Int("SECKILL_INVALIDATE_MAX_ATTEMPTS", 12, 1, 100),
+		DeleteTimeout: r.Duration("SECKILL_INVALIDATE_DELETE_TIMEOUT", time.Second),
+	}
+	return c, r.Err()
+}
+
+// MySQLDSN is the one variable seckillctl needs.
+func MySQLDSN(lookup Lookup) (string, error) {
+	r := NewFrom(lookup)
+	dsn := r.String("SECKILL_MYSQL_DSN", "seckill:seckill@tcp(127.0.0.1:13306)/seckill")
+	return dsn, r.Err()
+}
+
+// LoadCommon reads the variables every program shares, with the flash
+// sale's: what a tool that drives the system needs to reach it.
+func LoadCommon(lookup Lookup) (daemon.Common, Sale, error) {
+	r := NewFrom(lookup)
+	c, s := loadCommon(r), loadSale(r)
+	return c, s, r.Err()
+}
+
+// loadCommon reads the shared SECKILL_* variables; errors accumulate in r.
+func loadCommon(r *Reader) daemon.Common {
+	c := daemon.Common{
+		LogFormat:       r.OneOf("SECKILL_LOG_FORMAT", "text", "text", "json"),
+		RedisAddr:       r.HostPort("SECKILL_REDIS_ADDR", "127.0.0.1:16379"),
+		RedisPassword:   r.String("SECKILL_REDIS_PASSWORD", ""),
+		RedisDB:         r.Int("SECKILL_REDIS_DB", 0, 0, 15),
+		MySQLDSN:        r.String("SECKILL_MYSQL_DSN", "seckill:seckill@tcp(127.0.0.1:13306)/seckill"),
+		KafkaBrokers:    r.HostPorts("SECKILL_KAFKA_BROKERS", "127.0.0.1:19092"),
+		ShutdownTimeout: r.Duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second),
+	}
+	level := r.OneOf("SECKILL_LOG_LEVEL", "info", "debug", "info", "warn", "error")
+	_ = c.LogLevel.UnmarshalText([]byte(level))
+	return c
+}
+
+// loadSale reads the flash-sale variables.
+func loadSale(r *Reader) Sale {
+	return Sale{
+		OrdersTopic:      r.String("SECKILL_ORDERS_TOPIC", "seckill.orders"),
+		OrdersDLQ:        r.String("SECKILL_ORDERS_DLQ_TOPIC", "seckill.orders.dlq"),
+		KeyPrefix:        r.String("SECKILL_KEY_PREFIX", ""),
+		PublishTimeout:   r.Duration("SECKILL_PUBLISH_TIMEOUT", 3*time.Second),
+		PublishBatchWait: r.Duration("SECKILL_PUBLISH_BATCH_WAIT", 5*time.Millisecond),
+		SoldOutTTL:       r.Duration("SECKILL_SOLDOUT_TTL", 2*time.Second),
+		IDBlock:          int64(r.Int("SECKILL_ID_BLOCK", 1000, 1, 1_000_000)),
+		RelayAge:         r.Duration("SECKILL_RELAY_AGE", 10*time.Second),
+		RelayInterval:    r.Duration("SECKILL_RELAY_INTERVAL", 2*time.Second),
+	}
+}
+
+// loadHTTP reads the API's variables (see README.md).
+func loadHTTP(r *Reader) api.Config {
+	c := api.Config{
+		Addr:       r.HostPort("SECKILL_API_ADDR", "127.0.0.1:8081"),
+		BodyLimit:  int64(r.Int("SECKILL_API_BODY_LIMIT", 64<<10, 1<<10, 10<<20)),
+		SessionTTL: r.Duration("SECKILL_SESSION_TTL", 30*time.Minute),
+		AdminToken: r.String("SECKILL_ADMIN_TOKEN", ""),
+		RatePrefix: r.String("SECKILL_RATE_PREFIX", "rate:"),
+		Limits: api.Limits{
+			Code:    routePolicy(r, "CODE", "20/1m", "off", "open"),
+			Login:   routePolicy(r, "LOGIN", "60/1m", "off", "open"),
+			Seckill: routePolicy(r, "SECKILL", "200/1s", "5/1s", "closed"),
+		},
+		CodePolicy: user.DefaultCodePolicy,
+		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),
+		Pprof:      r.Bool("SECKILL_API_PPROF", false),
+		ShopCache:  loadStrategy(r, "SHOP", "ttl", 30*time.Minute),
+		TypeCache:  loadStrategy(r, "SHOP_TYPE", "logical", 30*time.Minute),
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		r.Fail("SECKILL_ADMIN_TOKEN", "(hidden)", "want at least 16 characters")
+	}
+	if c.RatePrefix == "" {
+		r.Fail("SECKILL_RATE_PREFIX", "", "must not be empty")
+	}
+	c.TrustedProxies = trustedProxies(r, "SECKILL_API_TRUSTED_PROXIES")
+	c.CodePolicy.TTL = r.Duration("SECKILL_CODE_TTL", c.CodePolicy.TTL)
+	c.CodePolicy.Cooldown = r.Duration("SECKILL_CODE_COOLDOWN", c.CodePolicy.Cooldown)
+	c.CodePolicy.DailyMax = r.Int("SECKILL_CODE_DAILY_MAX", c.CodePolicy.DailyMax, 1, 1000)
+	c.CodePolicy.MaxTries = r.Int("SECKILL_CODE_MAX_TRIES", c.CodePolicy.MaxTries, 1, 100)
+	return c
+}
+
+func routePolicy(r *Reader, route, perIP, perUser, failMode string) api.RoutePolicy {
+	return api.RoutePolicy{
+		PerIP:    limit(r, "SECKILL_RATE_"+route+"_IP", perIP),
+		PerUser:  limit(r, "SECKILL_RATE_"+route+"_USER", perUser),
+		FailOpen: r.OneOf("SECKILL_RATE_"+route+"_FAIL", failMode, "open", "closed") == "open",
+	}
+}
+
+func limit(r *Reader, key, def string) ratelimit.Limit {
+	v := r.String(key, def)
+	l, err := ratelimit.ParseLimit(v)
+	if err != nil {
+		r.Fail(key, v, err.Error())
+	}
+	return l
+}
+
+// trustedProxies reads a comma-separated list of IPs and CIDRs.
+func trustedProxies(r *Reader, key string) []*net.IPNet {
+	var nets []*net.IPNet
+	for _, s := range strings.Split(r.String(key, ""), ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "/") {
+			if ip := net.ParseIP(s); ip != nil {
+				bits := 8 * len(ip.To16())
+				if ip.To4() != nil {
+					ip, bits = ip.To4(), 32
+				}
+				nets = append(nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+				continue
+			}
+		}
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			r.Fail(key, s, "want IP addresses or CIDR ranges, comma-separated")
+			continue
+		}
+		nets = append(nets, n)
+	}
+	return nets
+}
+
+// loadStrategy reads a family's strategy from SECKILL_CACHE_<FAMILY>_MODE
+// (ttl or logical) and SECKILL_CACHE_<FAMILY>_TTL; the rest follows.
+func loadStrategy(r *Reader, family, mode string, ttl time.Duration) cache.Strategy {
+	mode = r.OneOf("SECKILL_CACHE_"+family+"_MODE", mode, "ttl", "logical")
+	ttl = r.Duration("SECKILL_CACHE_"+family+"_TTL", ttl)
+	s := cache.Strategy{NullTTL: 2 * time.Minute, Lease: 3 * time.Second, Wait: 3 * time.Second}
+	if mode == "logical" {
+		s.Logical = ttl
+	} else {
+		s.TTL, s.Jitter = ttl, ttl/10
+	}
+	return s
+}

@@ -1,0 +1,146 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/voucher"
+	"github.com/seckill/seckill/lua"
+)
+
+var (
+	_ order.Gate              = (*Store)(nil)
+	_ order.Confirmer         = (*Store)(nil)
+	_ order.ReservationFinder = (*Store)(nil)
+	_ voucher.Sale            = (*Store)(nil)
+)
+
+// outcomes are the script's answers by the number it returns.
+var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.ErrEnded, order.ErrAlreadyBought, order.ErrSoldOut}
+
+// Try runs the gate: one unit of voucherID for userID under orderID.
+func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (order.Decision, error) {
+	res, err := lua.Seckill.Run(ctx, s.rdb, s.KeysOf(voucherID).list(),
+		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)).Int64Slice()
+	if err != nil {
+		return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
+	}
+	if res[0] < 0 || int(res[0]) >= len(outcomes) {
+		return order.Decision{}, fmt.Errorf("seckill gate: unknown outcome %d", res[0])
+	}
+	return order.Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2])}, nil
+}
+
+// Warm puts a new voucher's sale into Redis: its stock and window, and an
+// empty buyer set and no reservations (keys left by an earlier database
+// with the same voucher id would otherwise leak into the new sale).
+func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
+	k := s.KeysOf(voucherID)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
+		p.HSet(ctx, k.Voucher, "stock", stock, "begin", begin.UnixMilli(), "end", end.UnixMilli())
+		p.SAdd(ctx, s.ActiveVouchers(), voucherID)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("warm voucher %d in Redis: %w", voucherID, err)
+	}
+	return nil
+}
+
+// Adjust changes a warmed voucher's stock by delta and, when not zero, its
+// window, atomically with the gate. It returns the stock after.
+func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error) {
+	ms := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return strconv.FormatInt(t.UnixMilli(), 10)
+	}
+	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{s.KeysOf(voucherID).Voucher}, delta, ms(begin), ms(end)).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("adjust voucher %d in Redis: %w", voucherID, err)
+	}
+	switch res[0] {
+	case 1:
+		return res[1], nil
+	case 0:
+		return res[1], voucher.ErrNotEnoughStock
+	default:
+		return 0, voucher.ErrNotWarmed
+	}
+}
+
+// parseReservation reads a reservation's "userId:acceptedMs".
+func parseReservation(voucherID, orderID int64, v string) (order.Event, error) {
+	user, ms, ok := strings.Cut(v, ":")
+	uid, err1 := strconv.ParseInt(user, 10, 64)
+	at, err2 := strconv.ParseInt(ms, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return order.Event{}, fmt.Errorf("reservation %d of voucher %d: malformed %q", orderID, voucherID, v)
+	}
+	return order.Event{OrderID: orderID, UserID: uid, VoucherID: voucherID, AcceptedAt: at}, nil
+}
+
+// FindReservation looks for a pending order among the active vouchers.
+func (s *Store) FindReservation(ctx context.Context, orderID int64) (order.Event, bool, error) {
+	ids, err := s.rdb.SMembers(ctx, s.ActiveVouchers()).Result()
+	if err != nil {
+		return order.Event{}, false, fmt.Errorf("active vouchers: %w", err)
+	}
+	field := strconv.FormatInt(orderID, 10)
+	cmds := make([]*redis.StringCmd, len(ids))
+	vids := make([]int64, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			vids[i], _ = strconv.ParseInt(id, 10, 64)
+			cmds[i] = p.HGet(ctx, s.KeysOf(vids[i]).Pending, field)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return order.Event{}, false, fmt.Errorf("find reservation %d: %w", orderID, err)
+	}
+	for i, c := range cmds {
+		if v, err := c.Result(); err == nil {
+			r, err := parseReservation(vids[i], orderID, v)
+			return r, err == nil, err
+		}
+	}
+	return order.Event{}, false, nil
+}
+
+// Confirm removes the reservations of orders the order-writer has settled
+// (inserted or recorded as failed): one variadic HDEL and ZREM per voucher.
+func (s *Store) Confirm(ctx context.Context, orders []order.Event) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	byVoucher := map[int64][]string{}
+	for _, o := range orders {
+		byVoucher[o.VoucherID] = append(byVoucher[o.VoucherID], strconv.FormatInt(o.OrderID, 10))
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for voucher, ids := range byVoucher {
+			k := s.KeysOf(voucher)
+			members := make([]any, len(ids))
+			for i, id := range ids {
+				members[i] = id
+			}
+			p.HDel(ctx, k.Pending, ids...)
+			p.ZRem(ctx, k.PendingAt, members...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("confirm %d reservations: %w", len(orders), err)
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/lua"
+)
+
+func TestGate(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	store := gate.NewStore(r.Client, r.Prefix)
+	ctx := context.Background()
+	now, err := r.Client.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Hour
+	tests := []struct {
+		name       string
+		warm       bool
+		stock      int64
+		begin, end time.Time
+		buyer      bool // the user already bought
+		want       error
+		stockLeft  int64
+	}{
+		{"Accepted", true, 5, now.Add(-hour), now.Add(hour), false, nil, 4},
+		{"LastUnit", true, 1, now.Add(-hour), now.Add(hour), false, nil, 0},
+		{"UnknownVoucher", false, 0, time.Time{}, time.Time{}, false, order.ErrUnknownVoucher, 0},
+		{"NotStarted", true, 5, now.Add(hour), now.Add(2 * hour), false, order.ErrNotStarted, 5},
+		{"Ended", true, 5, now.Add(-2 * hour), now.Add(-hour), false, order.ErrEnded, 5},
+		{"EndIsExclusive", true, 5, now.Add(-hour), now.Add(-time.Millisecond), false, order.ErrEnded, 5},
+		{"StockZero", true, 0, now.Add(-hour), now.Add(hour), false, order.ErrSoldOut, 0},
+		{"AlreadyBought", true, 5, now.Add(-hour), now.Add(hour), true, order.ErrAlreadyBought, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			voucher := 1 + rand.Int64N(1<<40)
+			k := store.KeysOf(voucher)
+			const user, order = 7, 1001
+			if tt.warm {
+				if err := store.Warm(ctx, voucher, tt.stock, tt.begin, tt.end); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.buyer {
+				r.Client.SAdd(ctx, k.Buyers, user)
+			}
+			d, err := store.Try(ctx, voucher, user, order)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(d.Err, tt.want) || d.Err != tt.want {
+				t.Fatalf("outcome %v, want %v", d.Err, tt.want)
+			}
+			if d.StockLeft != tt.stockLeft {
+				t.Fatalf("stock left %d, want %d", d.StockLeft, tt.stockLeft)
+			}
+			stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int64()
+			pending := r.Client.HGet(ctx, k.Pending, "1001").Val()
+			if tt.want == nil {
+				if stock != tt.stockLeft || !r.Client.SIsMember(ctx, k.Buyers, user).Val() {
+					t.Fatalf("after accept: stock %d, buyer recorded %v", stock, r.Client.SIsMember(ctx, k.Buyers, user).Val())
+				}
+				if pending == "" || r.Client.ZScore(ctx, k.PendingAt, "1001").Val() == 0 {
+					t.Fatalf("no reservation recorded: %q", pending)
+				}
+				if d.AcceptedAt.Sub(now).Abs() > 10*time.Second {
+					t.Fatalf("accepted at %v, Redis said %v", d.AcceptedAt, now)
+				}
+				return
+			}
+			if pending != "" || (tt.warm && stock != tt.stock) {
+				t.Fatalf("a refused attempt changed state: stock %d, reservation %q", stock, pending)
+			}
+		})
+	}
+}
+
+// A voucher's stock is taken exactly once per unit whatever the
+// concurrency, and one user never gets two units.
+func TestGateUnderConcurrency(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	store := gate.NewStore(r.Client, r.Prefix)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := store.Warm(ctx, voucher, 50, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan error, 400)
+	for i := range 400 {
+		go func() {
+			// 200 users, each trying twice at once.
+			d, err := store.Try(ctx, voucher, int64(i%200+1), int64(i+1))
+			if err != nil {
+				results <- err
+				return
+			}
+			results <- d.Err
+		}()
+	}
+	counts := map[error]int{}
+	for range 400 {
+		counts[<-results]++
+	}
+	if counts[nil] != 50 || counts[order.ErrSoldOut]+counts[order.ErrAlreadyBought] != 350 {
+		t.Fatalf("outcomes %v, want 50 accepted and 350 refused", counts)
+	}
+	k := store.KeysOf(voucher)
+	if n := r.Client.SCard(ctx, k.Buyers).Val(); n != 50 {
+		t.Fatalf("%d buyers, want 50", n)
+	}
+	if n := r.Client.HLen(ctx, k.Pending).Val(); n != 50 {
+		t.Fatalf("%d reservations, want 50", n)
+	}
+}
+
+// After SCRIPT FLUSH, which is what a Redis restart does to the script
+// cache, the gate gets NOSCRIPT, falls back to EVAL and keeps working.
+func TestGateAfterScriptCacheLoss(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	store := gate.NewStore(r.Client, r.Prefix)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := store.Warm(ctx, voucher, 2, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := store.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
+		t.Fatalf("before the flush: %v %v", d.Err, err)
+	}
+	if err := r.Client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := store.Try(ctx, voucher, 2, 2); err != nil || d.Err != nil {
+		t.Fatalf("after the flush: %v %v", d.Err, err)
+	}
+	if !r.Client.ScriptExists(ctx, lua.Seckill.Hash()).Val()[0] {
+		t.Fatal("the script was not loaded again")
+	}
+}
+
+// With Kafka known to be down the order is refused before the gate: no
+// unit is taken and nothing is reserved.
+func TestOrderRefusedWhileKafkaIsDown(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	store := gate.NewStore(r.Client, r.Prefix)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := store.Warm(ctx, voucher, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	svc := &order.Service{Gate: store, IDs: idgen.New(r.Client, r.Key("order"), 10), PipelineUp: func() bool { return false }}
+	if _, err := svc.Place(ctx, 1, voucher); !errors.Is(err, order.ErrNotTaken) {
+		t.Fatalf("order while Kafka is down: %v, want ErrNotTaken", err)
+	}
+	k := store.KeysOf(voucher)
+	if stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int(); stock != 5 || r.Client.HLen(ctx, k.Pending).Val() != 0 {
+		t.Fatalf("stock %d and %d reservations after a refused order", stock, r.Client.HLen(ctx, k.Pending).Val())
+	}
+}

@@ -1,0 +1,47 @@
+// Package gate is the flash sale's state in Redis: the gate script that
+// decides every attempt, each voucher's stock and window, and the
+// reservations that make Redis the outbox of accepted orders, with the
+// relay that republishes the ones left behind.
+package gate
+
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Store is the flash sale's state in Redis. Every key starts with prefix,
+// so that deployments (and tests) can share one Redis.
+type Store struct {
+	rdb    *redis.Client
+	prefix string
+}
+
+// NewStore keeps the flash sale under prefix ("" in production).
+func NewStore(rdb *redis.Client, prefix string) *Store { return &Store{rdb: rdb, prefix: prefix} }
+
+// Keys are one voucher's Redis keys, all under the voucher's hash tag.
+type Keys struct {
+	Voucher   string // hash {stock, begin, end}
+	Buyers    string // set of user ids
+	Pending   string // hash order id -> "userId:acceptedMs"
+	PendingAt string // zset order id by acceptedMs
+}
+
+// KeysOf is voucher id's keys.
+func (s *Store) KeysOf(voucherID int64) Keys {
+	tag := "{" + strconv.FormatInt(voucherID, 10) + "}"
+	return Keys{
+		Voucher:   s.prefix + "seckill:voucher:" + tag,
+		Buyers:    s.prefix + "seckill:buyers:" + tag,
+		Pending:   s.prefix + "seckill:pending:" + tag,
+		PendingAt: s.prefix + "seckill:pending-at:" + tag,
+	}
+}
+
+func (k Keys) list() []string { return []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt} }
+
+// ActiveVouchers is the set of voucher ids warmed in Redis: where the relay
+// and order lookups look for reservations. It is one key of its own, read
+// apart from the scripts, so it needs no hash tag.
+func (s *Store) ActiveVouchers() string { return s.prefix + "seckill:vouchers" }

@@ -1,0 +1,87 @@
+// Package order is what a flash-sale order is and what can happen to it:
+// the accepted order (the event the API publishes, the reservation Redis
+// keeps until MySQL has it), its status, the reasons MySQL can refuse it,
+// and the outcomes a buyer reads. It also takes orders and looks them up,
+// through small interfaces that the Redis gate (internal/gate), the Kafka
+// adapter (internal/broker) and the MySQL adapter (internal/orderdb)
+// implement. It imports none of them.
+package order
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckill/seckill/internal/apperr"
+)
+
+// Event is an accepted order: what the API publishes, the reservation
+// Redis keeps until the order-writer settles it, and what the writer
+// settles.
+type Event struct {
+	OrderID    int64
+	UserID     int64
+	VoucherID  int64
+	AcceptedAt int64 // ms since 1970, Redis's clock
+}
+
+// The gate's answers a buyer should read.
+var (
+	ErrUnknownVoucher = apperr.New(apperr.Outcome, "no such flash-sale voucher")
+	ErrNotStarted     = apperr.New(apperr.Outcome, "the flash sale has not started yet")
+	ErrEnded          = apperr.New(apperr.Outcome, "the flash sale has ended")
+	ErrAlreadyBought  = apperr.New(apperr.Outcome, "you already have an order for this voucher: one per user")
+	ErrSoldOut        = apperr.New(apperr.Outcome, "sold out")
+)
+
+// The pipeline's answers.
+var (
+	// ErrNotTaken: the pipeline cannot carry an order now (Kafka known to
+	// be down), so nothing was reserved.
+	ErrNotTaken = apperr.New(apperr.Unavailable, "flash sale temporarily unavailable: your order was not taken, try again shortly").
+			Retry(5 * time.Second)
+	// ErrNotPublished: the gate accepted the order but its event could not
+	// be published; its reservation stays in Redis and the relay publishes
+	// it later, so the order is delayed, not lost. The error carries the
+	// order id as its Data.
+	ErrNotPublished = apperr.New(apperr.Unavailable, "your order is reserved but the order queue is slow: it will be processed; follow it by its id").
+			Retry(5 * time.Second)
+	// ErrNotFound: no such order of this user.
+	ErrNotFound = apperr.New(apperr.NotFound, "no such order")
+)
+
+// Decision is the gate's answer to one attempt.
+type Decision struct {
+	Err        error // nil when accepted, else one of the gate's answers above
+	StockLeft  int64
+	AcceptedAt time.Time // Redis's clock
+}
+
+// Why an accepted order could not become an order row.
+const (
+	ReasonSoldOut        = "sold_out"        // MySQL's stock was used up
+	ReasonDuplicateUser  = "duplicate_user"  // the user holds another order for the voucher
+	ReasonUnknownVoucher = "unknown_voucher" // no tb_seckill_voucher row
+)
+
+// The states of an accepted order.
+const (
+	StatusPending   = "pending"   // accepted, not yet in MySQL
+	StatusConfirmed = "confirmed" // a tb_voucher_order row
+	StatusFailed    = "failed"    // refused by MySQL, with a reason
+)
+
+// Status is an order as its owner sees it.
+type Status struct {
+	ID         int64     `json:"id,string"`
+	UserID     int64     `json:"-"`
+	VoucherID  int64     `json:"voucherId"`
+	Status     string    `json:"status"`
+	Reason     string    `json:"reason,omitempty"`
+	CreateTime time.Time `json:"createTime"`
+}
+
+// Confirmer removes the reservations of orders the order-writer has
+// settled (inserted, or recorded as failed).
+type Confirmer interface {
+	Confirm(ctx context.Context, events []Event) error
+}

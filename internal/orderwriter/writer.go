@@ -1,0 +1,132 @@
+// Package orderwriter is the order-writer's work: it consumes the order
+// events in batches (broker.Consumer), settles each batch in one MySQL
+// transaction (orderdb.Apply), parks what it cannot settle on the
+// dead-letter topic, and confirms the settled orders' reservations.
+package orderwriter
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/orderdb"
+)
+
+// Writer settles batches of order events.
+type Writer struct {
+	DB           *sql.DB
+	DeadLetters  *broker.Forwarder // undecodable events and id collisions, with the reason
+	Reservations order.Confirmer   // the settled orders' reservations to remove
+	Logger       *slog.Logger
+	Metrics      *Metrics
+}
+
+// Metrics are the writer's counters.
+type Metrics struct {
+	inserted, already prometheus.Counter
+	failed            *prometheus.CounterVec
+	deadLettered      prometheus.Counter
+	batch             prometheus.Histogram
+	lag               prometheus.Histogram
+}
+
+// NewMetrics registers the writer's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		inserted:     prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_orders_inserted_total", Help: "Orders written to tb_voucher_order."}),
+		already:      prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_orders_redelivered_total", Help: "Order events already settled (redeliveries)."}),
+		failed:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_orders_failed_total", Help: "Accepted orders MySQL refused, by reason."}, []string{"reason"}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_order_events_dead_lettered_total", Help: "Order events sent to the dead-letter topic: undecodable, or their order id held by another order."}),
+		batch:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_order_batch_size", Help: "Events per batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
+		lag:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_order_lag_seconds", Help: "From acceptance in Redis to commit in MySQL.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+	}
+	reg.MustRegister(m.inserted, m.already, m.failed, m.deadLettered, m.batch, m.lag)
+	return m
+}
+
+// ErrIDCollision is why an order whose id another order holds goes to the
+// dead-letter topic.
+var ErrIDCollision = errors.New("order id already held by another order: the id generator repeated it (did Redis lose its last writes?)")
+
+// Handle settles one batch: the broker.Consumer's handler. An error leaves
+// the batch to be tried again whole, which Apply's idempotency makes
+// harmless; nothing is dead-lettered before MySQL has taken the batch.
+func (w *Writer) Handle(ctx context.Context, msgs []kafka.Message) error {
+	events := make([]order.Event, 0, len(msgs))
+	origin := make(map[order.Event]kafka.Message, len(msgs))
+	var undecodable []kafka.Message
+	var reasons []error
+	for _, m := range msgs {
+		e, err := broker.DecodeOrder(m.Value)
+		if err != nil {
+			undecodable, reasons = append(undecodable, m), append(reasons, err)
+			continue
+		}
+		events = append(events, e)
+		origin[e] = m
+	}
+	var out orderdb.Outcome
+	if len(events) > 0 {
+		var err error
+		if out, err = orderdb.Apply(ctx, w.DB, events); err != nil {
+			return err
+		}
+		w.record(events, out)
+	}
+	for i, m := range undecodable {
+		if err := w.deadLetter(ctx, m, reasons[i]); err != nil {
+			return err
+		}
+	}
+	// Parked with the reason, and their reservations confirmed below like
+	// the rest: left pending, the relay would bring them back forever.
+	for _, e := range out.Collided {
+		w.Logger.Error("an accepted order's id is held by another order; the order is on the dead-letter topic",
+			"order", e.OrderID, "user", e.UserID, "voucher", e.VoucherID)
+		if err := w.deadLetter(ctx, origin[e], ErrIDCollision); err != nil {
+			return err
+		}
+	}
+	// A reservation left unconfirmed is only republished by the relay and
+	// settled again as a redelivery: log, do not fail the batch.
+	if err := w.Reservations.Confirm(ctx, events); err != nil && ctx.Err() == nil {
+		w.Logger.Warn("confirm reservations in Redis failed; the relay will redeliver them", "count", len(events), "err", err)
+	}
+	return nil
+}
+
+func (w *Writer) deadLetter(ctx context.Context, m kafka.Message, reason error) error {
+	if err := w.DeadLetters.Forward(ctx, m, 1, reason); err != nil {
+		return err
+	}
+	w.Logger.Warn("order event sent to the dead-letter topic", "topic", m.Topic,
+		"partition", m.Partition, "offset", m.Offset, "reason", reason)
+	if w.Metrics != nil {
+		w.Metrics.deadLettered.Inc()
+	}
+	return nil
+}
+
+func (w *Writer) record(events []order.Event, out orderdb.Outcome) {
+	if w.Metrics == nil {
+		return
+	}
+	m := w.Metrics
+	m.batch.Observe(float64(len(events)))
+	m.inserted.Add(float64(out.Inserted))
+	m.already.Add(float64(out.Already))
+	for reason, n := range out.Failed {
+		m.failed.WithLabelValues(reason).Add(float64(n))
+	}
+	now := time.Now()
+	for _, e := range events {
+		m.lag.Observe(now.Sub(time.UnixMilli(e.AcceptedAt)).Seconds())
+	}
+}

@@ -1,0 +1,221 @@
+package orderwriter_test
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/orderwriter"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+type pipeline struct {
+	m      *testsupport.MySQL
+	r      *testsupport.Redis
+	k      *testsupport.Kafka
+	store  *gate.Store
+	topic  string
+	dlq    string
+	group  string
+	pub    *broker.OrderPublisher
+	logger *slog.Logger
+}
+
+func newPipeline(t *testing.T) *pipeline {
+	p := &pipeline{m: testsupport.MustMySQL(t), r: testsupport.MustRedis(t), k: testsupport.MustKafka(t), logger: slog.New(slog.DiscardHandler)}
+	p.store = gate.NewStore(p.r.Client, p.r.Prefix)
+	p.topic, p.dlq, p.group = p.k.MustTopic(t, 3), p.k.MustTopic(t, 1), testsupport.Group(t)
+	p.pub = broker.NewOrderPublisher(broker.NewWriter(p.k.Brokers, p.topic), 5*time.Second)
+	t.Cleanup(func() { _ = p.pub.Close() })
+	return p
+}
+
+// startWriter runs an order-writer in the test until the returned stop.
+func (p *pipeline) startWriter(t *testing.T) (stop func()) {
+	reader := kafka.NewReader(kafka.ReaderConfig{Brokers: p.k.Brokers, GroupID: p.group, Topic: p.topic,
+		StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond})
+	dlq := broker.NewWriter(p.k.Brokers, p.dlq)
+	w := &orderwriter.Writer{DB: p.m.DB, DeadLetters: &broker.Forwarder{Writer: dlq}, Reservations: p.store, Logger: p.logger}
+	c := &broker.Consumer{Name: "orders", Reader: reader, Handle: w.Handle, BatchSize: 100, BatchWait: 20 * time.Millisecond, Logger: p.logger}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("writer: %v", err)
+		}
+		reader.Close()
+		dlq.Close()
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (p *pipeline) waitOrders(t *testing.T, voucher int64, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c := p.m.MustSaleState(t, voucher)
+		if c.Orders == want {
+			return
+		}
+		if c.Orders > want {
+			t.Fatalf("%d orders, want %d", c.Orders, want)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orders after 30s, want %d", c.Orders, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitConfirmed waits for the writer to confirm every reservation of
+// voucher: it does so right after the MySQL commit.
+func (p *pipeline) waitConfirmed(t *testing.T, voucher int64) {
+	t.Helper()
+	key := p.store.KeysOf(voucher).Pending
+	deadline := time.Now().Add(10 * time.Second)
+	for n := p.r.Client.HLen(context.Background(), key).Val(); n != 0; n = p.r.Client.HLen(context.Background(), key).Val() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reservations still pending 10 s after MySQL had the orders: the relay would bring them back", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *pipeline) warm(t *testing.T, voucher, stock int64) {
+	p.m.MustSeedVoucher(t, voucher, stock)
+	if err := p.store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Accepted orders land in MySQL, their reservations are confirmed, an
+// undecodable event goes to the dead-letter topic with its reason, and the
+// offsets are committed after the batch.
+func TestWriterSettlesBatchesAndDeadLetters(t *testing.T) {
+	p := newPipeline(t)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<30)
+	p.warm(t, voucher, 10)
+	svc := &order.Service{Gate: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
+	for u := range int64(5) {
+		if _, err := svc.Place(ctx, u+1, voucher); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := broker.NewWriter(p.k.Brokers, p.topic)
+	defer w.Close()
+	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("x"), Value: []byte("not an order")}); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := p.startWriter(t)
+	p.waitOrders(t, voucher, 5)
+	p.waitConfirmed(t, voucher)
+	if got := p.m.MustSaleState(t, voucher); got.Stock != 5 {
+		t.Fatalf("MySQL stock %d, want 5", got.Stock)
+	}
+
+	m := p.k.MustFirstMessage(t, p.dlq)
+	if string(m.Value) != "not an order" || broker.Header(m, broker.HeaderError) == "" || broker.Header(m, broker.HeaderTopic) != p.topic ||
+		broker.Header(m, broker.HeaderOffset) == "" || broker.Attempt(m) != 1 {
+		t.Fatalf("dead letter %q with headers %v", m.Value, m.Headers)
+	}
+
+	// Everything gets committed: the group's offsets cover all 6 messages.
+	committed := committedTotal(t, p)
+	for deadline := time.Now().Add(10 * time.Second); committed != 6 && time.Now().Before(deadline); committed = committedTotal(t, p) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if committed != 6 {
+		t.Fatalf("committed offsets sum to %d, want 6", committed)
+	}
+}
+
+// An order whose id the generator repeated (as after Redis lost its last
+// writes) is not taken for a redelivery and dropped: it goes to the
+// dead-letter topic with the reason, its reservation is settled, its offset
+// committed, and the order that held the id first is untouched.
+func TestWriterDeadLettersAnOrderIDCollision(t *testing.T) {
+	p := newPipeline(t)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<30)
+	p.warm(t, voucher, 10)
+	svc := &order.Service{Gate: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
+	held, err := svc.Place(ctx, 1, voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Place(ctx, 2, voucher); err != nil {
+		t.Fatal(err)
+	}
+	stop := p.startWriter(t)
+	defer stop()
+	p.waitOrders(t, voucher, 2)
+
+	d, err := p.store.Try(ctx, voucher, 3, held)
+	if err != nil || d.Err != nil {
+		t.Fatalf("gate for the repeated id: %+v %v", d, err)
+	}
+	repeated := order.Event{OrderID: held, UserID: 3, VoucherID: voucher, AcceptedAt: d.AcceptedAt.UnixMilli()}
+	if err := p.pub.Publish(ctx, repeated); err != nil {
+		t.Fatal(err)
+	}
+
+	m := p.k.MustFirstMessage(t, p.dlq)
+	parked, err := broker.DecodeOrder(m.Value)
+	if err != nil || parked != repeated {
+		t.Fatalf("dead letter %q (%v), want the repeated order %+v", m.Value, err, repeated)
+	}
+	if broker.Header(m, broker.HeaderError) != orderwriter.ErrIDCollision.Error() || broker.Attempt(m) != 1 {
+		t.Fatalf("dead letter headers %v, want the id collision", m.Headers)
+	}
+
+	var owner int64
+	if err := p.m.DB.QueryRow("SELECT user_id FROM tb_voucher_order WHERE id = ?", held).Scan(&owner); err != nil || owner != 1 {
+		t.Fatalf("order %d belongs to user %d (%v), want 1", held, owner, err)
+	}
+	if got := p.m.MustSaleState(t, voucher); got.Orders != 2 || got.Stock != 8 {
+		t.Fatalf("MySQL after the collision: %+v, want 2 orders and stock 8", got)
+	}
+	committed := committedTotal(t, p)
+	for deadline := time.Now().Add(10 * time.Second); committed != 3 && time.Now().Before(deadline); committed = committedTotal(t, p) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if committed != 3 {
+		t.Fatalf("committed offsets sum to %d, want 3", committed)
+	}
+	p.waitConfirmed(t, voucher)
+}
+
+func committedTotal(t *testing.T, p *pipeline) int64 {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(p.k.Brokers...), Timeout: 10 * time.Second}
+	res, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: p.group, Topics: map[string][]int{p.topic: {0, 1, 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, part := range res.Topics[p.topic] {
+		if part.CommittedOffset > 0 {
+			total += part.CommittedOffset
+		}
+	}
+	return total
+}
