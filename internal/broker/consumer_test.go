@@ -1,0 +1,105 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// flakyCommits fails its first n commits.
+type flakyCommits struct {
+	*kafka.Reader
+	failures atomic.Int64
+}
+
+func (r *flakyCommits) CommitMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if r.failures.Add(-1) >= 0 {
+		return errors.New("injected: coordinator unavailable")
+	}
+	return r.Reader.CommitMessages(ctx, msgs...)
+}
+
+// A handler that fails N times and commits that fail N times lose nothing
+// and skip nothing: every message is handled (some more than once), and
+// the offsets end after the last message only once it was handled.
+func TestConsumerRetriesFailuresWithoutSkipping(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	topic, group := k.MustTopic(t, 1), testsupport.Group(t)
+	const total = 50
+	w := broker.NewWriter(k.Brokers, topic)
+	defer w.Close()
+	for i := range total {
+		if err := w.WriteMessages(context.Background(), kafka.Message{Value: fmt.Appendf(nil, "%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reader := &flakyCommits{Reader: newGroupReader(k, group, topic)}
+	defer reader.Close()
+	reader.failures.Store(3)
+	var mu sync.Mutex
+	handled := map[string]int{}
+	handleFailures := 4
+	c := &broker.Consumer{
+		Name: "test", Reader: reader, BatchSize: 7, BatchWait: 20 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler), Backoff: fast,
+		Handle: func(_ context.Context, batch []kafka.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if handleFailures > 0 {
+				handleFailures--
+				return errors.New("injected: MySQL unavailable")
+			}
+			for _, m := range batch {
+				handled[string(m.Value)]++
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for committed(t, k, group, topic) != total {
+		if time.Now().After(deadline) {
+			t.Fatalf("committed %d of %d after 20 s", committed(t, k, group, topic), total)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handled) != total || handleFailures != 0 || reader.failures.Load() >= 0 {
+		t.Fatalf("%d of %d messages handled; %d handler and %d commit failures left", len(handled), total, handleFailures, reader.failures.Load()+1)
+	}
+	for i := range total {
+		if handled[fmt.Sprint(i)] != 1 {
+			t.Fatalf("message %d handled %d times, want once (a failed batch is retried whole, before any commit)", i, handled[fmt.Sprint(i)])
+		}
+	}
+}
+
+// committed is the group's committed offset on partition 0.
+func committed(t *testing.T, k *testsupport.Kafka, group, topic string) int64 {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second}
+	res, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: {0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Topics[topic][0].CommittedOffset
+}
