@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/shop"
 )
 
 // CacheInvalidator is the cache-invalidator program: the binlog follower
@@ -42,6 +43,7 @@ func (m *CacheInvalidator) Run(context.Context) error {
 	b.monitor.Add("binlog", c.Binlog.Addr, func(ctx context.Context) error { return binlog.CheckServer(ctx, binlogDB) })
 	c.WatchKafka(b.monitor)
 
+	keys := shop.Keys{Prefix: c.KeyPrefix}
 	metrics := binlog.NewMetrics(b.reg)
 	retryW, dlqW := broker.NewWriter(c.KafkaBrokers, c.RetryTopic), broker.NewWriter(c.KafkaBrokers, c.DLQTopic)
 	reader := kafka.NewReader(kafka.ReaderConfig{
@@ -51,7 +53,7 @@ func (m *CacheInvalidator) Run(context.Context) error {
 	retry, dlq := &broker.Forwarder{Writer: retryW}, &broker.Forwarder{Writer: dlqW}
 
 	invalidator := &binlog.Invalidator{
-		Source: c.Binlog, Database: c.Database, Mapping: binlog.Mapping(c.KeyPrefix), KeyPrefix: c.KeyPrefix,
+		Source: c.Binlog, Database: c.Database, Mapping: binlog.Mapping(keys), Families: keys.Patterns(),
 		Redis: b.rdb, Retry: retry, Positions: &binlog.PositionFile{Path: c.PositionFile, Every: time.Second},
 		DeleteTimeout: c.DeleteTimeout, Logger: m.logger, Metrics: metrics,
 	}

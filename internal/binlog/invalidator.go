@@ -28,7 +28,7 @@ type Invalidator struct {
 	Source        Source
 	Database      string
 	Mapping       map[string]KeyFunc
-	KeyPrefix     string // of the key families flushed after a purged position
+	Families      []string // key patterns flushed after a purged position
 	Redis         *redis.Client
 	Retry         *broker.Forwarder // failed deletes, to the retry topic
 	Positions     *PositionFile
@@ -135,8 +135,8 @@ func firstLine(err error) string {
 // flushFamilies deletes every key of the mapped families: after a purged
 // position the changes in between are unknown.
 func (inv *Invalidator) flushFamilies(ctx context.Context) error {
-	for _, pattern := range []string{"cache:shop:*", "cache:shop-type", "cache:voucher-list:*"} {
-		iter := inv.Redis.Scan(ctx, 0, inv.KeyPrefix+pattern, 500).Iterator()
+	for _, pattern := range inv.Families {
+		iter := inv.Redis.Scan(ctx, 0, pattern, 500).Iterator()
 		for iter.Next(ctx) {
 			if err := inv.Redis.Del(ctx, iter.Val()).Err(); err != nil {
 				return err

@@ -1,10 +1,11 @@
 package binlog
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/go-mysql-org/go-mysql/canal"
+
+	"github.com/seckill/seckill/internal/shop"
 )
 
 // Change is one changed row as the mapping sees it: its table, and the
@@ -17,24 +18,38 @@ type Change struct {
 // KeyFunc is the cache keys one image of a row of one table affects.
 type KeyFunc func(row map[string]any) []string
 
-// Mapping is the one table from changed rows to cache keys. Keys follow the
-// notes: cache:shop:{id}, cache:shop-type, and the voucher list of a shop,
-// cache:voucher-list:{shopId}. Keys are prefixed like the API's.
-func Mapping(prefix string) map[string]KeyFunc {
-	id := func(format, column string) KeyFunc {
-		return func(row map[string]any) []string {
-			v, ok := row[column]
-			if !ok || v == nil {
+// Mapping is the one table from changed rows to cache keys: the shop
+// family's keys, as the shop package defines them. The voucher tables are
+// not followed: nothing caches them (a voucher's stock changes with every
+// order; the flash sale's Redis state is kept by its own write path).
+func Mapping(keys shop.Keys) map[string]KeyFunc {
+	return map[string]KeyFunc{
+		"tb_shop": func(row map[string]any) []string {
+			id, ok := rowID(row["id"])
+			if !ok {
 				return nil
 			}
-			return []string{prefix + fmt.Sprintf(format, v)}
-		}
+			return []string{keys.Shop(id)}
+		},
+		"tb_shop_type": func(map[string]any) []string { return []string{keys.Types()} },
 	}
-	return map[string]KeyFunc{
-		"tb_shop":      id("cache:shop:{%v}", "id"),
-		"tb_shop_type": func(map[string]any) []string { return []string{prefix + "cache:shop-type"} },
-		"tb_voucher":   id("cache:voucher-list:{%v}", "shop_id"),
+}
+
+// rowID is an id column's value as canal decoded it.
+func rowID(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case uint64:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case int:
+		return int64(n), true
 	}
+	return 0, false
 }
 
 // Tables are the tables the invalidator follows.

@@ -66,7 +66,10 @@ func (s Shop) Validate() error {
 	return nil
 }
 
-// Keys are the cache keys of the family, as the notes name them.
+// Keys are the shop family's cache keys, the one definition that the shop
+// service (which writes them) and the binlog invalidator (which deletes
+// them) share: cache:shop:{id} and cache:shop-type, as the course names
+// them, under the deployment's prefix.
 type Keys struct{ Prefix string }
 
 // Shop is the key of shop id.
@@ -76,6 +79,9 @@ func (k Keys) Shop(id int64) string {
 
 // Types is the key of the shop-type list.
 func (k Keys) Types() string { return k.Prefix + "cache:shop-type" }
+
+// Patterns match every key of the family, for a flush.
+func (k Keys) Patterns() []string { return []string{k.Prefix + "cache:shop:*", k.Types()} }
 
 // Service reads shops through the cache and writes them to MySQL.
 type Service struct {
