@@ -5,7 +5,6 @@ package binlog
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/canal"
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/apperr"
 )
 
 // Source is where the binlog is read from: a user with REPLICATION SLAVE,
@@ -40,7 +41,7 @@ func (s Source) Open() (*sql.DB, error) {
 }
 
 // ErrMisconfigured means the server's binlog cannot feed the follower.
-var ErrMisconfigured = errors.New("binlog: server not configured for row-based replication")
+var ErrMisconfigured = apperr.New(apperr.Unavailable, "binlog: server not configured for row-based replication")
 
 // required are the server settings a canal follower needs to see every
 // changed row with both images.

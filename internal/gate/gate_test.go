@@ -96,8 +96,10 @@ func TestGateUnderConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	results := make(chan error, 400)
+	start := make(chan struct{})
 	for i := range 400 {
 		go func() {
+			<-start
 			// 200 users, each trying twice at once.
 			d, err := store.Try(ctx, voucher, int64(i%200+1), int64(i+1))
 			if err != nil {
@@ -107,6 +109,7 @@ func TestGateUnderConcurrency(t *testing.T) {
 			results <- d.Err
 		}()
 	}
+	close(start)
 	counts := map[error]int{}
 	for range 400 {
 		counts[<-results]++

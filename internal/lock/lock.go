@@ -25,13 +25,14 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/lua"
 )
 
 // The outcomes callers branch on.
 var (
-	ErrNotObtained = errors.New("lock: held by someone else")
-	ErrNotHeld     = errors.New("lock: not held by this owner (expired or taken)")
+	ErrNotObtained = apperr.New(apperr.Conflict, "lock: held by someone else")
+	ErrNotHeld     = apperr.New(apperr.Conflict, "lock: not held by this owner (expired or taken)")
 )
 
 // Options shape an acquire.

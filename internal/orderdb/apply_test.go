@@ -58,8 +58,10 @@ func TestApplyConcurrentWritersNeverOversell(t *testing.T) {
 	ctx := context.Background()
 	m.MustSeedVoucher(t, 7, 100)
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for w := range 4 {
 		wg.Go(func() {
+			<-start
 			for b := range 10 {
 				var batch []order.Event
 				for i := range 10 {
@@ -73,6 +75,7 @@ func TestApplyConcurrentWritersNeverOversell(t *testing.T) {
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
 	if got := m.MustSaleState(t, 7); got != (testsupport.SaleState{Orders: 100, Failures: 300, Stock: 0}) {
 		t.Fatalf("400 orders on stock 100: %+v, want 100 orders, 300 failures, stock 0", got)
