@@ -30,7 +30,7 @@ type API struct {
 	cfg    config.API
 	logger *slog.Logger
 	srv    *api.Server
-	d      daemon.Daemon
+	running
 }
 
 var _ Program = (*API)(nil)
@@ -44,12 +44,10 @@ func NewAPI(cfg config.API, logs io.Writer) *API {
 // and starts serving.
 func (m *API) Run(context.Context) error {
 	c := m.cfg
-	b := newBase(c.Common, m.logger)
-	db, err := b.openMySQL(c.Common)
+	b, db, err := newSaleBase(c.Common, m.logger)
 	if err != nil {
-		return abandon(err, b.closers)
+		return err
 	}
-	c.WatchKafka(b.monitor)
 
 	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
 	orderWriter := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic)
@@ -107,10 +105,3 @@ func (m *API) serve(ctx context.Context) error {
 
 // Addr is the bound HTTP address (useful with port 0).
 func (m *API) Addr() string { return m.srv.Addr() }
-
-// Done is closed when the server failed.
-func (m *API) Done() <-chan struct{} { return m.d.Done() }
-
-// Close stops accepting, lets requests in flight finish, then closes the
-// publisher, MySQL and Redis.
-func (m *API) Close() error { return m.d.Stop() }

@@ -83,17 +83,33 @@ func newBase(c daemon.Common, logger *slog.Logger) base {
 	return b
 }
 
-// openMySQL opens the database of the DSN with its readiness check; its
-// close runs before Redis's.
-func (b *base) openMySQL(c daemon.Common) (*sql.DB, error) {
+// newSaleBase is the base of a program on the order's path: Redis, MySQL
+// and Kafka, each with its readiness check; MySQL closes before Redis.
+func newSaleBase(c daemon.Common, logger *slog.Logger) (base, *sql.DB, error) {
+	b := newBase(c, logger)
 	db, err := mysqldb.Open(c.MySQLDSN)
 	if err != nil {
-		return nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+		return b, nil, abandon(fmt.Errorf("SECKILL_MYSQL_DSN: %w", err), b.closers)
 	}
 	c.WatchMySQL(b.monitor, db)
-	b.closers = append([]daemon.Step{closer("mysql", db)}, b.closers...)
-	return db, nil
+	c.WatchKafka(b.monitor)
+	b.closeFirst(closer("mysql", db))
+	return b, db, nil
 }
+
+// running is a started program's daemon.
+type running struct{ d daemon.Daemon }
+
+// Done is closed when a worker failed and the program must stop.
+func (r *running) Done() <-chan struct{} { return r.d.Done() }
+
+// Close shuts the program down in order: its workers (a consumer commits
+// what MySQL took, the HTTP server lets requests finish), the admin
+// server, the monitor, then Kafka, MySQL and Redis.
+func (r *running) Close() error { return r.d.Stop() }
+
+// AdminAddr is the bound admin address, "" for a program without one.
+func (r *running) AdminAddr() string { return r.d.BoundAdminAddr() }
 
 // closeFirst puts a closer ahead of the others: what was opened last
 // closes first.

@@ -20,7 +20,7 @@ import (
 type CacheInvalidator struct {
 	cfg    config.CacheInvalidator
 	logger *slog.Logger
-	d      daemon.Daemon
+	running
 }
 
 var _ Program = (*CacheInvalidator)(nil)
@@ -68,13 +68,3 @@ func (m *CacheInvalidator) Run(context.Context) error {
 	}
 	return nil
 }
-
-// AdminAddr is the bound admin address.
-func (m *CacheInvalidator) AdminAddr() string { return m.d.BoundAdminAddr() }
-
-// Done is closed when a worker failed.
-func (m *CacheInvalidator) Done() <-chan struct{} { return m.d.Done() }
-
-// Close stops the follower (saving its position) and the retry consumer,
-// then closes Kafka, the binlog source and Redis.
-func (m *CacheInvalidator) Close() error { return m.d.Stop() }

@@ -21,7 +21,7 @@ import (
 type OrderWriter struct {
 	cfg    config.OrderWriter
 	logger *slog.Logger
-	d      daemon.Daemon
+	running
 }
 
 var _ Program = (*OrderWriter)(nil)
@@ -35,12 +35,10 @@ func NewOrderWriter(cfg config.OrderWriter, logs io.Writer) *OrderWriter {
 // the consumer and the relay.
 func (m *OrderWriter) Run(context.Context) error {
 	c := m.cfg
-	b := newBase(c.Common, m.logger)
-	db, err := b.openMySQL(c.Common)
+	b, db, err := newSaleBase(c.Common, m.logger)
 	if err != nil {
-		return abandon(err, b.closers)
+		return err
 	}
-	c.WatchKafka(b.monitor)
 	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
 
 	reader := kafka.NewReader(kafka.ReaderConfig{
@@ -69,13 +67,3 @@ func (m *OrderWriter) Run(context.Context) error {
 	}
 	return nil
 }
-
-// AdminAddr is the bound admin address.
-func (m *OrderWriter) AdminAddr() string { return m.d.BoundAdminAddr() }
-
-// Done is closed when a worker failed.
-func (m *OrderWriter) Done() <-chan struct{} { return m.d.Done() }
-
-// Close stops the workers (batches MySQL already took are still
-// committed), then closes Kafka, MySQL and Redis.
-func (m *OrderWriter) Close() error { return m.d.Stop() }

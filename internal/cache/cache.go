@@ -1,5 +1,5 @@
 // Package cache is cache-aside over Redis for values loaded from MySQL, with
-// the protections of the design notes (004): a null marker for missing
+// the protections of the 黑马点评 course's cache chapter: a null marker for missing
 // rows (penetration), TTL jitter (avalanche), one rebuild per key across
 // goroutines and processes (breakdown), logical expiry for hot keys, and
 // an owner check on write-back so a slow reader cannot put a stale row

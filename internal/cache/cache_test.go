@@ -154,7 +154,7 @@ func TestHotKeyServesStaleWhileOneRebuild(t *testing.T) {
 	}
 }
 
-// The race of the notes: a reader misses, loads the old row and is slow;
+// The classic cache-aside race: a reader misses, loads the old row and is slow;
 // meanwhile the row is updated and the cache invalidated; then the reader
 // writes back. The write-back must be refused, so the next read sees the
 // new row.

@@ -1,5 +1,5 @@
 // Package idgen makes 64-bit, time-ordered ids that are unique across
-// processes and restarts, as in the course (004 notes): a zero sign bit,
+// processes and restarts, as in the course (黑马点评's RedisIdWorker): a zero sign bit,
 // 31 bits of seconds since Epoch, 32 bits of a per-day sequence kept in
 // Redis. Unlike the course it does not INCR once per id: it leases a block
 // of sequence numbers with one INCRBY and hands them out locally.

@@ -1,6 +1,7 @@
-// Package lock is the distributed lock of the design notes (000, 001, 003,
-// 004), done right: a random owner token; release and extend only by the
-// owner, one Lua script each; a TTL; a watchdog that extends the lock while
+// Package lock is the Redis distributed lock (SET NX PX with an owner
+// token, Redlock, fencing tokens, Redisson's watchdog) done right: a
+// random owner token; release and extend only by the owner, one Lua
+// script each; a TTL; a watchdog that extends the lock while
 // the holder works and cancels the holder's context when it cannot;
 // bounded retries with backoff and jitter; re-entrancy for the same owner;
 // and a fencing token, monotonic per lock, so that a resource can refuse a

@@ -218,7 +218,7 @@ func TestWatchdog(t *testing.T) {
 	}
 }
 
-// A holder paused past its TTL (a GC pause, in the notes) carries a smaller
+// A holder paused past its TTL (a GC pause, Kleppmann's example) carries a smaller
 // fencing token than the next holder; the resource refuses its late write.
 func TestFencingRejectsAPausedHolder(t *testing.T) {
 	r := testsupport.MustRedis(t)

@@ -14,12 +14,12 @@ import (
 )
 
 // Redlock takes a lock on a majority of N independent Redis nodes, as in
-// the notes (000, 001): try every node with a short timeout; the lock is
+// Redis' own Redlock description: try every node with a short timeout; the lock is
 // held if a majority said yes and time is left of the TTL after the
 // attempt and the clock drift; otherwise it is released on every node.
 //
 // It has no fencing token: each node counts on its own, so no token is
-// ordered across holders (Kleppmann's point in the notes). Where a resource
+// ordered across holders (Kleppmann's critique of Redlock). Where a resource
 // must refuse a stale holder, use Client on one Redis and its Fence.
 type Redlock struct {
 	nodes  []redis.Scripter

@@ -178,7 +178,7 @@ func (s *Service) Create(ctx context.Context, sh Shop) (int64, error) {
 	return id, s.shops.Invalidate(ctx, strconv.FormatInt(id, 10))
 }
 
-// Update writes the shop, then deletes its cache entry (the notes' order:
+// Update writes the shop, then deletes its cache entry (cache-aside's order:
 // database first, then the cache). The binlog invalidator deletes it again,
 // which covers writes that bypass this service and a delete that failed.
 func (s *Service) Update(ctx context.Context, sh Shop) error {

@@ -1,5 +1,5 @@
 // Package user is SMS-code login and Redis token sessions, as in the course
-// (004 notes): a code per phone in Redis, a user row per phone in MySQL, a
+// (the 黑马点评 course's Redis project): a code per phone in Redis, a user row per phone in MySQL, a
 // session hash per random token in Redis.
 package user
 
