@@ -2,14 +2,18 @@ package orderwriter_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
@@ -38,28 +42,32 @@ func newPipeline(t *testing.T) *pipeline {
 	return p
 }
 
-// startWriter runs an order-writer in the test until the returned stop.
+// startWriter runs the order-writer program (app.OrderWriter, as
+// cmd/order-writer does) in the test until the returned stop.
 func (p *pipeline) startWriter(t *testing.T) (stop func()) {
-	reader := kafka.NewReader(kafka.ReaderConfig{Brokers: p.k.Brokers, GroupID: p.group, Topic: p.topic,
-		StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond})
-	dlq := broker.NewWriter(p.k.Brokers, p.dlq)
-	w := &orderwriter.Writer{DB: p.m.DB, DeadLetters: &broker.Forwarder{Writer: dlq}, Reservations: p.store, Logger: p.logger}
-	c := &broker.Consumer{Name: "orders", Reader: reader, Handle: w.Handle, BatchSize: 100, BatchWait: 20 * time.Millisecond, Logger: p.logger}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	vars := map[string]string{
+		"SECKILL_REDIS_ADDR": p.r.Addr, "SECKILL_MYSQL_DSN": p.m.DSN, "SECKILL_KAFKA_BROKERS": strings.Join(p.k.Brokers, ","),
+		"SECKILL_KEY_PREFIX": p.r.Prefix, "SECKILL_ORDERS_TOPIC": p.topic, "SECKILL_ORDERS_DLQ_TOPIC": p.dlq,
+		"SECKILL_ORDER_GROUP": p.group, "SECKILL_ADMIN_ADDR": "127.0.0.1:0", "SECKILL_ORDER_BATCH_SIZE": "100",
+		"SECKILL_RELAY_INTERVAL": "1h",
+	}
+	cfg, err := config.LoadOrderWriter(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := app.NewOrderWriter(cfg, io.Discard)
+	if err := w.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	stopped := false
 	stop = func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		cancel()
-		if err := <-done; err != nil {
+		if err := w.Close(); err != nil {
 			t.Errorf("writer: %v", err)
 		}
-		reader.Close()
-		dlq.Close()
 	}
 	t.Cleanup(stop)
 	return stop
