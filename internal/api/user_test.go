@@ -28,7 +28,7 @@ func TestLoginFlow(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9]{6}$`).MatchString(code) {
 		t.Fatalf("code %q is not six digits", code)
 	}
-	if stored := a.Redis.Client.HGet(t.Context(), "login:code:{"+phone+"}", "code").Val(); stored != code {
+	if stored := a.Redis.Client.HGet(t.Context(), user.Keys{Prefix: a.Redis.Prefix}.Code(phone), "code").Val(); stored != code {
 		t.Fatalf("login:code:{%s} holds %q, the phone got %q", phone, stored, code)
 	}
 
@@ -40,7 +40,7 @@ func TestLoginFlow(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(token) {
 		t.Fatalf("token %q is not 128 random bits in hex", token)
 	}
-	key := "login:token:{" + token + "}"
+	key := user.Keys{Prefix: a.Redis.Prefix}.Session(token)
 	if ttl := a.Redis.Client.TTL(t.Context(), key).Val(); ttl < 29*time.Minute || ttl > 30*time.Minute {
 		t.Fatalf("session TTL %v, want 30m", ttl)
 	}
@@ -117,7 +117,7 @@ func TestCodeRulesOverHTTP(t *testing.T) {
 func TestSessionTTLRefreshedOnUnprotectedRoute(t *testing.T) {
 	a := startAPI(t, nil)
 	token := a.loggedIn(t, randomPhone())
-	key := "login:token:{" + token + "}"
+	key := user.Keys{Prefix: a.Redis.Prefix}.Session(token)
 	ctx := t.Context()
 	for _, path := range []string{"/healthz", "/no-such-page"} {
 		a.Redis.Client.Expire(ctx, key, time.Minute)

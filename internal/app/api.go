@@ -59,10 +59,11 @@ func (m *API) Run(context.Context) error {
 	if sender == nil {
 		sender = user.LogSender{Logger: m.logger}
 	}
-	sessions := user.NewSessions(b.rdb, c.HTTP.SessionTTL)
+	loginKeys := user.Keys{Prefix: c.Sale.KeyPrefix}
+	sessions := user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL)
 	srv, err := api.Listen(c.HTTP, api.Deps{
 		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
-		Users: &user.Service{Codes: user.NewCodes(b.rdb, c.HTTP.CodePolicy), Sessions: sessions,
+		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy), Sessions: sessions,
 			Users: user.NewUsers(db), Sender: sender},
 		Sessions: sessions,
 		Limiter:  ratelimit.New(b.rdb, c.HTTP.RatePrefix, m.logger),

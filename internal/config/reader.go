@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,9 +16,6 @@ type Reader struct {
 	lookup func(string) (string, bool)
 	errs   []error
 }
-
-// New reads from the process environment.
-func New() *Reader { return NewFrom(os.LookupEnv) }
 
 // NewFrom reads through lookup; tests pass a map's lookup.
 func NewFrom(lookup func(string) (string, bool)) *Reader { return &Reader{lookup: lookup} }

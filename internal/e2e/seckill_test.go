@@ -120,7 +120,7 @@ func (s *sale) voucher(t *testing.T, stock int, begin, end time.Time) int64 {
 // has its own tests): user ids from first.
 func (s *sale) sessions(t *testing.T, first, n int64) []string {
 	t.Helper()
-	store := user.NewSessions(s.redis.Client, time.Hour)
+	store := user.NewSessions(s.redis.Client, user.Keys{Prefix: s.redis.Prefix}, time.Hour)
 	tokens := make([]string, n)
 	for i := range n {
 		tok, err := store.Create(context.Background(), user.User{ID: first + i, NickName: "e2e"})
@@ -128,7 +128,6 @@ func (s *sale) sessions(t *testing.T, first, n int64) []string {
 			t.Fatal(err)
 		}
 		tokens[i] = tok
-		t.Cleanup(func() { s.redis.Client.Del(context.Background(), "login:token:{"+tok+"}") })
 	}
 	return tokens
 }

@@ -45,19 +45,34 @@ var DefaultCodePolicy = CodePolicy{
 	Day: time.FixedZone("UTC+8", 8*60*60),
 }
 
+// Keys are the login family's Redis keys under the deployment's prefix:
+// login:code:{phone} (the code, and its tries), login:code:last:{phone}
+// (the cooldown), login:code:day:{phone} (the daily count) and
+// login:token:{token} (a session). A phone's keys share its hash tag.
+type Keys struct{ Prefix string }
+
+// Code is the key of phone's current code.
+func (k Keys) Code(phone string) string { return k.Prefix + "login:code:{" + phone + "}" }
+
+func (k Keys) codeLast(phone string) string { return k.Prefix + "login:code:last:{" + phone + "}" }
+
+func (k Keys) codeDay(phone string) string { return k.Prefix + "login:code:day:{" + phone + "}" }
+
+// Session is the key of token's session.
+func (k Keys) Session(token string) string { return k.Prefix + "login:token:{" + token + "}" }
+
 // Codes keeps login codes in Redis.
 type Codes struct {
 	rdb    redis.Scripter
+	keys   Keys
 	policy CodePolicy
 	now    func() time.Time
 }
 
-// NewCodes is the code store with its policy.
-func NewCodes(rdb redis.Scripter, policy CodePolicy) *Codes {
-	return &Codes{rdb: rdb, policy: policy, now: time.Now}
+// NewCodes is the code store under keys with its policy.
+func NewCodes(rdb redis.Scripter, keys Keys, policy CodePolicy) *Codes {
+	return &Codes{rdb: rdb, keys: keys, policy: policy, now: time.Now}
 }
-
-func codeKey(phone string) string { return "login:code:{" + phone + "}" }
 
 // Issue stores a fresh code for phone and returns it, or ErrCodeCooldown
 // or ErrCodeDailyMax when the phone's limits say no.
@@ -69,7 +84,7 @@ func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
 	now := c.now().In(c.policy.Day)
 	y, m, d := now.Date()
 	dayEnds := time.Date(y, m, d+1, 0, 0, 0, 0, c.policy.Day).Sub(now)
-	keys := []string{codeKey(phone), "login:code:last:{" + phone + "}", "login:code:day:{" + phone + "}"}
+	keys := []string{c.keys.Code(phone), c.keys.codeLast(phone), c.keys.codeDay(phone)}
 	res, err := lua.IssueCode.Run(ctx, c.rdb, keys, code, c.policy.TTL.Milliseconds(),
 		c.policy.Cooldown.Milliseconds(), c.policy.DailyMax, max(dayEnds.Milliseconds(), 1)).Int64Slice()
 	if err != nil {
@@ -89,7 +104,7 @@ func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
 // Verify checks code for phone: nil when right (and the code is used up),
 // ErrWrongCode, or ErrNoCode.
 func (c *Codes) Verify(ctx context.Context, phone, code string) error {
-	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{codeKey(phone)}, code, c.policy.MaxTries).Int64()
+	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{c.keys.Code(phone)}, code, c.policy.MaxTries).Int64()
 	if err != nil {
 		return fmt.Errorf("verify login code: %w", err)
 	}

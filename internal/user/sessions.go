@@ -21,16 +21,15 @@ type User struct {
 // Sessions are login sessions in Redis: a hash per random token, expiring
 // after TTL without a request.
 type Sessions struct {
-	rdb redis.Cmdable
-	ttl time.Duration
+	rdb  redis.Cmdable
+	keys Keys
+	ttl  time.Duration
 }
 
-// NewSessions keeps sessions for ttl after their last use.
-func NewSessions(rdb redis.Cmdable, ttl time.Duration) *Sessions {
-	return &Sessions{rdb: rdb, ttl: ttl}
+// NewSessions keeps sessions under keys for ttl after their last use.
+func NewSessions(rdb redis.Cmdable, keys Keys, ttl time.Duration) *Sessions {
+	return &Sessions{rdb: rdb, keys: keys, ttl: ttl}
 }
-
-func sessionKey(token string) string { return "login:token:{" + token + "}" }
 
 // tokenBytes is 128 bits: unguessable, and short in a header.
 const tokenBytes = 16
@@ -42,7 +41,7 @@ func (s *Sessions) Create(ctx context.Context, u User) (string, error) {
 		return "", fmt.Errorf("session token: %w", err)
 	}
 	token := hex.EncodeToString(b)
-	key := sessionKey(token)
+	key := s.keys.Session(token)
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, key, "id", strconv.FormatInt(u.ID, 10), "nickName", u.NickName, "icon", u.Icon)
 		p.Expire(ctx, key, s.ttl)
@@ -70,7 +69,7 @@ func (s *Sessions) Load(ctx context.Context, token string) (u User, ok bool, err
 	if !WellFormedToken(token) {
 		return User{}, false, nil
 	}
-	key := sessionKey(token)
+	key := s.keys.Session(token)
 	var fields *redis.MapStringStringCmd
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		fields = p.HGetAll(ctx, key)
@@ -96,7 +95,7 @@ func (s *Sessions) Delete(ctx context.Context, token string) error {
 	if !WellFormedToken(token) {
 		return nil
 	}
-	if err := s.rdb.Del(ctx, sessionKey(token)).Err(); err != nil {
+	if err := s.rdb.Del(ctx, s.keys.Session(token)).Err(); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil

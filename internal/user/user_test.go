@@ -51,7 +51,7 @@ func randomPhone() string {
 func TestCodeIsSingleUseAndBoundToItsPhone(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	ctx := context.Background()
-	codes := user.NewCodes(r.Client, user.DefaultCodePolicy)
+	codes := user.NewCodes(r.Client, user.Keys{Prefix: r.Prefix}, user.DefaultCodePolicy)
 	phone, other := randomPhone(), randomPhone()
 	code, err := codes.Issue(ctx, phone)
 	if err != nil {
@@ -76,7 +76,7 @@ func TestWrongTriesBurnTheCode(t *testing.T) {
 	ctx := context.Background()
 	policy := user.DefaultCodePolicy
 	policy.Cooldown = time.Millisecond
-	codes := user.NewCodes(r.Client, policy)
+	codes := user.NewCodes(r.Client, user.Keys{Prefix: r.Prefix}, policy)
 
 	t.Run("FourWrongThenRight", func(t *testing.T) {
 		phone := randomPhone()
@@ -137,7 +137,7 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("Cooldown", func(t *testing.T) {
-		codes := user.NewCodes(r.Client, user.DefaultCodePolicy)
+		codes := user.NewCodes(r.Client, user.Keys{Prefix: r.Prefix}, user.DefaultCodePolicy)
 		phone := randomPhone()
 		if _, err := codes.Issue(ctx, phone); err != nil {
 			t.Fatal(err)
@@ -157,7 +157,7 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 	t.Run("DailyMax", func(t *testing.T) {
 		policy := user.DefaultCodePolicy
 		policy.Cooldown = time.Millisecond
-		codes := user.NewCodes(r.Client, policy)
+		codes := user.NewCodes(r.Client, user.Keys{Prefix: r.Prefix}, policy)
 		phone := randomPhone()
 		for i := range policy.DailyMax {
 			if _, err := codes.Issue(ctx, phone); err != nil {
@@ -179,7 +179,7 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 func TestSessions(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	ctx := context.Background()
-	sessions := user.NewSessions(r.Client, 30*time.Minute)
+	sessions := user.NewSessions(r.Client, user.Keys{Prefix: r.Prefix}, 30*time.Minute)
 	want := user.User{ID: 42, NickName: "user_abc", Icon: "/imgs/a.png"}
 	token, err := sessions.Create(ctx, want)
 	if err != nil {
@@ -188,9 +188,7 @@ func TestSessions(t *testing.T) {
 	if !user.WellFormedToken(token) {
 		t.Fatalf("token %q is not 32 hex digits", token)
 	}
-	t.Cleanup(func() { r.Client.Del(ctx, "login:token:{"+token+"}") })
-
-	key := "login:token:{" + token + "}"
+	key := user.Keys{Prefix: r.Prefix}.Session(token)
 	r.Client.Expire(ctx, key, time.Minute)
 	got, ok, err := sessions.Load(ctx, token)
 	if err != nil || !ok || got != want {

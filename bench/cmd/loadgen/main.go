@@ -66,7 +66,7 @@ func run(cmd string, args []string) error {
 	rdb := daemon.NewRedis(common)
 	defer rdb.Close()
 	if cmd == "login" {
-		reports, err := loadgen.Login(ctx, rdb, loadgen.LoginConfig{API: *apiURL, Users: *users, Workers: *workers})
+		reports, err := loadgen.Login(ctx, rdb, loadgen.LoginConfig{API: *apiURL, Users: *users, Workers: *workers, KeyPrefix: sk.KeyPrefix})
 		loadgen.Fprint(os.Stdout, reports...)
 		return err
 	}
@@ -76,7 +76,7 @@ func run(cmd string, args []string) error {
 	}
 	defer db.Close()
 	sale := &loadgen.Sale{API: *apiURL, AdminToken: *adminToken, Redis: rdb, DB: db,
-		Store: gate.NewStore(rdb, sk.KeyPrefix), WriterMetrics: *writerMetrics}
+		Store: gate.NewStore(rdb, sk.KeyPrefix), KeyPrefix: sk.KeyPrefix, WriterMetrics: *writerMetrics}
 	switch cmd {
 	case "seckill":
 		tokens, err := sale.Sessions(ctx, time.Now().UnixNano()%1_000_000_000*1000, *users)

@@ -15,9 +15,10 @@ import (
 
 // LoginConfig is a login load run.
 type LoginConfig struct {
-	API     string // base URL
-	Users   int    // distinct phones
-	Workers uint64
+	API       string // base URL
+	Users     int    // distinct phones
+	Workers   uint64
+	KeyPrefix string // the API's SECKILL_KEY_PREFIX
 }
 
 // Login measures POST /user/login: first the users' first logins (each
@@ -34,7 +35,7 @@ func Login(ctx context.Context, rdb *redis.Client, cfg LoginConfig) ([]Report, e
 	}
 	policy := user.DefaultCodePolicy
 	policy.Cooldown, policy.DailyMax = time.Millisecond, 1000
-	codes := user.NewCodes(rdb, policy)
+	codes := user.NewCodes(rdb, user.Keys{Prefix: cfg.KeyPrefix}, policy)
 
 	var reports []Report
 	for _, round := range []string{"login (new users)", "login (returning users)"} {

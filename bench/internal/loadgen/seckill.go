@@ -23,7 +23,8 @@ type Sale struct {
 	AdminToken string
 	Redis      *redis.Client
 	DB         *sql.DB
-	Store      *gate.Store // the API's key prefix
+	Store      *gate.Store // under the API's key prefix
+	KeyPrefix  string      // the API's SECKILL_KEY_PREFIX, for the sessions
 	// WriterMetrics is the order-writer's /metrics URL, for the
 	// acceptance-to-MySQL lag; empty skips it.
 	WriterMetrics string
@@ -57,7 +58,7 @@ func (s *Sale) CreateVoucher(ctx context.Context, stock int) (int64, error) {
 // Sessions logs n users in straight in the session store (for large n the
 // login flow would be the bottleneck of the setup, not of the sale).
 func (s *Sale) Sessions(ctx context.Context, firstUserID int64, n int) ([]string, error) {
-	sessions := user.NewSessions(s.Redis, 2*time.Hour)
+	sessions := user.NewSessions(s.Redis, user.Keys{Prefix: s.KeyPrefix}, 2*time.Hour)
 	tokens := make([]string, n)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(64)
