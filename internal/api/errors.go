@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -72,10 +73,19 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 	if errors.As(err, &he) && he.Code < http.StatusInternalServerError {
 		return he.Code, Fail(s.protocolMessage(he, c))
 	}
+	if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+		// The client hung up before anything was done: no server fault,
+		// and nobody to read the answer.
+		return statusClientClosed, Fail("client closed the request")
+	}
 	s.logger.Error("request failed", "request_id", requestID(c), "method", c.Request().Method,
 		"path", c.Request().URL.Path, "err", err)
 	return http.StatusInternalServerError, Fail("internal server error")
 }
+
+// statusClientClosed is nginx's 499, "client closed request": counted in
+// the metrics apart from server faults.
+const statusClientClosed = 499
 
 // retryAfterSeconds is d rounded up to whole seconds, at least 1, as the
 // Retry-After header wants it.

@@ -169,3 +169,55 @@ func TestOrderRefusedWhileKafkaIsDown(t *testing.T) {
 		t.Fatalf("stock %d and %d reservations after a refused order", stock, r.Client.HLen(ctx, k.Pending).Val())
 	}
 }
+
+// leavingIDs is the client hanging up right after its order got an id,
+// while the gate and the publish are still ahead.
+type leavingIDs struct {
+	order.IDs
+	hangUp context.CancelFunc
+}
+
+func (l leavingIDs) Next(ctx context.Context) (int64, error) {
+	defer l.hangUp()
+	return l.IDs.Next(ctx)
+}
+
+// publishRecorder records whether the publish saw a live context.
+type publishRecorder struct{ ctxErr []error }
+
+func (p *publishRecorder) Publish(ctx context.Context, _ ...order.Event) error {
+	p.ctxErr = append(p.ctxErr, ctx.Err())
+	return nil
+}
+
+// A client that leaves before the gate takes nothing; one that leaves once
+// the gate is asked still gets its order taken and published at once.
+func TestPlaceOutlivesAClientThatHangsUp(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	store := gate.NewStore(r.Client, r.Prefix)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := store.Warm(ctx, voucher, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ids := idgen.New(r.Client, r.Key("order"), 10)
+	stock := func() int64 { n, _ := r.Client.HGet(ctx, store.KeysOf(voucher).Voucher, "stock").Int64(); return n }
+
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	pub := &publishRecorder{}
+	svc := &order.Service{Gate: store, IDs: ids, Publisher: pub}
+	if _, err := svc.Place(gone, 1, voucher); !errors.Is(err, context.Canceled) || stock() != 5 || len(pub.ctxErr) != 0 {
+		t.Fatalf("client gone before the gate: %v, stock %d, %d publishes; want nothing taken", err, stock(), len(pub.ctxErr))
+	}
+
+	leaving, hangUp := context.WithCancel(ctx)
+	svc.IDs = leavingIDs{IDs: ids, hangUp: hangUp}
+	id, err := svc.Place(leaving, 2, voucher)
+	if err != nil || id == 0 || stock() != 4 {
+		t.Fatalf("client gone during the order: %d, %v, stock %d; want the order taken", id, err, stock())
+	}
+	if leaving.Err() == nil || len(pub.ctxErr) != 1 || pub.ctxErr[0] != nil {
+		t.Fatalf("publish saw %v (client context %v); want a live context", pub.ctxErr, leaving.Err())
+	}
+}

@@ -41,6 +41,12 @@ type Service struct {
 // Place takes one unit of voucherID for userID and returns the order id.
 // The business outcomes are the gate's answers; ErrNotTaken and
 // ErrNotPublished are the pipeline's.
+//
+// A client that hangs up before the gate is asked takes nothing. Once the
+// gate is asked, the caller's cancellation no longer applies: the gate's
+// decision and the publish complete on their own deadlines (the Redis
+// client's timeouts, the publisher's), so an accepted order reaches Kafka
+// at once instead of waiting for the relay, whoever still listens.
 func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, error) {
 	if s.SoldOut.Has(voucherID) {
 		return 0, ErrSoldOut
@@ -48,6 +54,10 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 	if s.PipelineUp != nil && !s.PipelineUp() {
 		return 0, ErrNotTaken
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	ctx = context.WithoutCancel(ctx)
 	orderID, err := s.IDs.Next(ctx)
 	if err != nil {
 		return 0, err

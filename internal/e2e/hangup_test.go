@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// Clients that give up 1 to 10 ms after sending (spread, so that some
+// leave while the gate runs and some while the publish waits for its
+// acks): once the gate has taken a unit,
+// the order is published on the API's own deadline, not the client's, so
+// it reaches MySQL at once rather than a relay interval later, and no
+// request ends as a server fault.
+func TestClientsThatHangUpLoseNoOrder(t *testing.T) {
+	s := newSale(t)
+	const n = 500
+	voucher := s.voucher(t, n, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	path := s.api + "/voucher-order/seckill/" + strconv.FormatInt(voucher, 10)
+	tokens := s.sessions(t, 1, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, tok := range tokens {
+		wg.Go(func() {
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+i%10)*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, path, nil)
+			req.Header.Set("authorization", tok)
+			if res, err := s.client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, res.Body)
+				_ = res.Body.Close()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	end := time.Now()
+
+	// Accepted orders are the units the gate took; the API may still be
+	// finishing requests whose clients left, so both sides are read again
+	// until they agree.
+	ctx := context.Background()
+	stockKey := fmt.Sprintf("%sseckill:voucher:{%d}", s.redis.Prefix, voucher)
+	pendingKey := fmt.Sprintf("%sseckill:pending:{%d}", s.redis.Prefix, voucher)
+	var accepted, orders, pending int64
+	for {
+		stock, err := s.redis.Client.HGet(ctx, stockKey, "stock").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted = n - stock
+		if err := s.mysql.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?", voucher).Scan(&orders); err != nil {
+			t.Fatal(err)
+		}
+		pending = s.redis.Client.HLen(ctx, pendingKey).Val()
+		if orders == accepted && pending == 0 || time.Since(end) > time.Second {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%d of %d hung-up requests accepted; %d orders in MySQL, %d pending, %v after the last client left",
+		accepted, n, orders, pending, time.Since(end).Round(time.Millisecond))
+	if accepted == 0 {
+		t.Fatal("no request reached the gate: the test proves nothing")
+	}
+	if orders != accepted || pending != 0 {
+		t.Fatalf("1 s after the sale: %d orders in MySQL and %d pending of %d accepted; want every accepted order in MySQL", orders, pending, accepted)
+	}
+	metrics := testsupport.Eventually(t, s.api+"/metrics", 200, 5*time.Second)
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "seckill_http_requests_total{") && strings.Contains(line, `status="500"`) {
+			t.Fatalf("a hung-up request ended as a server error: %s", line)
+		}
+	}
+}
