@@ -6,8 +6,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 api_addr=${SECKILL_API_ADDR:-127.0.0.1:8081}
-# A development admin token, so the voucher routes can be tried at once.
+# A development admin token, so the voucher routes can be tried at once,
+# and development mode: login codes go to the api's log (it says so).
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token-change-me}
+export SECKILL_DEV_MODE=${SECKILL_DEV_MODE:-true}
 pids=()
 
 stop_all() {
@@ -34,7 +36,7 @@ run: the API is ready at http://$api_addr   (Ctrl-C stops everything)
   curl -s -X POST http://$api_addr/voucher/seckill -H 'X-Admin-Token: $SECKILL_ADMIN_TOKEN' -H 'Content-Type: application/json' \
        -d '{"shopId":1,"title":"100 off","payValue":8000,"actualValue":10000,"stock":100,"beginTime":"2026-01-01T00:00:00Z","endTime":"2037-01-01T00:00:00Z"}'
   curl -s -X POST http://$api_addr/voucher-order/seckill/VOUCHER_ID -H 'authorization: TOKEN'
-  admin ports: order-writer http://127.0.0.1:9101/readyz, cache-invalidator http://127.0.0.1:9102/readyz
+  admin ports (metrics, pprof): api http://127.0.0.1:9100/metrics, order-writer http://127.0.0.1:9101, cache-invalidator http://127.0.0.1:9102
 
 MSG
     break

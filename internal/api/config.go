@@ -28,9 +28,6 @@ type Config struct {
 	// ShopCache and TypeCache are the cache strategies of shops and of the
 	// shop-type list.
 	ShopCache, TypeCache cache.Strategy
-	// Pprof mounts /debug/pprof/ on the API's port: for profiling runs
-	// only, since the API's port faces clients.
-	Pprof bool
 }
 
 // RoutePolicy limits one route per client IP and per logged-in user. When

@@ -43,6 +43,7 @@ func (b *inbox) last(t *testing.T, phone string) string {
 
 type testAPI struct {
 	URL   string
+	Admin string // the admin listener's base URL: /metrics, pprof
 	Redis *testsupport.Redis
 	MySQL *testsupport.MySQL
 	Inbox *inbox
@@ -55,11 +56,18 @@ type testAPI struct {
 // reads it.
 func startAPI(t *testing.T, env map[string]string) *testAPI {
 	t.Helper()
+	return startAPIWith(t, env, true)
+}
+
+// startAPIWith is startAPI; withInbox false leaves the program's own
+// choice of code sender (none, or the log in development mode).
+func startAPIWith(t *testing.T, env map[string]string, withInbox bool) *testAPI {
+	t.Helper()
 	r := testsupport.MustRedis(t)
 	m := testsupport.MustMySQL(t)
 	k := testsupport.MustKafka(t)
 	vars := map[string]string{
-		"SECKILL_API_ADDR": "127.0.0.1:0", "SECKILL_RATE_PREFIX": r.Key("rate:"), "SECKILL_KEY_PREFIX": r.Prefix,
+		"SECKILL_API_ADDR": "127.0.0.1:0", "SECKILL_ADMIN_ADDR": "127.0.0.1:0", "SECKILL_RATE_PREFIX": r.Key("rate:"), "SECKILL_KEY_PREFIX": r.Prefix,
 		"SECKILL_REDIS_ADDR": r.Addr, "SECKILL_MYSQL_DSN": m.DSN, "SECKILL_KAFKA_BROKERS": strings.Join(k.Brokers, ","),
 		"SECKILL_ORDERS_TOPIC": k.MustTopic(t, 3), "SECKILL_SOLDOUT_TTL": "1s", "SECKILL_ID_BLOCK": "100",
 	}
@@ -71,7 +79,9 @@ func startAPI(t *testing.T, env map[string]string) *testAPI {
 	logs := &testsupport.SyncBuffer{}
 	box := &inbox{codes: map[string]string{}}
 	program := app.NewAPI(cfg, logs)
-	program.CodeSender = box
+	if withInbox {
+		program.CodeSender = box
+	}
 	if err := program.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +92,7 @@ func startAPI(t *testing.T, env map[string]string) *testAPI {
 	})
 	url := "http://" + program.Addr()
 	testsupport.Eventually(t, url+"/readyz", http.StatusOK, 20*time.Second)
-	return &testAPI{URL: url, Redis: r, MySQL: m, Inbox: box, Logs: logs}
+	return &testAPI{URL: url, Admin: "http://" + program.AdminAddr(), Redis: r, MySQL: m, Inbox: box, Logs: logs}
 }
 
 // envelope is the course's Result as a client decodes it.

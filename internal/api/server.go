@@ -9,14 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/order"
@@ -76,7 +74,6 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
 	e.GET("/readyz", echo.WrapHandler(deps.Monitor.ReadyHandler()))
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{Registry: deps.Registry})))
 
 	e.POST("/user/code", s.sendCode, s.rateLimit("code", cfg.Limits.Code))
 	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))
@@ -93,10 +90,6 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.GET("/voucher/list/:shopId", s.listVouchers)
 	e.POST("/voucher-order/seckill/:id", s.seckillOrder, s.requireUser, s.rateLimit("seckill", cfg.Limits.Seckill))
 	e.GET("/voucher-order/:id", s.getOrder, s.requireUser)
-	if cfg.Pprof {
-		e.GET("/debug/pprof/*", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
-		e.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
-	}
 	if cfg.BenchNoop {
 		e.POST("/bench/noop", func(c echo.Context) error { return c.JSON(http.StatusOK, OK("noop")) }, s.requireUser)
 	}

@@ -18,7 +18,7 @@ import (
 // loads is the shop family's MySQL loads, from the API's own metrics.
 func (a *testAPI) loads(t *testing.T, family string) int {
 	t.Helper()
-	res, err := http.Get(a.URL + "/metrics")
+	res, err := http.Get(a.Admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,12 @@ func (m *API) Run(context.Context) error {
 	b.closeFirst(closer("kafka publisher", publisher))
 
 	sender := m.CodeSender
-	if sender == nil {
+	switch {
+	case sender == nil && c.DevMode:
 		sender = user.LogSender{Logger: m.logger}
+		m.logger.Warn("DEVELOPMENT MODE (SECKILL_DEV_MODE): login codes are written to this log, so anyone who reads it can log in as anyone; never run it like this in production")
+	case sender == nil:
+		m.logger.Warn("no SMS provider is configured: POST /user/code answers 503; SECKILL_DEV_MODE=true logs the codes instead, on a developer's machine")
 	}
 	loginKeys := user.Keys{Prefix: c.Sale.KeyPrefix}
 	sessions := user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL)
@@ -81,7 +85,7 @@ func (m *API) Run(context.Context) error {
 		return abandon(err, b.closers)
 	}
 	m.srv = srv
-	m.d = b.daemon(c.Common, "", daemon.Worker{Name: "http server", Run: m.serve})
+	m.d = b.daemon(c.Common, c.AdminAddr, daemon.Worker{Name: "http server", Run: m.serve})
 	if err := m.d.Start(); err != nil {
 		return abandon(err, b.closers)
 	}

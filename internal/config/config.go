@@ -40,6 +40,12 @@ type API struct {
 	daemon.Common
 	HTTP api.Config
 	Sale Sale
+	// AdminAddr is where /metrics, /healthz, /readyz and pprof listen:
+	// loopback by default, never the clients' port.
+	AdminAddr string
+	// DevMode writes login codes to the log instead of sending them, and
+	// says so loudly at start: for a developer's machine only.
+	DevMode bool
 }
 
 // OrderWriter is the order-writer's configuration.
@@ -70,7 +76,8 @@ type CacheInvalidator struct {
 // LoadAPI reads the api's variables.
 func LoadAPI(lookup Lookup) (API, error) {
 	r := NewFrom(lookup)
-	c := API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r)}
+	c := API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r),
+		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9100"), DevMode: r.Bool("SECKILL_DEV_MODE", false)}
 	return c, r.Err()
 }
 
@@ -174,7 +181,6 @@ func loadHTTP(r *Reader) api.Config {
 		},
 		CodePolicy: user.DefaultCodePolicy,
 		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),
-		Pprof:      r.Bool("SECKILL_API_PPROF", false),
 		ShopCache:  loadStrategy(r, "SHOP", "ttl", 30*time.Minute),
 		TypeCache:  loadStrategy(r, "SHOP_TYPE", "logical", 30*time.Minute),
 	}

@@ -75,7 +75,7 @@ func TestClientsThatHangUpLoseNoOrder(t *testing.T) {
 	if orders != accepted || pending != 0 {
 		t.Fatalf("1 s after the sale: %d orders in MySQL and %d pending of %d accepted; want every accepted order in MySQL", orders, pending, accepted)
 	}
-	metrics := testsupport.Eventually(t, s.api+"/metrics", 200, 5*time.Second)
+	metrics := testsupport.Eventually(t, s.apiAdmin+"/metrics", 200, 5*time.Second)
 	for _, line := range strings.Split(metrics, "\n") {
 		if strings.HasPrefix(line, "seckill_http_requests_total{") && strings.Contains(line, `status="500"`) {
 			t.Fatalf("a hung-up request ended as a server error: %s", line)

@@ -67,9 +67,13 @@ func TestProgramsBecomeReadyAndStopOnSIGTERM(t *testing.T) {
 	for _, p := range programs {
 		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
 			bin := testsupport.MustBuild(t, p.dir)
-			addr := testsupport.FreeAddr(t)
+			addr, admin := testsupport.FreeAddr(t), ""
 			env := s.env()
 			env[p.listenVar] = addr
+			if admin = addr; p.listenVar != "SECKILL_ADMIN_ADDR" {
+				admin = testsupport.FreeAddr(t)
+				env["SECKILL_ADMIN_ADDR"] = admin
+			}
 			proc := testsupport.Start(t, bin, env)
 
 			body := testsupport.Eventually(t, "http://"+addr+"/readyz", 200, 30*time.Second)
@@ -77,7 +81,7 @@ func TestProgramsBecomeReadyAndStopOnSIGTERM(t *testing.T) {
 				t.Fatalf("readyz body = %s", body)
 			}
 			testsupport.Eventually(t, "http://"+addr+"/healthz", 200, 5*time.Second)
-			metrics := testsupport.Eventually(t, "http://"+addr+"/metrics", 200, 5*time.Second)
+			metrics := testsupport.Eventually(t, "http://"+admin+"/metrics", 200, 5*time.Second)
 			if !strings.Contains(metrics, "seckill_dependency_up") {
 				t.Fatalf("metrics lack seckill_dependency_up:\n%.500s", metrics)
 			}
@@ -102,6 +106,9 @@ func TestProgramsRetryAnUnreachableDependency(t *testing.T) {
 			addr, closed := testsupport.FreeAddr(t), testsupport.FreeAddr(t)
 			env := s.env()
 			env[p.listenVar] = addr
+			if p.listenVar != "SECKILL_ADMIN_ADDR" {
+				env["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+			}
 			p.breakIt(env, closed)
 			proc := testsupport.Start(t, bin, env)
 

@@ -24,6 +24,8 @@ func TestRateLimitHoldsAcrossTwoAPIInstances(t *testing.T) {
 		addr := testsupport.FreeAddr(t)
 		env := s.env()
 		env["SECKILL_API_ADDR"] = addr
+		env["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+		env["SECKILL_DEV_MODE"] = "true"
 		env["SECKILL_RATE_PREFIX"] = s.redis.Key("rate:")
 		env["SECKILL_RATE_CODE_IP"] = fmt.Sprintf("%d/30s", n)
 		testsupport.Start(t, bin, env)

@@ -26,6 +26,7 @@ const adminToken = "e2e-admin-token-0123456789"
 type sale struct {
 	stack
 	api, writerBin string
+	apiAdmin       string // the API's admin listener: /metrics
 	writerEnv      map[string]string
 	writer         *testsupport.Process
 	client         *http.Client
@@ -44,6 +45,8 @@ func newSale(t *testing.T) *sale {
 	}
 	addr := testsupport.FreeAddr(t)
 	apiEnv["SECKILL_API_ADDR"] = addr
+	s.apiAdmin = "http://" + testsupport.FreeAddr(t)
+	apiEnv["SECKILL_ADMIN_ADDR"] = s.apiAdmin[len("http://"):]
 	apiEnv["SECKILL_RATE_PREFIX"] = s.redis.Key("rate:")
 	apiEnv["SECKILL_RATE_SECKILL_IP"] = "off"
 	apiEnv["SECKILL_RATE_SECKILL_USER"] = "off"

@@ -19,7 +19,8 @@ type CodeSender interface {
 	SendCode(ctx context.Context, phone, code string) error
 }
 
-// LogSender "sends" codes by writing them to the log, for development.
+// LogSender "sends" codes by writing them to the log: anyone who reads the
+// log can log in as anyone, so only the API's development mode uses it.
 type LogSender struct{ Logger *slog.Logger }
 
 // SendCode logs the code.

@@ -6,6 +6,8 @@ package user
 import (
 	"context"
 	"fmt"
+
+	"github.com/seckill/seckill/internal/apperr"
 )
 
 // Service is the login flow.
@@ -13,13 +15,20 @@ type Service struct {
 	Codes    *Codes
 	Sessions *Sessions
 	Users    *Users
-	Sender   CodeSender
+	Sender   CodeSender // nil: codes are refused with ErrNoSender
 }
+
+// ErrNoSender refuses a code when no CodeSender is configured: better no
+// code than one that ends up where someone else can read it.
+var ErrNoSender = apperr.New(apperr.Unavailable, "login codes cannot be sent right now: no SMS provider is configured")
 
 // SendCode issues a code for phone and sends it.
 func (s *Service) SendCode(ctx context.Context, phone string) error {
 	if !ValidPhone(phone) {
 		return ErrInvalidPhone
+	}
+	if s.Sender == nil {
+		return ErrNoSender
 	}
 	code, err := s.Codes.Issue(ctx, phone)
 	if err != nil {
