@@ -50,7 +50,10 @@ const CommitGrace = 5 * time.Second
 // Run consumes until ctx ends or a stage fails for good. On shutdown the
 // batch being handled is abandoned (its handler sees ctx end) and
 // delivered again later; the batches already handled are still committed.
-func (c *Consumer) Run(ctx context.Context) error {
+func (c *Consumer) Run(parent context.Context) error {
+	// A commit stage that fails for good stops the other two through ctx.
+	ctx, stop := context.WithCancel(parent)
+	defer stop()
 	fetched := make(chan []kafka.Message, 1)
 	handled := make(chan []kafka.Message, 1)
 	fetchCtx, stopFetching := context.WithCancel(ctx)
@@ -58,7 +61,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	fetcherDone := make(chan struct{})
 	go func() { defer close(fetcherDone); c.fetchLoop(fetchCtx, fetched) }()
 	committerDone := make(chan error, 1)
-	go func() { committerDone <- c.commitLoop(ctx, handled) }()
+	go func() { committerDone <- c.commitLoop(ctx, handled, stop) }()
 
 	err := c.handleLoop(ctx, fetched, handled)
 	stopFetching()
@@ -157,7 +160,10 @@ func (c *Consumer) handleLoop(ctx context.Context, fetched <-chan []kafka.Messag
 	return nil
 }
 
-func (c *Consumer) commitLoop(ctx context.Context, handled <-chan []kafka.Message) error {
+// commitLoop commits the handled batches in order. When it has to give
+// up, it stops the consumer and still drains handled, so that the handle
+// stage never blocks on a send nobody reads.
+func (c *Consumer) commitLoop(ctx context.Context, handled <-chan []kafka.Message, stop context.CancelFunc) error {
 	for batch := range handled {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if ctx.Err() != nil {
@@ -166,9 +172,11 @@ func (c *Consumer) commitLoop(ctx context.Context, handled <-chan []kafka.Messag
 		err := c.retry(cctx, "committing offsets", func() error { return c.Reader.CommitMessages(cctx, batch...) })
 		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
-				for range handled {
-				}
+			shuttingDown := ctx.Err() != nil
+			stop()
+			for range handled {
+			}
+			if shuttingDown {
 				return nil
 			}
 			return fmt.Errorf("%s: commit %d messages: %w", c.Name, len(batch), err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/broker"
@@ -102,4 +103,39 @@ func committed(t *testing.T, k *testsupport.Kafka, group, topic string) int64 {
 		t.Fatal(err)
 	}
 	return res.Topics[topic][0].CommittedOffset
+}
+
+// A commit that fails for good (a backoff that gives up) stops the
+// consumer with the error instead of leaving its stages blocked.
+func TestConsumerStopsWhenCommitsGiveUp(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	topic, group := k.MustTopic(t, 1), testsupport.Group(t)
+	w := broker.NewWriter(k.Brokers, topic)
+	defer w.Close()
+	for i := range 20 {
+		if err := w.WriteMessages(context.Background(), kafka.Message{Value: fmt.Appendf(nil, "%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := &flakyCommits{Reader: newGroupReader(k, group, topic)}
+	defer reader.Close()
+	reader.failures.Store(1 << 40)
+	c := &broker.Consumer{
+		Name: "test", Reader: reader, BatchSize: 1, Logger: slog.New(slog.DiscardHandler),
+		Backoff: func() backoff.BackOff { return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Millisecond), 2) },
+		Handle:  func(context.Context, []kafka.Message) error { return nil },
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run returned nil after its commits gave up")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run still blocked 20 s after its commits gave up")
+	}
+	if n := committed(t, k, group, topic); n > 0 {
+		t.Fatalf("committed offset %d although every commit failed", n)
+	}
 }
