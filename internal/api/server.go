@@ -120,6 +120,10 @@ func (s *Server) Serve() error {
 	return nil
 }
 
+// Release frees the bound address of a server that will never serve (its
+// program failed to start).
+func (s *Server) Release() error { return s.ln.Close() }
+
 // Shutdown stops accepting and lets in-flight requests finish until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.echo.Shutdown(ctx) }
 

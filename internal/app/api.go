@@ -87,7 +87,7 @@ func (m *API) Run(context.Context) error {
 	m.srv = srv
 	m.d = b.daemon(c.Common, c.AdminAddr, daemon.Worker{Name: "http server", Run: m.serve})
 	if err := m.d.Start(); err != nil {
-		return abandon(err, b.closers)
+		return abandon(errors.Join(err, srv.Release()), b.closers)
 	}
 	m.logger.Info("api listening", "addr", "http://"+srv.Addr())
 	return nil

@@ -50,7 +50,7 @@ func (m *CacheInvalidator) Run(context.Context) error {
 		Brokers: c.KafkaBrokers, GroupID: c.Group, Topic: c.RetryTopic, StartOffset: kafka.FirstOffset, MaxWait: 500 * time.Millisecond,
 	})
 	b.closeFirst(closer("kafka", closers{reader, retryW, dlqW}))
-	retry, dlq := &broker.Forwarder{Writer: retryW}, &broker.Forwarder{Writer: dlqW}
+	retry, dlq := &broker.Forwarder{Writer: retryW, Logger: m.logger}, &broker.Forwarder{Writer: dlqW, Logger: m.logger}
 
 	invalidator := &binlog.Invalidator{
 		Source: c.Binlog, Database: c.Database, Mapping: binlog.Mapping(keys), Families: keys.Patterns(),

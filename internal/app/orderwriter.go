@@ -53,7 +53,7 @@ func (m *OrderWriter) Run(context.Context) error {
 	b.closeFirst(closer("kafka writers", closers{dlq, relayPublisher}))
 	b.closeFirst(closer("kafka reader", reader))
 
-	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq}, Reservations: store,
+	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store,
 		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg)}
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
 		BatchSize: c.BatchSize, BatchWait: c.BatchWait, Logger: m.logger}

@@ -80,22 +80,29 @@ func policy(custom func() backoff.BackOff) backoff.BackOff {
 		backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(0))
 }
 
-// retry runs op until it succeeds or ctx ends, logging the first failure
-// of a streak and the recovery after it.
-func (c *Consumer) retry(ctx context.Context, what string, op func() error) error {
+// retry runs op until it succeeds, the policy gives up or ctx ends,
+// logging (when logger is set) the first failure of a streak and the
+// recovery after it, with attrs.
+func retry(ctx context.Context, logger *slog.Logger, custom func() backoff.BackOff, what string, op func() error, attrs ...any) error {
 	failed := false
 	err := backoff.Retry(func() error {
 		err := op()
 		if err != nil && !failed && ctx.Err() == nil {
-			c.Logger.Error(what+" failed; retrying with backoff, nothing skipped", "consumer", c.Name, "err", err)
+			if logger != nil {
+				logger.Error(what+" failed; retrying with backoff, nothing skipped", append(attrs, "err", err)...)
+			}
 			failed = true
 		}
 		return err
-	}, backoff.WithContext(policy(c.Backoff), ctx))
-	if err == nil && failed {
-		c.Logger.Info(what+" succeeds again", "consumer", c.Name)
+	}, backoff.WithContext(policy(custom), ctx))
+	if err == nil && failed && logger != nil {
+		logger.Info(what+" succeeds again", attrs...)
 	}
 	return err
+}
+
+func (c *Consumer) retry(ctx context.Context, what string, op func() error) error {
+	return retry(ctx, c.Logger, c.Backoff, what, op, "consumer", c.Name)
 }
 
 func (c *Consumer) fetchLoop(ctx context.Context, fetched chan<- []kafka.Message) {

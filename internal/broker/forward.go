@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -37,6 +38,9 @@ type Forwarder struct {
 	// Backoff is the wait between failed writes; nil means exponential
 	// from 100 ms to 5 s, without end.
 	Backoff func() backoff.BackOff
+	// Logger, when set, hears of the first failed write of a streak: the
+	// caller is held (its offsets or binlog position wait) until it ends.
+	Logger *slog.Logger
 }
 
 // Forward writes m with the reason it failed after attempt tries,
@@ -54,11 +58,11 @@ func (f *Forwarder) Forward(ctx context.Context, m kafka.Message, attempt int, r
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	err := backoff.Retry(func() error {
+	err := retry(ctx, f.Logger, f.Backoff, "forwarding a message", func() error {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return f.Writer.WriteMessages(wctx, out)
-	}, backoff.WithContext(policy(f.Backoff), ctx))
+	}, "from", m.Topic, "partition", m.Partition, "offset", m.Offset)
 	if err != nil {
 		return fmt.Errorf("forward message %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, errors.Join(err, ctx.Err()))
 	}

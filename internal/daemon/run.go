@@ -29,7 +29,7 @@ type Daemon struct {
 	Monitor  *health.Monitor
 	Registry *prometheus.Registry
 	// AdminAddr is where /healthz, /readyz, /metrics and pprof listen;
-	// empty for none (the API serves them on its own port).
+	// empty for none.
 	AdminAddr       string
 	ShutdownTimeout time.Duration
 	Workers         []Worker

@@ -2,25 +2,15 @@ package gate_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/seckill/seckill/internal/gate"
-	"github.com/seckill/seckill/internal/testsupport"
 )
 
 // The gate from Go, as the API calls it: one EVALSHA per order, many
 // clients at once, every try accepted (one new user each, stock to spare).
 func BenchmarkGateAccept(b *testing.B) {
-	r := testsupport.MustRedis(b)
-	store := gate.NewStore(r.Client, r.Prefix)
+	_, store, voucher := warmedVoucher(b, 1<<40)
 	ctx := context.Background()
-	voucher := 1 + rand.Int64N(1<<30)
-	if err := store.Warm(ctx, voucher, 1<<40, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		b.Fatal(err)
-	}
 	var users atomic.Int64
 	b.SetParallelism(8)
 	b.ResetTimer()

@@ -14,6 +14,19 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
+// warmedVoucher is a voucher of the test's own, on sale for the next hour
+// with stock units, in a gate store under the test's key prefix.
+func warmedVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store, int64) {
+	tb.Helper()
+	r := testsupport.MustRedis(tb)
+	store := gate.NewStore(r.Client, r.Prefix)
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		tb.Fatal(err)
+	}
+	return r, store, voucher
+}
+
 func TestGate(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	store := gate.NewStore(r.Client, r.Prefix)
@@ -45,7 +58,7 @@ func TestGate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			voucher := 1 + rand.Int64N(1<<40)
 			k := store.KeysOf(voucher)
-			const user, order = 7, 1001
+			const user, orderID = 7, 1001
 			if tt.warm {
 				if err := store.Warm(ctx, voucher, tt.stock, tt.begin, tt.end); err != nil {
 					t.Fatal(err)
@@ -54,7 +67,7 @@ func TestGate(t *testing.T) {
 			if tt.buyer {
 				r.Client.SAdd(ctx, k.Buyers, user)
 			}
-			d, err := store.Try(ctx, voucher, user, order)
+			d, err := store.Try(ctx, voucher, user, orderID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,13 +101,8 @@ func TestGate(t *testing.T) {
 // A voucher's stock is taken exactly once per unit whatever the
 // concurrency, and one user never gets two units.
 func TestGateUnderConcurrency(t *testing.T) {
-	r := testsupport.MustRedis(t)
-	store := gate.NewStore(r.Client, r.Prefix)
+	r, store, voucher := warmedVoucher(t, 50)
 	ctx := context.Background()
-	voucher := 1 + rand.Int64N(1<<40)
-	if err := store.Warm(ctx, voucher, 50, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 	results := make(chan error, 400)
 	start := make(chan struct{})
 	for i := range 400 {
@@ -129,13 +137,8 @@ func TestGateUnderConcurrency(t *testing.T) {
 // After SCRIPT FLUSH, which is what a Redis restart does to the script
 // cache, the gate gets NOSCRIPT, falls back to EVAL and keeps working.
 func TestGateAfterScriptCacheLoss(t *testing.T) {
-	r := testsupport.MustRedis(t)
-	store := gate.NewStore(r.Client, r.Prefix)
+	r, store, voucher := warmedVoucher(t, 2)
 	ctx := context.Background()
-	voucher := 1 + rand.Int64N(1<<40)
-	if err := store.Warm(ctx, voucher, 2, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 	if d, err := store.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
 		t.Fatalf("before the flush: %v %v", d.Err, err)
 	}
@@ -153,13 +156,8 @@ func TestGateAfterScriptCacheLoss(t *testing.T) {
 // With Kafka known to be down the order is refused before the gate: no
 // unit is taken and nothing is reserved.
 func TestOrderRefusedWhileKafkaIsDown(t *testing.T) {
-	r := testsupport.MustRedis(t)
-	store := gate.NewStore(r.Client, r.Prefix)
+	r, store, voucher := warmedVoucher(t, 5)
 	ctx := context.Background()
-	voucher := 1 + rand.Int64N(1<<40)
-	if err := store.Warm(ctx, voucher, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 	svc := &order.Service{Gate: store, IDs: idgen.New(r.Client, r.Key("order"), 10), PipelineUp: func() bool { return false }}
 	if _, err := svc.Place(ctx, 1, voucher); !errors.Is(err, order.ErrNotTaken) {
 		t.Fatalf("order while Kafka is down: %v, want ErrNotTaken", err)
@@ -193,13 +191,8 @@ func (p *publishRecorder) Publish(ctx context.Context, _ ...order.Event) error {
 // A client that leaves before the gate takes nothing; one that leaves once
 // the gate is asked still gets its order taken and published at once.
 func TestPlaceOutlivesAClientThatHangsUp(t *testing.T) {
-	r := testsupport.MustRedis(t)
-	store := gate.NewStore(r.Client, r.Prefix)
+	r, store, voucher := warmedVoucher(t, 5)
 	ctx := context.Background()
-	voucher := 1 + rand.Int64N(1<<40)
-	if err := store.Warm(ctx, voucher, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 	ids := idgen.New(r.Client, r.Key("order"), 10)
 	stock := func() int64 { n, _ := r.Client.HGet(ctx, store.KeysOf(voucher).Voucher, "stock").Int64(); return n }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -36,16 +35,13 @@ type relayRig struct {
 // newRelayRig is a warmed voucher whose orders are never published.
 func newRelayRig(t *testing.T, stock int64) (*relayRig, int64) {
 	k := testsupport.MustKafka(t)
-	rig := &relayRig{r: testsupport.MustRedis(t), k: k, topic: k.MustTopic(t, 1)}
-	rig.store = gate.NewStore(rig.r.Client, rig.r.Prefix)
+	rig := &relayRig{k: k, topic: k.MustTopic(t, 1)}
+	var voucher int64
+	rig.r, rig.store, voucher = warmedVoucher(t, stock)
 	rig.pub = broker.NewOrderPublisher(broker.NewWriter(k.Brokers, rig.topic), 5*time.Second)
 	t.Cleanup(func() { _ = rig.pub.Close() })
 	rig.svc = &order.Service{Gate: rig.store, IDs: idgen.New(rig.r.Client, rig.r.Key("order"), 100), Publisher: failingPublisher{},
 		Logger: slog.New(slog.DiscardHandler)}
-	voucher := 1 + rand.Int64N(1<<30)
-	if err := rig.store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 	return rig, voucher
 }
 
