@@ -2,13 +2,24 @@
 -- atomically with the gate: stock never goes below zero, even with orders
 -- being taken at the same moment.
 --
+-- Idempotent by the change's id: the same change sent again (go-redis
+-- re-sends a command whose reply timed out) is not applied twice; it gets
+-- the first answer.
+--
 -- KEYS[1]  seckill:voucher:{id}  hash {stock, begin, end}
+-- KEYS[2]  seckill:changes:{id}  hash change id -> stock after it
 -- ARGV[1]  stock delta (may be negative)
 -- ARGV[2]  new begin, ms, or "" to keep it
 -- ARGV[3]  new end, ms, or "" to keep it
+-- ARGV[4]  the change's id
+-- ARGV[5]  how long the change's id is remembered, ms
 --
 -- Returns {1, stock} when done; {0, stock} when the delta would take the
 -- stock below zero (nothing changed); {-1, 0} when the voucher is not warmed.
+local done = redis.call('HGET', KEYS[2], ARGV[4])
+if done then
+  return {1, tonumber(done)}
+end
 local stock = redis.call('HGET', KEYS[1], 'stock')
 if not stock then
   return {-1, 0}
@@ -24,4 +35,6 @@ end
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[1], 'end', ARGV[3])
 end
+redis.call('HSET', KEYS[2], ARGV[4], after)
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return {1, after}

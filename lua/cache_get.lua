@@ -9,10 +9,14 @@
 -- expired, someone else rebuilds); "stale-rebuild" (logically expired, the
 -- caller rebuilds in the background); "rebuild" (missing, the caller
 -- rebuilds); "wait" (missing, someone else rebuilds).
+--
+-- Idempotent by the owner token: the same call sent again (go-redis
+-- re-sends a command whose reply timed out) finds its own lease and is
+-- told to rebuild again, not to wait for itself.
 local h = redis.call('HMGET', KEYS[1], 'v', 'exp', 'owner', 'until')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local free = (not h[3]) or tonumber(h[4] or '0') < now
+local free = (not h[3]) or h[3] == ARGV[1] or tonumber(h[4] or '0') < now
 local function take()
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'until', now + tonumber(ARGV[2]))
 end

@@ -2,23 +2,38 @@
 -- each wrong try is counted, and the maxTries-th wrong try burns the code,
 -- so it cannot be guessed by brute force within its lifetime.
 --
--- KEYS[1]  login:code:{phone}  hash {code, tries}
+-- Idempotent by the attempt's id: the same attempt sent again (go-redis
+-- re-sends a command whose reply timed out) gets the first answer, so a
+-- right code is not answered "no code" and a wrong try is counted once.
+--
+-- KEYS[1]  login:code:{phone}  hash {code, tries, last}
 -- ARGV[1]  the code the user sent
 -- ARGV[2]  maxTries
+-- ARGV[3]  the attempt's id
 --
--- Returns 1 right code (now deleted); 0 wrong code, still usable;
+-- Returns 1 right code (now used up); 0 wrong code, still usable;
 -- -1 no code (never issued, expired, used or burned);
 -- -2 wrong code, and that burned it.
-local code = redis.call('HGET', KEYS[1], 'code')
-if not code then
+local h = redis.call('HMGET', KEYS[1], 'code', 'last')
+if h[2] then
+  local id, answer = string.match(h[2], '^(.*):(-?%d+)$')
+  if id == ARGV[3] then
+    return tonumber(answer)
+  end
+end
+if not h[1] then
   return -1
 end
-if code == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
+local function answer(a)
+  redis.call('HSET', KEYS[1], 'last', ARGV[3] .. ':' .. a)
+  return a
+end
+if h[1] == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'code', 'tries')
+  return answer(1)
 end
 if redis.call('HINCRBY', KEYS[1], 'tries', 1) >= tonumber(ARGV[2]) then
-  redis.call('DEL', KEYS[1])
-  return -2
+  redis.call('HDEL', KEYS[1], 'code', 'tries')
+  return answer(-2)
 end
-return 0
+return answer(0)

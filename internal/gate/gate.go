@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,17 +26,19 @@ var (
 // outcomes are the script's answers by the number it returns.
 var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.ErrEnded, order.ErrAlreadyBought, order.ErrSoldOut}
 
-// Try runs the gate: one unit of voucherID for userID under orderID.
+// Try runs the gate: one unit of voucherID for userID under orderID. The
+// same attempt again (same order id) gets the same decision: a retry after
+// a timeout cannot take a second unit or refuse the buyer's own order.
 func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (order.Decision, error) {
 	res, err := lua.Seckill.Run(ctx, s.rdb, s.KeysOf(voucherID).list(),
 		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)).Int64Slice()
 	if err != nil {
 		return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
 	}
-	if res[0] < 0 || int(res[0]) >= len(outcomes) {
-		return order.Decision{}, fmt.Errorf("seckill gate: unknown outcome %d", res[0])
+	if len(res) != 4 || res[0] < 0 || int(res[0]) >= len(outcomes) {
+		return order.Decision{}, fmt.Errorf("seckill gate: unknown answer %v", res)
 	}
-	return order.Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2])}, nil
+	return order.Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3]}, nil
 }
 
 // Warm puts a new voucher's sale into Redis: its stock and window, and an
@@ -44,7 +47,7 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (orde
 func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
 	k := s.KeysOf(voucherID)
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
+		p.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes)
 		p.HSet(ctx, k.Voucher, "stock", stock, "begin", begin.UnixMilli(), "end", end.UnixMilli())
 		p.SAdd(ctx, s.ActiveVouchers(), voucherID)
 		return nil
@@ -55,8 +58,13 @@ func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, e
 	return nil
 }
 
+// changeMemory is how long a stock change's id is remembered: far longer
+// than any retry of the change.
+const changeMemory = 24 * time.Hour
+
 // Adjust changes a warmed voucher's stock by delta and, when not zero, its
-// window, atomically with the gate. It returns the stock after.
+// window, atomically with the gate. It returns the stock after. The change
+// carries an id of its own, so that a retry cannot apply it twice.
 func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error) {
 	ms := func(t time.Time) string {
 		if t.IsZero() {
@@ -64,7 +72,9 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		}
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
-	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{s.KeysOf(voucherID).Voucher}, delta, ms(begin), ms(end)).Int64Slice()
+	k := s.KeysOf(voucherID)
+	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{k.Voucher, k.Changes}, delta, ms(begin), ms(end),
+		rand.Text(), changeMemory.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("adjust voucher %d in Redis: %w", voucherID, err)
 	}

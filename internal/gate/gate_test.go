@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestGate(t *testing.T) {
 				}
 			}
 			if tt.buyer {
-				r.Client.SAdd(ctx, k.Buyers, user)
+				r.Client.HSet(ctx, k.Buyers, user, 1)
 			}
 			d, err := store.Try(ctx, voucher, user, orderID)
 			if err != nil {
@@ -80,8 +81,8 @@ func TestGate(t *testing.T) {
 			stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int64()
 			pending := r.Client.HGet(ctx, k.Pending, "1001").Val()
 			if tt.want == nil {
-				if stock != tt.stockLeft || !r.Client.SIsMember(ctx, k.Buyers, user).Val() {
-					t.Fatalf("after accept: stock %d, buyer recorded %v", stock, r.Client.SIsMember(ctx, k.Buyers, user).Val())
+				if stock != tt.stockLeft || !r.Client.HExists(ctx, k.Buyers, strconv.FormatInt(user, 10)).Val() {
+					t.Fatalf("after accept: stock %d, buyer recorded %v", stock, r.Client.HExists(ctx, k.Buyers, strconv.FormatInt(user, 10)).Val())
 				}
 				if pending == "" || r.Client.ZScore(ctx, k.PendingAt, "1001").Val() == 0 {
 					t.Fatalf("no reservation recorded: %q", pending)
@@ -126,7 +127,7 @@ func TestGateUnderConcurrency(t *testing.T) {
 		t.Fatalf("outcomes %v, want 50 accepted and 350 refused", counts)
 	}
 	k := store.KeysOf(voucher)
-	if n := r.Client.SCard(ctx, k.Buyers).Val(); n != 50 {
+	if n := r.Client.HLen(ctx, k.Buyers).Val(); n != 50 {
 		t.Fatalf("%d buyers, want 50", n)
 	}
 	if n := r.Client.HLen(ctx, k.Pending).Val(); n != 50 {
@@ -212,5 +213,36 @@ func TestPlaceOutlivesAClientThatHangsUp(t *testing.T) {
 	}
 	if leaving.Err() == nil || len(pub.ctxErr) != 1 || pub.ctxErr[0] != nil {
 		t.Fatalf("publish saw %v (client context %v); want a live context", pub.ctxErr, leaving.Err())
+	}
+}
+
+// The same attempt sent again, as a client does after a timeout, gets the
+// first decision back; another attempt of the same buyer is told which
+// order the buyer holds.
+func TestGateAnswersTheSameAttemptTheSame(t *testing.T) {
+	r, store, voucher := warmedVoucher(t, 5)
+	ctx := context.Background()
+	first, err := store.Try(ctx, voucher, 7, 1001)
+	if err != nil || first.Err != nil {
+		t.Fatalf("first attempt: %v %v", first.Err, err)
+	}
+	again, err := store.Try(ctx, voucher, 7, 1001)
+	if err != nil || again.Err != nil || !again.AcceptedAt.Equal(first.AcceptedAt) || again.OrderID != 1001 {
+		t.Fatalf("same attempt again: %+v %v; want accepted at %v", again, err, first.AcceptedAt)
+	}
+	other, err := store.Try(ctx, voucher, 7, 1002)
+	if err != nil || !errors.Is(other.Err, order.ErrAlreadyBought) || other.OrderID != 1001 {
+		t.Fatalf("another attempt of the buyer: %+v %v; want already bought, order 1001", other, err)
+	}
+	// Once the writer has settled the order its reservation is gone; the
+	// same attempt is still the buyer's.
+	if err := store.Confirm(ctx, []order.Event{{OrderID: 1001, UserID: 7, VoucherID: voucher}}); err != nil {
+		t.Fatal(err)
+	}
+	if late, err := store.Try(ctx, voucher, 7, 1001); err != nil || late.Err != nil {
+		t.Fatalf("same attempt after confirmation: %v %v", late.Err, err)
+	}
+	if stock, _ := r.Client.HGet(ctx, store.KeysOf(voucher).Voucher, "stock").Int(); stock != 4 {
+		t.Fatalf("stock %d after one order tried four times, want 4", stock)
 	}
 }

@@ -23,9 +23,10 @@ func NewStore(rdb *redis.Client, prefix string) *Store { return &Store{rdb: rdb,
 // Keys are one voucher's Redis keys, all under the voucher's hash tag.
 type Keys struct {
 	Voucher   string // hash {stock, begin, end}
-	Buyers    string // set of user ids
+	Buyers    string // hash user id -> order id
 	Pending   string // hash order id -> "userId:acceptedMs"
 	PendingAt string // zset order id by acceptedMs
+	Changes   string // hash stock change id -> stock after it
 }
 
 // KeysOf is voucher id's keys.
@@ -36,6 +37,7 @@ func (s *Store) KeysOf(voucherID int64) Keys {
 		Buyers:    s.prefix + "seckill:buyers:" + tag,
 		Pending:   s.prefix + "seckill:pending:" + tag,
 		PendingAt: s.prefix + "seckill:pending-at:" + tag,
+		Changes:   s.prefix + "seckill:changes:" + tag,
 	}
 }
 

@@ -99,8 +99,9 @@ func (c *Client) acquire(ctx context.Context, name, owner string, opt Options) (
 	policy := backoff.NewExponentialBackOff(backoff.WithInitialInterval(max(opt.RetryMin, time.Millisecond)),
 		backoff.WithMaxInterval(max(opt.RetryMax, opt.RetryMin, time.Millisecond)), backoff.WithMaxElapsedTime(opt.RetryFor),
 		backoff.WithRandomizationFactor(0.5))
+	call := rand.Text()
 	for {
-		res, err := lua.LockAcquire.Run(ctx, c.rdb, keys, owner, opt.TTL.Milliseconds()).Int64Slice()
+		res, err := lua.LockAcquire.Run(ctx, c.rdb, keys, owner, opt.TTL.Milliseconds(), call).Int64Slice()
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: acquire: %w", name, err)
 		}
@@ -141,12 +142,16 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
+// releaseMemory is how long a released lock remembers its last release, so
+// that a retry of that release gets its answer: far longer than a retry.
+const releaseMemory = 10 * time.Second
+
 // Release gives up this hold. It returns ErrNotHeld when the lock expired
 // and someone else may have it: the caller's work was not protected.
 func (l *Lock) Release(ctx context.Context) error {
 	l.once.Do(l.stop)
 	defer l.cancel(errors.New("lock released"))
-	n, err := lua.LockRelease.Run(ctx, l.c.rdb, []string{l.key}, l.owner).Int64()
+	n, err := lua.LockRelease.Run(ctx, l.c.rdb, []string{l.key}, l.owner, rand.Text(), releaseMemory.Milliseconds()).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: release: %w", err)
 	}

@@ -57,7 +57,7 @@ func (r *Redlock) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, perNode)
 			defer cancel()
-			res, err := lua.LockAcquire.Run(nctx, n, []string{h.key, h.key + ":fence"}, h.owner, ttl.Milliseconds()).Int64Slice()
+			res, err := lua.LockAcquire.Run(nctx, n, []string{h.key, h.key + ":fence"}, h.owner, ttl.Milliseconds(), h.owner).Int64Slice()
 			if err == nil && res[0] == 1 {
 				mu.Lock()
 				got++
@@ -84,7 +84,9 @@ func (h *RedlockHold) Release(ctx context.Context) {
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			lua.LockRelease.Run(nctx, n, []string{h.key}, h.owner)
+			// A hold is taken and released once: its owner token is
+			// the id of both calls.
+			lua.LockRelease.Run(nctx, n, []string{h.key}, h.owner, h.owner, releaseMemory.Milliseconds())
 		})
 	}
 	wg.Wait()

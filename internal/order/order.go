@@ -54,6 +54,9 @@ type Decision struct {
 	Err        error // nil when accepted, else one of the gate's answers above
 	StockLeft  int64
 	AcceptedAt time.Time // Redis's clock
+	// OrderID is the order the gate recorded for the buyer: this attempt's
+	// when accepted, the earlier one's when already bought.
+	OrderID int64
 }
 
 // Why an accepted order could not become an order row.

@@ -69,6 +69,10 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 	if errors.Is(d.Err, ErrSoldOut) || d.Err == nil && d.StockLeft == 0 {
 		s.SoldOut.Mark(voucherID)
 	}
+	if errors.Is(d.Err, ErrAlreadyBought) && d.OrderID != 0 {
+		// The buyer's order id, so a client that lost it can follow it.
+		return 0, ErrAlreadyBought.WithData(strconv.FormatInt(d.OrderID, 10))
+	}
 	if d.Err != nil {
 		return 0, d.Err
 	}

@@ -87,7 +87,7 @@ func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
 	dayEnds := time.Date(y, m, d+1, 0, 0, 0, 0, c.policy.Day).Sub(now)
 	keys := []string{c.keys.Code(phone), c.keys.codeLast(phone), c.keys.codeDay(phone)}
 	res, err := lua.IssueCode.Run(ctx, c.rdb, keys, code, c.policy.TTL.Milliseconds(),
-		c.policy.Cooldown.Milliseconds(), c.policy.DailyMax, max(dayEnds.Milliseconds(), 1)).Int64Slice()
+		c.policy.Cooldown.Milliseconds(), c.policy.DailyMax, max(dayEnds.Milliseconds(), 1), rand.Text()).Int64Slice()
 	if err != nil {
 		return "", fmt.Errorf("issue login code: %w", err)
 	}
@@ -103,9 +103,10 @@ func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
 }
 
 // Verify checks code for phone: nil when right (and the code is used up),
-// ErrWrongCode, or ErrNoCode.
+// ErrWrongCode, or ErrNoCode. Each call is one attempt with an id of its
+// own, so that a retry of the script is not a second attempt.
 func (c *Codes) Verify(ctx context.Context, phone, code string) error {
-	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{c.keys.Code(phone)}, code, c.policy.MaxTries).Int64()
+	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{c.keys.Code(phone)}, code, c.policy.MaxTries, rand.Text()).Int64()
 	if err != nil {
 		return fmt.Errorf("verify login code: %w", err)
 	}

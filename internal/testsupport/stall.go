@@ -1,0 +1,85 @@
+package testsupport
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MustPrivateRedis runs a redis-server of the test's own, stopped when the
+// test ends: for tests that stall, stop or kill their Redis, which must not
+// disturb the tests sharing the stack's. The process is returned for those
+// that stop it.
+func MustPrivateRedis(tb testing.TB) (*Redis, *exec.Cmd) {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Fatal("redis-server is not installed: this test runs a Redis of its own (deploy/local/stack.sh install puts it there)")
+	}
+	addr := FreeAddr(tb)
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir())
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	tb.Cleanup(func() { c.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			tb.Fatalf("redis-server on %s did not answer", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &Redis{Client: c, Addr: addr}, cmd
+}
+
+// busyWait keeps Redis's only thread busy for ARGV[1] ms: nothing else runs
+// meanwhile, as during an AOF fsync stall, a fork of a large dataset or a
+// starved core.
+const busyWait = `local t = redis.call('TIME')
+local start = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+while true do
+  t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000 - start >= tonumber(ARGV[1]) then
+    return 1
+  end
+end`
+
+// StallRedis makes the Redis at addr (a private one: MustPrivateRedis)
+// stall for d, from a connection of its
+// own, and returns once the stall has begun; the returned channel closes
+// when it is over. Commands sent meanwhile wait, and run when it ends, in
+// the order Redis read them: a client whose read timed out and that sent
+// its command again sees both run.
+func StallRedis(tb testing.TB, addr string, d time.Duration) <-chan struct{} {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: d + 5*time.Second, MaxRetries: -1})
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("stall: Redis at %s: %v", addr, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer c.Close()
+		if err := c.Eval(ctx, busyWait, nil, d.Milliseconds()).Err(); err != nil {
+			tb.Errorf("stall: %v", err)
+		}
+	}()
+	// The script is on its way when Redis stops answering others.
+	probe := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	for probe.Ping(ctx).Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return done
+}

@@ -1,0 +1,42 @@
+package user_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/user"
+)
+
+// A stall past the production client's read timeout makes go-redis send
+// the script again; the login must still go through, once.
+func TestLoginCodesWhenRedisStalls(t *testing.T) {
+	r, _ := testsupport.MustPrivateRedis(t)
+	rdb := daemon.NewRedis(daemon.Common{RedisAddr: r.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	codes := user.NewCodes(rdb, user.Keys{Prefix: r.Prefix}, user.DefaultCodePolicy)
+	const stall = 1500 * time.Millisecond
+
+	done := testsupport.StallRedis(t, r.Addr, stall)
+	code, err := codes.Issue(ctx, "13800138000")
+	<-done
+	if err != nil {
+		t.Fatalf("code asked for during a stall: %v; want the code", err)
+	}
+
+	done = testsupport.StallRedis(t, r.Addr, stall)
+	err = codes.Verify(ctx, "13800138000", code)
+	<-done
+	if err != nil {
+		t.Fatalf("right code during a stall: %v; want logged in", err)
+	}
+	if err := codes.Verify(ctx, "13800138000", code); err == nil {
+		t.Fatal("the code worked twice")
+	}
+}
