@@ -99,3 +99,18 @@ func (s *Server) getOrder(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, OK(st))
 }
+
+// GET /voucher-order/of/voucher/:voucherId: the user's order for a
+// voucher, in any state, for a client that lost the order id.
+func (s *Server) getOrderOf(c echo.Context) error {
+	voucherID, err := pathID(c, "voucherId", "voucher id")
+	if err != nil {
+		return err
+	}
+	u, _ := currentUser(c)
+	st, err := s.deps.Lookup.FindOf(c.Request().Context(), u.ID, voucherID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, OK(st))
+}

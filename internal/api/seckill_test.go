@@ -87,6 +87,36 @@ func TestSeckillOutcomes(t *testing.T) {
 		}
 	})
 
+	// A client that lost its order id finds it by the voucher, and the
+	// "already bought" answer names it too.
+	t.Run("OrderOfVoucher", func(t *testing.T) {
+		res := call(t, "GET", a.URL+"/voucher-order/of/voucher/"+open, auth, nil)
+		var st struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		if res.Status != 200 || json.Unmarshal(res.Body.Data, &st) != nil || st.ID != orderID || st.Status != "pending" {
+			t.Fatalf("the buyer's order of the voucher: %d %s, want order %s pending", res.Status, res.Raw, orderID)
+		}
+		again := call(t, "POST", a.URL+"/voucher-order/seckill/"+open, auth, nil)
+		var named string
+		if again.Body.ErrorMsg != order.ErrAlreadyBought.Message || json.Unmarshal(again.Body.Data, &named) != nil || named != orderID {
+			t.Fatalf("buying again: %s, want already bought naming order %s", again.Raw, orderID)
+		}
+		for _, c := range []struct{ who, voucher string }{{other, open}, {token, early}, {token, "987654321"}} {
+			res := call(t, "GET", a.URL+"/voucher-order/of/voucher/"+c.voucher, map[string]string{"authorization": c.who}, nil)
+			if res.Status != 404 || res.Body.Success {
+				t.Fatalf("no order for voucher %s: %d %s, want 404", c.voucher, res.Status, res.Raw)
+			}
+		}
+		if res := call(t, "GET", a.URL+"/voucher-order/of/voucher/x", auth, nil); res.Status != 400 {
+			t.Fatalf("malformed voucher id: %d", res.Status)
+		}
+		if res := call(t, "GET", a.URL+"/voucher-order/of/voucher/"+open, nil, nil); res.Status != 401 {
+			t.Fatalf("without a session: %d", res.Status)
+		}
+	})
+
 	t.Run("VoucherList", func(t *testing.T) {
 		res := call(t, "GET", a.URL+"/voucher/list/1", nil, nil)
 		var list []map[string]any

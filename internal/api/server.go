@@ -90,6 +90,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.GET("/voucher/list/:shopId", s.listVouchers)
 	e.POST("/voucher-order/seckill/:id", s.seckillOrder, s.requireUser, s.rateLimit("seckill", cfg.Limits.Seckill))
 	e.GET("/voucher-order/:id", s.getOrder, s.requireUser)
+	e.GET("/voucher-order/of/voucher/:voucherId", s.getOrderOf, s.requireUser)
 	if cfg.BenchNoop {
 		e.POST("/bench/noop", func(c echo.Context) error { return c.JSON(http.StatusOK, OK("noop")) }, s.requireUser)
 	}

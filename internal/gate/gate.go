@@ -127,6 +127,19 @@ func (s *Store) FindReservation(ctx context.Context, orderID int64) (order.Event
 	return order.Event{}, false, nil
 }
 
+// FindBuyerOrder is the order the gate recorded for userID's purchase of
+// voucherID.
+func (s *Store) FindBuyerOrder(ctx context.Context, voucherID, userID int64) (int64, bool, error) {
+	id, err := s.rdb.HGet(ctx, s.KeysOf(voucherID).Buyers, strconv.FormatInt(userID, 10)).Int64()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("buyer %d of voucher %d: %w", userID, voucherID, err)
+	}
+	return id, true, nil
+}
+
 // Confirm removes the reservations of orders the order-writer has settled
 // (inserted or recorded as failed): one variadic HDEL and ZREM per voucher.
 func (s *Store) Confirm(ctx context.Context, orders []order.Event) error {
