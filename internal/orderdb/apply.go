@@ -42,7 +42,7 @@ const errDuplicateKey = 1062
 // tb_seckill_voucher row, locked in voucher order so they cannot deadlock.
 //
 // Most batches are all new orders of vouchers with stock to spare: those go
-// in with one INSERT and no lookups. A batch that does not fit, or whose
+// in with one INSERT and one lookup of the failure table. A batch that does not fit, or whose
 // INSERT meets an existing order (a redelivery, a second order of a user),
 // is rolled back and settled row by row.
 func Apply(ctx context.Context, db *sql.DB, events []order.Event) (Outcome, error) {
@@ -77,6 +77,12 @@ func apply(ctx context.Context, db *sql.DB, events []order.Event, optimistic boo
 	if optimistic {
 		if !fits(events, stock) {
 			return Outcome{}, errNeedsCareful
+		}
+		// A failed order lives in the other table, where the INSERT's
+		// duplicate key cannot see it: without this, one redelivered after
+		// a restock would be inserted, and take a unit Redis never sold.
+		if failed, err := anyFailed(ctx, tx, events); err != nil || failed {
+			return Outcome{}, cmp.Or(err, errNeedsCareful)
 		}
 	} else if seen, err = lookUp(ctx, tx, events); err != nil {
 		return Outcome{}, err
@@ -273,6 +279,20 @@ func settledOrders(ctx context.Context, tx *sql.Tx, events []order.Event) (map[i
 		settled[id] = uv
 	}
 	return settled, rows.Err()
+}
+
+// anyFailed reports whether any order of the batch was settled as failed.
+func anyFailed(ctx context.Context, tx *sql.Tx, events []order.Event) (bool, error) {
+	ids := make([]any, len(events))
+	for i, e := range events {
+		ids[i] = e.OrderID
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM tb_voucher_order_failure WHERE order_id IN "+placeholders(len(ids), 1), ids...).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("find failed orders: %w", err)
+	}
+	return n > 0, nil
 }
 
 // holdersOf are the (user, voucher) pairs of the batch that already have

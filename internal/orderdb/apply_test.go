@@ -155,3 +155,50 @@ func TestApplyReportsAnOrderIDCollision(t *testing.T) {
 		t.Fatalf("voucher 2: %+v, want untouched", got)
 	}
 }
+
+// A settled order changes nothing when it comes again, whatever happened
+// meanwhile: an order that failed for want of stock stays failed after a
+// restock, on the optimistic path and on the careful one alike.
+func TestSettledOrderStaysSettled(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		batch []order.Event // the redelivery, with the failed order 21 in it
+	}{
+		{"Alone", []order.Event{ev(21, 1, 1)}},
+		{"WithNewOrders", []order.Event{ev(21, 1, 1), ev(22, 2, 1), ev(23, 3, 1)}},
+		{"WithARedelivery", []order.Event{ev(21, 1, 1), ev(20, 9, 1)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := testsupport.MustMySQL(t)
+			ctx := context.Background()
+			m.MustSeedVoucher(t, 1, 1)
+			if _, err := orderdb.Apply(ctx, m.DB, []order.Event{ev(20, 9, 1), ev(21, 1, 1)}); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.MustSaleState(t, 1); got != (testsupport.SaleState{Orders: 1, Failures: 1, Stock: 0}) {
+				t.Fatalf("before the restock: %+v, want order 20 and order 21 failed", got)
+			}
+			if _, err := m.DB.Exec("UPDATE tb_seckill_voucher SET stock = stock + 5 WHERE voucher_id = 1"); err != nil {
+				t.Fatal(err)
+			}
+			out, err := orderdb.Apply(ctx, m.DB, tt.batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var confirmed int
+			if err := m.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE id = 21").Scan(&confirmed); err != nil {
+				t.Fatal(err)
+			}
+			news := int64(len(tt.batch)) - 1
+			if tt.name == "WithARedelivery" {
+				news = 0
+			}
+			if confirmed != 0 || out.Already != len(tt.batch)-int(news) {
+				t.Fatalf("failed order 21 came again after a restock: outcome %+v, in tb_voucher_order %d times; want it settled already", out, confirmed)
+			}
+			if got := m.MustSaleState(t, 1); got != (testsupport.SaleState{Orders: 1 + news, Failures: 1, Stock: 5 - news}) {
+				t.Fatalf("after the redelivery: %+v", got)
+			}
+		})
+	}
+}
