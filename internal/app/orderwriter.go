@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/orderwriter"
 )
 
@@ -57,8 +58,10 @@ func (m *OrderWriter) Run(context.Context) error {
 		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg)}
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
 		BatchSize: c.BatchSize, BatchWait: c.BatchWait, Logger: m.logger}
-	relay := &gate.Relay{Store: store, Publisher: relayPublisher, Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval,
-		Batch: 1000, Logger: m.logger}
+	relay := &gate.Relay{Store: store, Publisher: relayPublisher,
+		Backlog: &broker.Progress{Brokers: c.KafkaBrokers, Group: c.Group, Topic: c.Sale.OrdersTopic},
+		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
+		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Logger: m.logger}
 
 	m.d = b.daemon(c.Common, c.AdminAddr,
 		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relay.Run})

@@ -33,6 +33,7 @@ type Sale struct {
 	IDBlock          int64         // order ids leased per Redis round trip
 	RelayAge         time.Duration // a reservation older than this is republished
 	RelayInterval    time.Duration
+	RelayLease       time.Duration // the relay's lease: how long a dead holder keeps it
 }
 
 // API is the api program's configuration.
@@ -163,6 +164,7 @@ func loadSale(r *Reader) Sale {
 		IDBlock:          int64(r.Int("SECKILL_ID_BLOCK", 1000, 1, 1_000_000)),
 		RelayAge:         r.Duration("SECKILL_RELAY_AGE", 10*time.Second),
 		RelayInterval:    r.Duration("SECKILL_RELAY_INTERVAL", 2*time.Second),
+		RelayLease:       r.Duration("SECKILL_RELAY_LEASE", 10*time.Second),
 	}
 }
 

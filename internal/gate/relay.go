@@ -10,48 +10,130 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 )
 
-// Relay republishes reservations that stayed unconfirmed longer than Age:
-// the API died between the gate and the publish, or the publish failed.
-// The order-writer's idempotency makes a duplicate harmless.
+// Relay republishes reservations whose events were lost: the API died
+// between the gate and the publish, or the publish failed. The
+// order-writer's idempotency makes a duplicate harmless, but not free: a
+// relay that took a writer's backlog for lost orders would fill the topic
+// with copies just when the writer is behind, and the copies would slow it
+// down further. So the relay republishes only what cannot be queued ahead of
+// the writer any more, and runs in one place at a time.
+//
+// What can still be queued: a reservation accepted at A was published, if
+// ever, by A + Age (Age is above the API's publish timeout). The relay
+// notes the time T and the topic's end offsets as a baseline; once the
+// writer's group has committed past those offsets, every event published
+// before T has been settled and its reservation confirmed, so a reservation
+// accepted before T - Age that is still pending was never published (or
+// its confirmation failed): that one is republished. While the writer is
+// behind nothing is.
 type Relay struct {
 	Store     *Store
 	Publisher order.Publisher
-	Age       time.Duration // how long a reservation may wait for its event
-	Interval  time.Duration // between scans
-	Batch     int64         // reservations per voucher per scan
-	Logger    *slog.Logger
+	Backlog   Backlog
+	// Locks hands out the relay's lease: every order-writer runs a relay,
+	// one of them at a time works.
+	Locks    *lock.Client
+	LeaseTTL time.Duration
+	Age      time.Duration // above the API's publish timeout
+	Interval time.Duration // between scans
+	Batch    int64         // reservations per voucher per read
+	Logger   *slog.Logger
 	// Relayed counts republished reservations, for metrics.
 	Relayed func(n int)
+
+	base *baseline
 }
 
-// Run scans until ctx ends. A failed scan is logged and retried at the
-// next interval.
+// Backlog is how far the order-writer has consumed the orders topic.
+type Backlog interface {
+	// Ends are the topic's end offsets by partition.
+	Ends(ctx context.Context) (map[int]int64, error)
+	// Reached reports whether the writer has consumed the topic up to ends.
+	Reached(ctx context.Context, ends map[int]int64) (bool, error)
+}
+
+// baseline is the orders topic's end offsets at a moment of Redis's clock.
+type baseline struct {
+	at   time.Time
+	ends map[int]int64
+}
+
+// leaseName is the relay's lease in package lock.
+const leaseName = "seckill-relay"
+
+// Run scans every Interval while it holds the relay's lease, and tries to
+// take the lease every Interval while another relay holds it. A failed scan
+// is logged and retried at the next interval.
 func (r *Relay) Run(ctx context.Context) error {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
+	var lease *lock.Lock
+	defer func() {
+		if lease != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = lease.Release(rctx)
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		if _, err := r.Scan(ctx); err != nil && ctx.Err() == nil {
+		if lease != nil && lease.Context().Err() != nil {
+			r.Logger.Warn("relay lease lost; another order-writer's relay may take over", "fence", lease.Fence,
+				"cause", context.Cause(lease.Context()))
+			lease = nil
+		}
+		if lease == nil {
+			l, err := r.Locks.Acquire(ctx, leaseName, lock.Options{TTL: r.LeaseTTL, Watchdog: true})
+			switch {
+			case errors.Is(err, lock.ErrNotObtained):
+				continue
+			case err != nil:
+				r.Logger.Warn("relay lease: cannot ask Redis; retrying at the next interval", "err", err)
+				continue
+			}
+			lease = l
+			r.Logger.Info("relay lease taken: this order-writer's relay republishes lost orders", "fence", l.Fence)
+		}
+		sctx, cancel := context.WithCancel(lease.Context())
+		stop := context.AfterFunc(ctx, cancel)
+		_, err := r.Scan(sctx)
+		stop()
+		cancel()
+		if err != nil && sctx.Err() == nil {
 			r.Logger.Warn("relay scan failed; retrying at the next interval", "err", err)
 		}
 	}
 }
 
-// Scan republishes every reservation older than Age once and returns how
-// many it republished.
+// Scan republishes the reservations that cannot be queued ahead of the
+// writer any more, once each, and returns how many. The first scan only
+// takes a baseline; a scan while the writer has not consumed up to the
+// baseline does nothing.
 func (r *Relay) Scan(ctx context.Context) (int, error) {
+	if r.base == nil {
+		return 0, r.takeBaseline(ctx)
+	}
+	reached, err := r.Backlog.Reached(ctx, r.base.ends)
+	if err != nil {
+		return 0, fmt.Errorf("relay: writer progress: %w", err)
+	}
+	if !reached {
+		return 0, nil
+	}
 	now, err := r.Store.rdb.Time(ctx).Result()
 	if err != nil {
 		return 0, fmt.Errorf("relay: redis time: %w", err)
 	}
 	clock := redisClock{at: now, read: time.Now()}
+	cutoff := r.base.at.Add(-r.Age)
 	ids, err := r.Store.rdb.SMembers(ctx, r.Store.ActiveVouchers()).Result()
 	if err != nil {
 		return 0, fmt.Errorf("relay: active vouchers: %w", err)
@@ -65,7 +147,7 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 		// A full batch means more may wait: take them now rather than a
 		// batch per interval.
 		for {
-			n, err := r.scanVoucher(ctx, vid, clock)
+			n, err := r.scanVoucher(ctx, vid, cutoff, clock)
 			total += n
 			if err != nil {
 				return total, err
@@ -81,7 +163,20 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 			r.Relayed(total)
 		}
 	}
-	return total, nil
+	return total, r.takeBaseline(ctx)
+}
+
+func (r *Relay) takeBaseline(ctx context.Context) error {
+	at, err := r.Store.rdb.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("relay: redis time: %w", err)
+	}
+	ends, err := r.Backlog.Ends(ctx)
+	if err != nil {
+		return fmt.Errorf("relay: orders topic: %w", err)
+	}
+	r.base = &baseline{at: at, ends: ends}
+	return nil
 }
 
 // redisClock carries Redis' clock forward with the local monotonic clock,
@@ -93,10 +188,10 @@ type redisClock struct {
 
 func (c redisClock) now() time.Time { return c.at.Add(time.Since(c.read)) }
 
-func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, clock redisClock) (int, error) {
+func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, cutoff time.Time, clock redisClock) (int, error) {
 	k, rdb := r.Store.KeysOf(voucherID), r.Store.rdb
-	cutoff := strconv.FormatInt(clock.at.Add(-r.Age).UnixMilli(), 10)
-	orderIDs, err := rdb.ZRangeByScore(ctx, k.PendingAt, &redis.ZRangeBy{Min: "-inf", Max: cutoff, Count: r.Batch}).Result()
+	max := strconv.FormatInt(cutoff.UnixMilli(), 10)
+	orderIDs, err := rdb.ZRangeByScore(ctx, k.PendingAt, &redis.ZRangeBy{Min: "-inf", Max: max, Count: r.Batch}).Result()
 	if err != nil || len(orderIDs) == 0 {
 		return 0, err
 	}
@@ -129,9 +224,8 @@ func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, clock redisClo
 	if err := r.Publisher.Publish(ctx, events...); err != nil {
 		return 0, err
 	}
-	// Next look in another Age after this publish, not at every scan, while
-	// the writer works: counted from now, since a slow publish may itself
-	// have taken longer than Age.
+	// Due again only if still pending once the writer has passed a
+	// baseline taken after this publish: counted from its end.
 	published := clock.now()
 	members := make([]redis.Z, len(events))
 	for i, e := range events {

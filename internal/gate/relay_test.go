@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -27,6 +30,7 @@ type relayRig struct {
 	r     *testsupport.Redis
 	store *gate.Store
 	topic string
+	group string // the order-writer's, whose progress the relay follows
 	k     *testsupport.Kafka
 	pub   *broker.OrderPublisher
 	svc   *order.Service
@@ -35,7 +39,7 @@ type relayRig struct {
 // newRelayRig is a warmed voucher whose orders are never published.
 func newRelayRig(t *testing.T, stock int64) (*relayRig, int64) {
 	k := testsupport.MustKafka(t)
-	rig := &relayRig{k: k, topic: k.MustTopic(t, 1)}
+	rig := &relayRig{k: k, topic: k.MustTopic(t, 1), group: testsupport.Group(t)}
 	var voucher int64
 	rig.r, rig.store, voucher = warmedVoucher(t, stock)
 	rig.pub = broker.NewOrderPublisher(broker.NewWriter(k.Brokers, rig.topic), 5*time.Second)
@@ -46,12 +50,16 @@ func newRelayRig(t *testing.T, stock int64) (*relayRig, int64) {
 }
 
 func (rig *relayRig) relay(age time.Duration) *gate.Relay {
-	return &gate.Relay{Store: rig.store, Publisher: rig.pub, Age: age, Interval: time.Hour, Batch: 100, Logger: slog.New(slog.DiscardHandler)}
+	return &gate.Relay{Store: rig.store, Publisher: rig.pub, Age: age, Interval: time.Hour, Batch: 100,
+		Backlog: &broker.Progress{Brokers: rig.k.Brokers, Group: rig.group, Topic: rig.topic},
+		Locks:   lock.New(rig.r.Client, rig.r.Prefix), LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // The API takes the unit and the reservation but never publishes (it died,
 // or the publish failed): the relay leaves a fresh reservation alone and
-// publishes it once it is old enough, as the event the API would have sent.
+// publishes it, as the event the API would have sent, once the writer has
+// consumed everything published until Age after its acceptance (here:
+// nothing was published at all).
 func TestRelayPublishesAnUnpublishedOrder(t *testing.T) {
 	rig, voucher := newRelayRig(t, 3)
 	ctx := context.Background()
@@ -61,10 +69,14 @@ func TestRelayPublishesAnUnpublishedOrder(t *testing.T) {
 		t.Fatalf("order with a failing publisher: %d, %v; want ErrNotPublished carrying the id", orderID, err)
 	}
 	relay := rig.relay(time.Second)
-	if n, err := relay.Scan(ctx); err != nil || n != 0 {
-		t.Fatalf("relay on a fresh reservation: %d, %v; want it left alone", n, err)
+	// The first scan takes a baseline; the second finds the writer past it,
+	// but the baseline came less than Age after the acceptance.
+	for range 2 {
+		if n, err := relay.Scan(ctx); err != nil || n != 0 {
+			t.Fatalf("relay on a fresh reservation: %d, %v; want it left alone", n, err)
+		}
+		time.Sleep(relay.Age + 100*time.Millisecond)
 	}
-	time.Sleep(relay.Age + 100*time.Millisecond)
 	if n, err := relay.Scan(ctx); err != nil || n != 1 {
 		t.Fatalf("relay: %d, %v; want 1 republished", n, err)
 	}
@@ -94,15 +106,147 @@ func TestRelayDrainsMoreThanABatch(t *testing.T) {
 			t.Fatalf("order with a failing publisher: %v", err)
 		}
 	}
-	// Age is far above the scan's duration on a slow machine, so the second
-	// scan sees only what the first rescheduled, never a re-aged entry.
 	const age = 2 * time.Second
 	time.Sleep(age + 100*time.Millisecond)
 	relay := rig.relay(age)
+	if n, err := relay.Scan(ctx); err != nil || n != 0 {
+		t.Fatalf("the first scan (a baseline) republished %d (%v)", n, err)
+	}
 	if n, err := relay.Scan(ctx); err != nil || n != 250 {
 		t.Fatalf("one scan republished %d (%v), want all 250", n, err)
 	}
+	// The 250 events now wait for the writer (none runs here): nothing is
+	// republished until it has consumed them.
 	if n, err := relay.Scan(ctx); err != nil || n != 0 {
-		t.Fatalf("an immediate second scan republished %d (%v), want 0 until Age passes again", n, err)
+		t.Fatalf("a scan while the writer is behind republished %d (%v), want 0", n, err)
 	}
+}
+
+// Events published but not yet consumed are a backlog, not lost orders:
+// the relay republishes nothing while the writer is behind, however old the
+// reservations. Once the writer has consumed them, what is still pending
+// (its confirmation failed, say) is republished.
+func TestRelayLeavesTheWritersBacklogAlone(t *testing.T) {
+	rig, voucher := newRelayRig(t, 100)
+	rig.svc.Publisher = rig.pub
+	ctx := context.Background()
+	for u := range int64(20) {
+		if _, err := rig.svc.Place(ctx, u+1, voucher); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relay := rig.relay(200 * time.Millisecond)
+	time.Sleep(relay.Age)
+	for range 4 {
+		if n, err := relay.Scan(ctx); err != nil || n != 0 {
+			t.Fatalf("relay with 20 events queued ahead of the writer: republished %d (%v), want 0", n, err)
+		}
+		time.Sleep(relay.Age)
+	}
+	reader := kafka.NewReader(kafka.ReaderConfig{Brokers: rig.k.Brokers, Topic: rig.topic, GroupID: rig.group, MaxWait: 100 * time.Millisecond})
+	defer reader.Close()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for range 20 {
+		m, err := reader.FetchMessage(rctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reader.CommitMessages(rctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := relay.Scan(ctx); err != nil || n != 20 {
+		t.Fatalf("relay after the writer consumed the 20 events without confirming them: republished %d (%v), want 20", n, err)
+	}
+}
+
+// Every order-writer runs a relay; one works at a time, and another takes
+// over when it stops.
+func TestOneRelayWorksAtATime(t *testing.T) {
+	rig, voucher := newRelayRig(t, 100)
+	ctx := context.Background()
+	var counts [2]atomic.Int64
+	var cancels [2]context.CancelFunc
+	var wg sync.WaitGroup
+	for i := range 2 {
+		r := rig.relay(100 * time.Millisecond)
+		r.Interval = 50 * time.Millisecond
+		r.Relayed = func(n int) { counts[i].Add(int64(n)) }
+		rctx, cancel := context.WithCancel(ctx)
+		cancels[i] = cancel
+		wg.Go(func() { _ = r.Run(rctx) })
+	}
+	defer func() {
+		cancels[0]()
+		cancels[1]()
+		wg.Wait()
+	}()
+	rig.settle(t)
+	if _, err := rig.svc.Place(ctx, 1, voucher); !errors.Is(err, order.ErrNotPublished) {
+		t.Fatal(err)
+	}
+	holder := waitRelayed(t, &counts, 1)
+	time.Sleep(500 * time.Millisecond)
+	if total := counts[0].Load() + counts[1].Load(); total != 1 {
+		t.Fatalf("%d republished by two relays for one lost order, want 1: both worked", total)
+	}
+	cancels[holder]()
+	if _, err := rig.svc.Place(ctx, 2, voucher); !errors.Is(err, order.ErrNotPublished) {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for counts[1-holder].Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no relay took over when the lease holder stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// settle consumes the orders topic as the order-writer's group, confirming
+// each order's reservation, until the test ends.
+func (rig *relayRig) settle(t *testing.T) {
+	reader := kafka.NewReader(kafka.ReaderConfig{Brokers: rig.k.Brokers, Topic: rig.topic, GroupID: rig.group, MaxWait: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		reader.Close()
+	})
+	go func() {
+		defer close(done)
+		for {
+			m, err := reader.FetchMessage(ctx)
+			if err != nil {
+				return
+			}
+			e, err := broker.DecodeOrder(m.Value)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := rig.store.Confirm(ctx, []order.Event{e}); err != nil || reader.CommitMessages(ctx, m) != nil {
+				return
+			}
+		}
+	}()
+}
+
+// waitRelayed waits until the relays have republished want in all and
+// returns which relay did.
+func waitRelayed(t *testing.T, counts *[2]atomic.Int64, want int64) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for counts[0].Load()+counts[1].Load() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("relays republished %d, %d; want %d", counts[0].Load(), counts[1].Load(), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if counts[0].Load() > 0 {
+		return 0
+	}
+	return 1
 }

@@ -1,0 +1,81 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Progress is how far a consumer group has consumed a topic: the relay
+// asks it whether an order's event can still be queued ahead of the
+// order-writer, a reconcile whether the writer has caught up.
+type Progress struct {
+	Brokers []string
+	Group   string
+	Topic   string
+}
+
+// Ends are the topic's end offsets by partition: where each partition's
+// next event will go.
+func (p *Progress) Ends(ctx context.Context) (map[int]int64, error) {
+	client := p.client(ctx)
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.Topic}})
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", p.Topic, err)
+	}
+	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
+		return nil, fmt.Errorf("metadata of %s: %v", p.Topic, meta.Topics)
+	}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, part := range meta.Topics[0].Partitions {
+		req.Topics[p.Topic] = append(req.Topics[p.Topic], kafka.LastOffsetOf(part.ID))
+	}
+	res, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", p.Topic, err)
+	}
+	ends := map[int]int64{}
+	for _, part := range res.Topics[p.Topic] {
+		if part.Error != nil {
+			return nil, fmt.Errorf("end offset of %s/%d: %w", p.Topic, part.Partition, part.Error)
+		}
+		ends[part.Partition] = part.LastOffset
+	}
+	return ends, nil
+}
+
+// Reached reports whether the group's committed offsets have reached ends
+// on every partition: whatever the topic held then has been consumed.
+func (p *Progress) Reached(ctx context.Context, ends map[int]int64) (bool, error) {
+	parts := make([]int, 0, len(ends))
+	for part := range ends {
+		parts = append(parts, part)
+	}
+	res, err := p.client(ctx).OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: p.Group, Topics: map[string][]int{p.Topic: parts}})
+	if err != nil {
+		return false, fmt.Errorf("committed offsets of %s: %w", p.Group, err)
+	}
+	if res.Error != nil {
+		return false, fmt.Errorf("committed offsets of %s: %w", p.Group, res.Error)
+	}
+	committed := map[int]int64{}
+	for _, part := range res.Topics[p.Topic] {
+		if part.Error != nil {
+			return false, fmt.Errorf("committed offset of %s/%d: %w", p.Topic, part.Partition, part.Error)
+		}
+		committed[part.Partition] = part.CommittedOffset
+	}
+	for part, end := range ends {
+		// A partition never committed reads -1: reached only while empty.
+		if end > 0 && committed[part] < end {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (p *Progress) client(ctx context.Context) *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(p.Brokers...), Timeout: deadline(ctx, 5*time.Second)}
+}
