@@ -6,8 +6,13 @@
 -- re-sends a command whose reply timed out) is not applied twice; it gets
 -- the first answer.
 --
+-- A change brings a retired sale back: its keys lose their expiry (the
+-- caller puts the voucher back in the relay's active set).
+--
 -- KEYS[1]  seckill:voucher:{id}  hash {stock, begin, end}
 -- KEYS[2]  seckill:changes:{id}  hash change id -> stock after it
+-- KEYS[3]  seckill:buyers:{id}, KEYS[4] seckill:pending:{id},
+-- KEYS[5]  seckill:pending-at:{id}: kept with the sale
 -- ARGV[1]  stock delta (may be negative)
 -- ARGV[2]  new begin, ms, or "" to keep it
 -- ARGV[3]  new end, ms, or "" to keep it
@@ -34,6 +39,9 @@ if ARGV[2] ~= '' then
 end
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[1], 'end', ARGV[3])
+end
+for i = 1, #KEYS do
+  redis.call('PERSIST', KEYS[i])
 end
 redis.call('HSET', KEYS[2], ARGV[4], after)
 redis.call('PEXPIRE', KEYS[2], ARGV[5])

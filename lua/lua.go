@@ -45,6 +45,12 @@ var IssueCode = mustLoad("issue_code.lua")
 // tries.
 var VerifyCode = mustLoad("verify_code.lua")
 
+// RetireSale puts an expiry on an ended, settled sale's keys.
+var RetireSale = mustLoad("retire_sale.lua")
+
+// BloomAdd sets an item's bits in an existing Bloom filter.
+var BloomAdd = mustLoad("bloom_add.lua")
+
 func mustLoad(name string) *redis.Script {
 	src, err := files.ReadFile(name)
 	if err != nil {

@@ -126,6 +126,9 @@ redis_up() {
   mkdir -p "$STACK_DIR/redis" "$logs_dir"
   # appendfsync everysec: at most a second of writes lost on a crash, at a
   # fraction of the cost of fsync on every write (the notes' trade-off).
+  # volatile-lru: when full, Redis evicts only keys with an expiry (cache
+  # entries, null markers, sessions, rate-limit windows), never the sale's
+  # state, the id counter or the shop filter, which have none.
   cat > "$redis_conf" <<EOF
 bind 127.0.0.1
 port $REDIS_PORT
@@ -138,7 +141,7 @@ appendonly yes
 appendfsync everysec
 save ""
 maxmemory 512mb
-maxmemory-policy noeviction
+maxmemory-policy volatile-lru
 EOF
   if pid_alive "$redis_pid" "$REDIS_PORT"; then
     say "redis already running (pid $(cat "$redis_pid"))"

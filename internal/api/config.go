@@ -38,7 +38,9 @@ type RoutePolicy struct {
 	FailOpen       bool
 }
 
-// Limits are the rate-limited routes' policies.
+// Limits are the rate-limited routes' policies. Public is the read routes
+// anyone may call without a login (shops, shop types, vouchers), one
+// budget per client address across them.
 type Limits struct {
-	Code, Login, Seckill RoutePolicy
+	Code, Login, Seckill, Public RoutePolicy
 }

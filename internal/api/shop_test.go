@@ -109,9 +109,11 @@ func TestShopRoutes(t *testing.T) {
 	}
 }
 
-// 500 concurrent requests for a shop that does not exist reach MySQL once.
+// 500 concurrent requests for a shop that does not exist reach MySQL once:
+// the cache's own guard, tested without the filter of shop ids and the
+// per-address limit that stand before it.
 func TestMissingShopQueriesMySQLOnce(t *testing.T) {
-	a := startAPI(t, nil)
+	a := startAPI(t, map[string]string{"SECKILL_SHOP_FILTER_CAPACITY": "0", "SECKILL_RATE_PUBLIC_IP": "off"})
 	before := a.loads(t, "shop")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -130,5 +132,19 @@ func TestMissingShopQueriesMySQLOnce(t *testing.T) {
 	}
 	if n := a.loads(t, "shop") - before; n != 1 {
 		t.Fatalf("%d MySQL loads for 500 concurrent misses, want 1", n)
+	}
+}
+
+// The public read routes share one budget per client address.
+func TestPublicReadsAreLimitedPerAddress(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_RATE_PUBLIC_IP": "4/1m"})
+	for _, path := range []string{"/shop/1", "/shop-type/list", "/voucher/list/1", "/shop/2"} {
+		if res := call(t, "GET", a.URL+path, nil, nil); res.Status != 200 {
+			t.Fatalf("GET %s within the budget: %d %s", path, res.Status, res.Raw)
+		}
+	}
+	res := call(t, "GET", a.URL+"/shop/3", nil, nil)
+	if res.Status != 429 || res.Header.Get("Retry-After") == "" || res.Body.Success {
+		t.Fatalf("fifth public read in a minute: %d %s (Retry-After %q), want 429", res.Status, res.Raw, res.Header.Get("Retry-After"))
 	}
 }

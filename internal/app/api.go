@@ -63,6 +63,11 @@ func (m *API) Run(context.Context) error {
 	case sender == nil:
 		m.logger.Warn("no SMS provider is configured: POST /user/code answers 503; SECKILL_DEV_MODE=true logs the codes instead, on a developer's machine")
 	}
+	shopKeys := shop.Keys{Prefix: c.Sale.KeyPrefix}
+	shops := shop.NewService(db, b.rdb, shopKeys, c.HTTP.ShopCache, c.HTTP.TypeCache, m.logger, cache.NewMetrics(b.reg))
+	if c.ShopFilter > 0 {
+		shops.Filter = shop.NewFilter(b.rdb, db, shopKeys, uint(c.ShopFilter), m.logger)
+	}
 	loginKeys := user.Keys{Prefix: c.Sale.KeyPrefix}
 	sessions := user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL)
 	srv, err := api.Listen(c.HTTP, api.Deps{
@@ -71,8 +76,7 @@ func (m *API) Run(context.Context) error {
 			Users: user.NewUsers(db), Sender: sender},
 		Sessions: sessions,
 		Limiter:  ratelimit.New(b.rdb, c.HTTP.RatePrefix, m.logger),
-		Shops: shop.NewService(db, b.rdb, shop.Keys{Prefix: c.Sale.KeyPrefix}, c.HTTP.ShopCache, c.HTTP.TypeCache,
-			m.logger, cache.NewMetrics(b.reg)),
+		Shops:    shops,
 		Vouchers: &voucher.Vouchers{DB: db, Sale: store},
 		Orders: &order.Service{
 			IDs: idgen.New(b.rdb, c.Sale.KeyPrefix+"order", c.Sale.IDBlock), Gate: store, Publisher: publisher,

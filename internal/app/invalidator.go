@@ -57,6 +57,10 @@ func (m *CacheInvalidator) Run(context.Context) error {
 		Redis: b.rdb, Retry: retry, Positions: &binlog.PositionFile{Path: c.PositionFile, Every: time.Second},
 		DeleteTimeout: c.DeleteTimeout, Logger: m.logger, Metrics: metrics,
 	}
+	if c.ShopFilter > 0 {
+		// The follower only adds: the API rebuilds the filter from MySQL.
+		invalidator.Shops = shop.NewFilter(b.rdb, nil, keys, uint(c.ShopFilter), m.logger)
+	}
 	retrier := &binlog.Retrier{Retry: retry, DLQ: dlq, Redis: b.rdb, MaxAttempts: c.MaxAttempts,
 		DeleteTimeout: c.DeleteTimeout, Logger: m.logger, Metrics: metrics}
 	retries := &broker.Consumer{Name: "cache retries", Reader: reader, Handle: retrier.Handle, Logger: m.logger}

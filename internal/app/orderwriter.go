@@ -61,7 +61,7 @@ func (m *OrderWriter) Run(context.Context) error {
 	relay := &gate.Relay{Store: store, Publisher: relayPublisher,
 		Backlog: &broker.Progress{Brokers: c.KafkaBrokers, Group: c.Group, Topic: c.Sale.OrdersTopic},
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
-		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Logger: m.logger}
+		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
 
 	m.d = b.daemon(c.Common, c.AdminAddr,
 		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relay.Run})

@@ -22,8 +22,11 @@ import (
 
 // Invalidator follows the binlog of Database's mapped tables and deletes
 // the cache keys of every changed row. A delete that fails is handed to the
-// retry topic; the handler never returns an error to canal, which would
-// stop the sync.
+// retry topic; the handler never returns an error to canal for it, which
+// would stop the sync. It also adds every inserted shop to the filter of
+// shop ids; an add that fails stops the sync before the row's position is
+// saved, and the restart adds it again (a shop insert is rare, and an id
+// missing from the filter would answer "not found" for a real shop).
 type Invalidator struct {
 	Source        Source
 	Database      string
@@ -35,6 +38,13 @@ type Invalidator struct {
 	DeleteTimeout time.Duration
 	Logger        *slog.Logger
 	Metrics       *Metrics
+	// Shops is the filter of shop ids; nil when none is kept.
+	Shops ShopFilter
+}
+
+// ShopFilter records the id of a new shop.
+type ShopFilter interface {
+	Add(ctx context.Context, id int64) error
 }
 
 // Metrics are the invalidator's and the retrier's counters.
@@ -195,11 +205,31 @@ type handler struct {
 func (h *handler) OnRow(e *canal.RowsEvent) error {
 	changed := time.Unix(int64(e.Header.Timestamp), 0)
 	for _, c := range Changes(e) {
+		if err := h.addShop(c); err != nil {
+			return err
+		}
 		for _, key := range KeysOf(h.inv.Mapping, c) {
 			if !h.inv.invalidate(h.ctx, key, changed, e.Header.LogPos) {
 				return fmt.Errorf("shutting down with %s neither deleted nor queued: %w", key, h.ctx.Err())
 			}
 		}
+	}
+	return nil
+}
+
+// addShop puts an inserted shop into the filter of shop ids.
+func (h *handler) addShop(c Change) error {
+	if h.inv.Shops == nil || c.Table != "tb_shop" || c.Before != nil {
+		return nil
+	}
+	id, ok := rowID(c.After["id"])
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, h.inv.DeleteTimeout)
+	defer cancel()
+	if err := h.inv.Shops.Add(ctx, id); err != nil {
+		return fmt.Errorf("add shop %d to the shop filter: %w", id, err)
 	}
 	return nil
 }

@@ -245,6 +245,7 @@ func (g *rig) startNoWarmup(t *testing.T, rdb *redis.Client) (stop func()) {
 		Source: src, Database: g.m.Database, Mapping: binlog.Mapping(shop.Keys{Prefix: g.r.Prefix}), Families: shop.Keys{Prefix: g.r.Prefix}.Patterns(),
 		Redis: rdb, Retry: &broker.Forwarder{Writer: w}, Positions: &binlog.PositionFile{Path: g.posFile, Every: 100 * time.Millisecond},
 		DeleteTimeout: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Metrics: g.metrics,
+		Shops: shop.NewFilter(rdb, nil, shop.Keys{Prefix: g.r.Prefix}, filterCapacity, slog.New(slog.DiscardHandler)),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -262,6 +263,39 @@ func (g *rig) startNoWarmup(t *testing.T, rdb *redis.Client) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// filterCapacity sizes the tests' filters of shop ids.
+const filterCapacity = 1000
+
+// A shop inserted with plain SQL joins the filter of shop ids, so the API
+// does not answer "not found" for it.
+func TestInsertedShopJoinsTheFilter(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	filter := shop.NewFilter(g.r.Client, g.m.DB, shop.Keys{Prefix: g.r.Prefix}, filterCapacity, slog.New(slog.DiscardHandler))
+	if err := filter.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.start(t, g.r.Client)
+	if maybe, err := filter.MayContain(ctx, 500); err != nil || maybe {
+		t.Fatalf("shop 500 before its insert: %v %v; want absent", maybe, err)
+	}
+	g.exec(t, "INSERT INTO tb_shop (id, name, type_id) VALUES (500, 'raw sql', 1)")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		maybe, err := filter.MayContain(ctx, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if maybe {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("shop 500, inserted with SQL, is not in the filter after 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // A saved position the server no longer has (error 1236): the families

@@ -34,6 +34,7 @@ type Sale struct {
 	RelayAge         time.Duration // a reservation older than this is republished
 	RelayInterval    time.Duration
 	RelayLease       time.Duration // the relay's lease: how long a dead holder keeps it
+	SaleKeep         time.Duration // how long an ended, settled sale's keys stay in Redis
 }
 
 // API is the api program's configuration.
@@ -47,6 +48,8 @@ type API struct {
 	// DevMode writes login codes to the log instead of sending them, and
 	// says so loudly at start: for a developer's machine only.
 	DevMode bool
+	// ShopFilter is the capacity of the filter of shop ids (0: none).
+	ShopFilter int
 }
 
 // OrderWriter is the order-writer's configuration.
@@ -72,13 +75,17 @@ type CacheInvalidator struct {
 	Group         string
 	MaxAttempts   int
 	DeleteTimeout time.Duration
+	// ShopFilter is the capacity of the filter of shop ids, which the
+	// follower adds inserted shops to; the API's must be the same.
+	ShopFilter int
 }
 
 // LoadAPI reads the api's variables.
 func LoadAPI(lookup Lookup) (API, error) {
 	r := NewFrom(lookup)
 	c := API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r),
-		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9100"), DevMode: r.Bool("SECKILL_DEV_MODE", false)}
+		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9100"), DevMode: r.Bool("SECKILL_DEV_MODE", false),
+		ShopFilter: shopFilter(r)}
 	return c, r.Err()
 }
 
@@ -117,6 +124,7 @@ func LoadCacheInvalidator(lookup Lookup) (CacheInvalidator, error) {
 		Group:         r.String("SECKILL_INVALIDATE_GROUP", "seckill-cache-invalidator"),
 		MaxAttempts:   r.Int("SECKILL_INVALIDATE_MAX_ATTEMPTS", 12, 1, 100),
 		DeleteTimeout: r.Duration("SECKILL_INVALIDATE_DELETE_TIMEOUT", time.Second),
+		ShopFilter:    shopFilter(r),
 	}
 	return c, r.Err()
 }
@@ -152,6 +160,12 @@ func loadCommon(r *Reader) daemon.Common {
 	return c
 }
 
+// shopFilter is the capacity of the filter of shop ids: the API and the
+// cache-invalidator read the same variable, since both must hash alike.
+func shopFilter(r *Reader) int {
+	return r.Int("SECKILL_SHOP_FILTER_CAPACITY", 1_000_000, 0, 100_000_000)
+}
+
 // loadSale reads the flash-sale variables.
 func loadSale(r *Reader) Sale {
 	return Sale{
@@ -165,6 +179,7 @@ func loadSale(r *Reader) Sale {
 		RelayAge:         r.Duration("SECKILL_RELAY_AGE", 10*time.Second),
 		RelayInterval:    r.Duration("SECKILL_RELAY_INTERVAL", 2*time.Second),
 		RelayLease:       r.Duration("SECKILL_RELAY_LEASE", 10*time.Second),
+		SaleKeep:         r.Duration("SECKILL_SALE_KEEP", 24*time.Hour),
 	}
 }
 
@@ -180,6 +195,7 @@ func loadHTTP(r *Reader) api.Config {
 			Code:    routePolicy(r, "CODE", "20/1m", "off", "open"),
 			Login:   routePolicy(r, "LOGIN", "60/1m", "off", "open"),
 			Seckill: routePolicy(r, "SECKILL", "200/1s", "5/1s", "closed"),
+			Public:  routePolicy(r, "PUBLIC", "100/1s", "off", "open"),
 		},
 		CodePolicy: user.DefaultCodePolicy,
 		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),

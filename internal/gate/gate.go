@@ -73,13 +73,17 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
 	k := s.KeysOf(voucherID)
-	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{k.Voucher, k.Changes}, delta, ms(begin), ms(end),
-		rand.Text(), changeMemory.Milliseconds()).Int64Slice()
+	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{k.Voucher, k.Changes, k.Buyers, k.Pending, k.PendingAt},
+		delta, ms(begin), ms(end), rand.Text(), changeMemory.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("adjust voucher %d in Redis: %w", voucherID, err)
 	}
 	switch res[0] {
 	case 1:
+		// A retired sale that is changed is live again.
+		if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
+			return res[1], fmt.Errorf("adjust voucher %d: back among the active vouchers: %w", voucherID, err)
+		}
 		return res[1], nil
 	case 0:
 		return res[1], voucher.ErrNotEnoughStock
@@ -125,6 +129,25 @@ func (s *Store) FindReservation(ctx context.Context, orderID int64) (order.Event
 		}
 	}
 	return order.Event{}, false, nil
+}
+
+// Retire puts an expiry of keep on the keys of voucherID's sale once it has
+// ended with every order settled, and drops it from the active vouchers; a
+// sale whose keys are gone is dropped too. It reports whether the voucher
+// left the active set.
+func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration) (bool, error) {
+	k := s.KeysOf(voucherID)
+	res, err := lua.RetireSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes}, keep.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
+	}
+	if res == 0 {
+		return false, nil
+	}
+	if err := s.rdb.SRem(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
+		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
+	}
+	return true, nil
 }
 
 // FindBuyerOrder is the order the gate recorded for userID's purchase of

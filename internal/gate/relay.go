@@ -41,7 +41,10 @@ type Relay struct {
 	Age      time.Duration // above the API's publish timeout
 	Interval time.Duration // between scans
 	Batch    int64         // reservations per voucher per read
-	Logger   *slog.Logger
+	// Keep is how long an ended sale's keys stay once every order is
+	// settled; the relay then scans it no more. Zero keeps them for ever.
+	Keep   time.Duration
+	Logger *slog.Logger
 	// Relayed counts republished reservations, for metrics.
 	Relayed func(n int)
 
@@ -118,6 +121,10 @@ func (r *Relay) Run(ctx context.Context) error {
 // takes a baseline; a scan while the writer has not consumed up to the
 // baseline does nothing.
 func (r *Relay) Scan(ctx context.Context) (int, error) {
+	ids, err := r.activeVouchers(ctx)
+	if err != nil {
+		return 0, err
+	}
 	if r.base == nil {
 		return 0, r.takeBaseline(ctx)
 	}
@@ -134,16 +141,8 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 	}
 	clock := redisClock{at: now, read: time.Now()}
 	cutoff := r.base.at.Add(-r.Age)
-	ids, err := r.Store.rdb.SMembers(ctx, r.Store.ActiveVouchers()).Result()
-	if err != nil {
-		return 0, fmt.Errorf("relay: active vouchers: %w", err)
-	}
 	total := 0
-	for _, id := range ids {
-		vid, err := strconv.ParseInt(id, 10, 64)
-		if err != nil {
-			continue
-		}
+	for _, vid := range ids {
 		// A full batch means more may wait: take them now rather than a
 		// batch per interval.
 		for {
@@ -164,6 +163,34 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 		}
 	}
 	return total, r.takeBaseline(ctx)
+}
+
+// activeVouchers are the vouchers whose sale is on, or still has orders
+// pending; the others are retired on the way.
+func (r *Relay) activeVouchers(ctx context.Context) ([]int64, error) {
+	members, err := r.Store.rdb.SMembers(ctx, r.Store.ActiveVouchers()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("relay: active vouchers: %w", err)
+	}
+	ids := make([]int64, 0, len(members))
+	for _, m := range members {
+		id, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			continue
+		}
+		if r.Keep > 0 {
+			retired, err := r.Store.Retire(ctx, id, r.Keep)
+			if err != nil {
+				return nil, fmt.Errorf("relay: %w", err)
+			}
+			if retired {
+				r.Logger.Info("sale ended and settled: its keys now expire", "voucher", id, "in", r.Keep)
+				continue
+			}
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 func (r *Relay) takeBaseline(ctx context.Context) error {

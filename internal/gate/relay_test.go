@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -249,4 +251,56 @@ func waitRelayed(t *testing.T, counts *[2]atomic.Int64, want int64) int {
 		return 0
 	}
 	return 1
+}
+
+// Sale keys have no expiry while the sale runs (an eviction policy that
+// takes only keys with one cannot touch them); once a sale has ended and
+// every order is settled the relay gives them one and scans it no more. A
+// change to the sale brings it back.
+func TestRelayRetiresEndedSales(t *testing.T) {
+	rig, live := newRelayRig(t, 5)
+	ctx := context.Background()
+	warm := func(begin, end time.Time) int64 {
+		v := 1 + rand.Int64N(1<<40)
+		if err := rig.store.Warm(ctx, v, 5, begin, end); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	now := time.Now()
+	ended := warm(now.Add(-time.Hour), now.Add(-time.Minute))
+	endedPending := warm(now.Add(-time.Hour), now.Add(2*time.Second))
+	if _, err := rig.svc.Place(ctx, 1, endedPending); !errors.Is(err, order.ErrNotPublished) {
+		t.Fatal(err)
+	}
+	if _, err := rig.svc.Place(ctx, 1, live); !errors.Is(err, order.ErrNotPublished) {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(now.Add(2 * time.Second)))
+	relay := rig.relay(time.Hour)
+	relay.Keep = time.Hour
+	if _, err := relay.Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expiry := func(v int64) time.Duration { return rig.r.Client.PTTL(ctx, rig.store.KeysOf(v).Voucher).Val() }
+	active := func(v int64) bool {
+		return rig.r.Client.SIsMember(ctx, rig.store.ActiveVouchers(), strconv.FormatInt(v, 10)).Val()
+	}
+	if ttl := expiry(ended); ttl <= 0 || ttl > time.Hour || active(ended) {
+		t.Fatalf("ended, settled sale: expiry %v, active %v; want an expiry of up to an hour, and not scanned", ttl, active(ended))
+	}
+	for _, v := range []int64{live, endedPending} {
+		k := rig.store.KeysOf(v)
+		for _, key := range []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt} {
+			if ttl := rig.r.Client.PTTL(ctx, key).Val(); ttl != -1 || !active(v) {
+				t.Fatalf("voucher %d (on sale, or with an order pending): %s expires in %v, active %v; want no expiry and scanned", v, key, ttl, active(v))
+			}
+		}
+	}
+	if _, err := rig.store.Adjust(ctx, ended, 0, time.Time{}, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := expiry(ended); ttl != -1 || !active(ended) {
+		t.Fatalf("a retired sale extended: expiry %v, active %v; want it live again", ttl, active(ended))
+	}
 }

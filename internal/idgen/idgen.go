@@ -38,6 +38,12 @@ func New(rdb redis.Cmdable, kind string, block int64) *Generator {
 	return &Generator{rdb: rdb, kind: kind, block: block, now: time.Now}
 }
 
+// yesterday is the day before day, both as "20060102".
+func yesterday(day string) string {
+	t, _ := time.Parse("20060102", day)
+	return t.AddDate(0, 0, -1).Format("20060102")
+}
+
 // Next is a new id.
 func (g *Generator) Next(ctx context.Context) (int64, error) {
 	now := g.now().UTC()
@@ -66,8 +72,11 @@ func (g *Generator) lease(ctx context.Context, day string) error {
 	var end *redis.IntCmd
 	_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		end = p.IncrBy(ctx, key, g.block)
-		// Kept two days, well past the day it counts.
-		p.Expire(ctx, key, 48*time.Hour)
+		// No expiry on the day's counter while it counts: Redis may evict
+		// keys that have one (volatile-lru), and a counter evicted would
+		// hand out its ids again. Yesterday's, done counting, expires.
+		p.Persist(ctx, key)
+		p.Expire(ctx, "id:"+g.kind+":"+yesterday(day), 48*time.Hour)
 		return nil
 	})
 	if err != nil {

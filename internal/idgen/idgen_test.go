@@ -62,3 +62,25 @@ func TestIDsAreUniqueAcrossGeneratorsAndIncrease(t *testing.T) {
 		t.Fatalf("id time %v, want now", got)
 	}
 }
+
+// The day's counter has no expiry while it counts, so that an eviction
+// policy limited to keys with a TTL can never take it (ids would repeat);
+// yesterday's expires.
+func TestTodaysCounterCannotBeEvicted(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	kind := r.Key("order")
+	day := time.Now().UTC()
+	today, yesterday := "id:"+kind+":"+day.Format("20060102"), "id:"+kind+":"+day.AddDate(0, 0, -1).Format("20060102")
+	r.Client.Set(ctx, today, 0, time.Hour) // as an older version left it
+	r.Client.Set(ctx, yesterday, 5000, 0)
+	if _, err := idgen.New(r.Client, kind, 100).Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := r.Client.TTL(ctx, today).Val(); ttl != -1 {
+		t.Fatalf("today's counter expires in %v, want no expiry", ttl)
+	}
+	if ttl := r.Client.TTL(ctx, yesterday).Val(); ttl <= 0 {
+		t.Fatalf("yesterday's counter: TTL %v, want an expiry", ttl)
+	}
+}

@@ -80,6 +80,9 @@ func (k Keys) Shop(id int64) string {
 // Types is the key of the shop-type list.
 func (k Keys) Types() string { return k.Prefix + "cache:shop-type" }
 
+// Filter is the key of the Bloom filter of shop ids.
+func (k Keys) Filter() string { return k.Prefix + "shop:ids:bloom" }
+
 // Patterns match every key of the family, for a flush.
 func (k Keys) Patterns() []string { return []string{k.Prefix + "cache:shop:*", k.Types()} }
 
@@ -89,6 +92,9 @@ type Service struct {
 	shops  *cache.Cache[Shop]
 	types  *cache.Cache[[]Type]
 	logger *slog.Logger
+	// Filter stops ids that were never shops before the cache; nil lets
+	// every id through.
+	Filter *Filter
 }
 
 // NewService caches shops and the type list with their strategies.
@@ -105,6 +111,16 @@ func NewService(db *sql.DB, rdb *redis.Client, keys Keys, shops, types cache.Str
 
 // Get is shop id, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, id int64) (Shop, error) {
+	if s.Filter != nil {
+		maybe, err := s.Filter.MayContain(ctx, id)
+		if err != nil {
+			// The cache and MySQL still answer right, at their cost.
+			s.logger.Debug("shop filter unavailable; asking the cache", "err", err)
+		}
+		if !maybe {
+			return Shop{}, ErrNotFound
+		}
+	}
 	v, found, err := s.shops.Get(ctx, strconv.FormatInt(id, 10), func(ctx context.Context) (Shop, bool, error) {
 		return s.load(ctx, id)
 	})
@@ -172,6 +188,12 @@ func (s *Service) Create(ctx context.Context, sh Shop) (int64, error) {
 	id, err := res.LastInsertId()
 	if err != nil {
 		return 0, fmt.Errorf("insert shop: %w", err)
+	}
+	// Known to the filter at once; the binlog follower adds it too.
+	if s.Filter != nil {
+		if err := s.Filter.Add(ctx, id); err != nil {
+			s.logger.Warn("shop created; adding it to the shop filter failed, the binlog follower will", "shop", id, "err", err)
+		}
 	}
 	// A null marker may sit under the new id (someone asked for it before):
 	// drop it, as for any write.
