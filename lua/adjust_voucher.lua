@@ -20,12 +20,17 @@
 -- ARGV[5]  how long the change's id is remembered, ms
 --
 -- Returns {1, stock} when done; {0, stock} when the delta would take the
--- stock below zero (nothing changed); {-1, 0} when the voucher is not warmed.
+-- stock below zero (nothing changed); {-1, 0} when the voucher is not warmed;
+-- {-2, 0} when its sale is frozen for a reconcile (nothing changed).
 local done = redis.call('HGET', KEYS[2], ARGV[4])
 if done then
   return {1, tonumber(done)}
 end
-local stock = redis.call('HGET', KEYS[1], 'stock')
+local v = redis.call('HMGET', KEYS[1], 'stock', 'frozen')
+if v[2] then
+  return {-2, 0}
+end
+local stock = v[1]
 if not stock then
   return {-1, 0}
 end

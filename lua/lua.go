@@ -48,6 +48,9 @@ var VerifyCode = mustLoad("verify_code.lua")
 // RetireSale puts an expiry on an ended, settled sale's keys.
 var RetireSale = mustLoad("retire_sale.lua")
 
+// ReconcileSale puts a rebuilt sale in place and unfreezes it.
+var ReconcileSale = mustLoad("reconcile_sale.lua")
+
 // BloomAdd sets an item's bits in an existing Bloom filter.
 var BloomAdd = mustLoad("bloom_add.lua")
 

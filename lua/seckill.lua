@@ -6,7 +6,7 @@
 -- attempt again (go-redis re-sends a command whose reply timed out) gets
 -- the first decision back, not "already bought" for its own order.
 --
--- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end} (ms since 1970)
+-- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen}
 -- KEYS[2]  seckill:buyers:{id}      hash user id -> order id
 -- KEYS[3]  seckill:pending:{id}     hash order id -> "userId:acceptedMs"
 -- KEYS[4]  seckill:pending-at:{id}  zset order id by acceptedMs
@@ -16,8 +16,9 @@
 -- Returns {outcome, stock left, ms, order id}. Outcome: 0 accepted (one
 -- unit taken, buyer and reservation recorded; ms is when it was accepted);
 -- 1 unknown voucher; 2 not started; 3 ended; 4 already bought (order id is
--- the buyer's order); 5 sold out. ms is the server's clock otherwise.
-local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end')
+-- the buyer's order); 5 sold out; 6 paused (frozen while its state is
+-- rebuilt from MySQL: nothing taken). ms is the server's clock otherwise.
+local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen')
 if not v[1] then
   return {1, 0, 0, 0}
 end
@@ -30,6 +31,9 @@ if bought == ARGV[2] then
   local r = redis.call('HGET', KEYS[3], ARGV[2])
   local at = r and tonumber(string.match(r, ':(%d+)$')) or now
   return {0, stock, at, bought}
+end
+if v[4] then
+  return {6, stock, now, 0}
 end
 if now < tonumber(v[2]) then
   return {2, stock, now, 0}

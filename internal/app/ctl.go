@@ -4,24 +4,56 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"strconv"
 	"time"
 
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/orderdb"
+	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/schema"
 )
 
 // CtlUsage lists seckillctl's commands.
-const CtlUsage = `usage: seckillctl migrate|version|seed
-  migrate    apply every migration not yet applied
-  version    the schema version applied and the newest known
-  seed       load the demo shop types and shops (idempotent)`
+const CtlUsage = `usage: seckillctl migrate|version|seed|reconcile <voucher id>
+  migrate      apply every migration not yet applied
+  version      the schema version applied and the newest known
+  seed         load the demo shop types and shops (idempotent)
+  reconcile V  rebuild flash-sale voucher V's state in Redis from MySQL:
+               freeze its sale, wait until the order-writer has consumed
+               the orders topic, set stock and buyers from MySQL, unfreeze.
+               Mends a stock change that reached one store only, warms a
+               voucher whose warm-up failed. Safe while the sale runs.`
 
-// Ctl runs one seckillctl command against the database of dsn and reports
-// to out.
-func Ctl(cmd, dsn string, out io.Writer) error {
-	if cmd != "migrate" && cmd != "version" && cmd != "seed" {
-		return fmt.Errorf("unknown command %q\n%s", cmd, CtlUsage)
+// Ctl runs one seckillctl command with the configuration from lookup and
+// reports to out.
+func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
+	switch {
+	case len(args) == 1 && (args[0] == "migrate" || args[0] == "version" || args[0] == "seed"):
+		dsn, err := config.MySQLDSN(lookup)
+		if err != nil {
+			return err
+		}
+		return schemaCtl(args[0], dsn, out)
+	case len(args) == 2 && args[0] == "reconcile":
+		id, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil || id <= 0 {
+			return fmt.Errorf("reconcile: %q is not a voucher id\n%s", args[1], CtlUsage)
+		}
+		cfg, err := config.LoadCtl(lookup)
+		if err != nil {
+			return err
+		}
+		return reconcileCtl(cfg, id, out)
 	}
+	return fmt.Errorf("unknown command %q\n%s", args, CtlUsage)
+}
+
+func schemaCtl(cmd, dsn string, out io.Writer) error {
 	db, err := mysqldb.Open(dsn)
 	if err != nil {
 		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
@@ -53,5 +85,33 @@ func Ctl(cmd, dsn string, out io.Writer) error {
 		}
 		fmt.Fprintln(out, "seed: demo shop types and shops present")
 	}
+	return nil
+}
+
+// reconcileCtl reconciles one voucher, waiting up to a minute for the
+// order-writer.
+func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
+	db, err := mysqldb.Open(cfg.MySQLDSN)
+	if err != nil {
+		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+	}
+	defer db.Close()
+	rdb := daemon.NewRedis(cfg.Common)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := &reconcile.Reconciler{
+		Sale:    gate.NewStore(rdb, cfg.Sale.KeyPrefix),
+		Records: &orderdb.Orders{DB: db},
+		Backlog: &broker.Progress{Brokers: cfg.KafkaBrokers, Group: cfg.Group, Topic: cfg.Sale.OrdersTopic},
+		Wait:    time.Minute, Poll: 200 * time.Millisecond,
+		Logger: daemon.NewLogger(out, cfg.LogFormat, slog.LevelInfo, "seckillctl"),
+	}
+	rep, err := r.Run(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "reconcile: voucher %d: stock %d, %d buyers; %d settled reservations dropped, %d still pending; %d oversold (will fail sold_out); waited %v for the order-writer\n",
+		voucherID, rep.Plan.Stock, len(rep.Plan.Buyers), len(rep.Plan.Settled), rep.Plan.Unsettled, rep.Plan.Oversold, rep.Waited.Round(time.Millisecond))
 	return nil
 }

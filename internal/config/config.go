@@ -136,6 +136,21 @@ func MySQLDSN(lookup Lookup) (string, error) {
 	return dsn, r.Err()
 }
 
+// Ctl is what seckillctl's reconcile needs: the stores, the sale's keys and
+// topic, and the order-writer's group whose progress it waits for.
+type Ctl struct {
+	daemon.Common
+	Sale  Sale
+	Group string
+}
+
+// LoadCtl reads seckillctl's variables.
+func LoadCtl(lookup Lookup) (Ctl, error) {
+	r := NewFrom(lookup)
+	c := Ctl{Common: loadCommon(r), Sale: loadSale(r), Group: r.String("SECKILL_ORDER_GROUP", "seckill-order-writer")}
+	return c, r.Err()
+}
+
 // LoadCommon reads the variables every program shares, with the flash
 // sale's: what a tool that drives the system needs to reach it.
 func LoadCommon(lookup Lookup) (daemon.Common, Sale, error) {

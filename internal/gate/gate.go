@@ -24,7 +24,8 @@ var (
 )
 
 // outcomes are the script's answers by the number it returns.
-var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.ErrEnded, order.ErrAlreadyBought, order.ErrSoldOut}
+var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.ErrEnded, order.ErrAlreadyBought, order.ErrSoldOut,
+	order.ErrPaused}
 
 // Try runs the gate: one unit of voucherID for userID under orderID. The
 // same attempt again (same order id) gets the same decision: a retry after
@@ -87,6 +88,8 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		return res[1], nil
 	case 0:
 		return res[1], voucher.ErrNotEnoughStock
+	case -2:
+		return 0, voucher.ErrFrozen
 	default:
 		return 0, voucher.ErrNotWarmed
 	}

@@ -35,6 +35,9 @@ var (
 
 // The pipeline's answers.
 var (
+	// ErrPaused: the voucher's sale is frozen while its state is rebuilt
+	// from MySQL; nothing was taken.
+	ErrPaused = apperr.New(apperr.Unavailable, "sale paused, try again in a moment").Retry(2 * time.Second)
 	// ErrNotTaken: the pipeline cannot carry an order now (Kafka known to
 	// be down), so nothing was reserved.
 	ErrNotTaken = apperr.New(apperr.Unavailable, "flash sale temporarily unavailable: your order was not taken, try again shortly").

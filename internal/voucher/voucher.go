@@ -52,7 +52,9 @@ var (
 	// remain unsold.
 	ErrNotEnoughStock = apperr.New(apperr.Conflict, "cannot remove more units than remain unsold")
 	// ErrNotWarmed means the voucher has no sale in Redis.
-	ErrNotWarmed = apperr.New(apperr.Conflict, "the voucher's sale is not in Redis")
+	ErrNotWarmed = apperr.New(apperr.Conflict, "the voucher's sale is not in Redis: seckillctl reconcile <id> puts it there from MySQL")
+	// ErrFrozen refuses a change while the sale is being reconciled.
+	ErrFrozen = apperr.New(apperr.Conflict, "the sale is being reconciled: try again in a moment").Retry(2 * time.Second)
 )
 
 // Validate checks what the database would not.
@@ -173,12 +175,21 @@ type Change struct {
 	EndTime   *time.Time `json:"endTime"`
 }
 
-// ChangeSale applies c to Redis first and MySQL second. Redis first,
-// because its stock is the lower of the two while orders are on their way
-// to MySQL: if Redis can give up the units, MySQL can too. If MySQL then
-// fails, the Redis change is undone. The gate sees the new stock and window
-// at once; an API instance that saw the voucher sold out keeps answering
-// so for at most its sold-out TTL.
+// ErrStoresDisagree: a change reached one store and could not be undone
+// in it; the message says how they differ. Redis is rebuilt from MySQL by
+// `seckillctl reconcile <id>`.
+var ErrStoresDisagree = apperr.New(apperr.Unavailable, "the change is only half done")
+
+// ChangeSale applies c to both stores in the order that never lets the
+// gate sell a unit MySQL does not have. An increase goes to MySQL first:
+// a unit the gate sells the moment Redis has it must already be there. A
+// decrease, or a window change alone, goes to Redis first: Redis's stock is
+// the lower one while orders are on their way, so if Redis can give units
+// up, MySQL can. When the second step fails the first is undone; when the
+// undo fails too, ErrStoresDisagree says by how much, and that `seckillctl
+// reconcile` mends it. The gate sees the new stock and window at once; an
+// API instance that saw the voucher sold out keeps answering so for at most
+// its sold-out TTL.
 func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock int64, err error) {
 	var begin, end time.Time
 	if err := vs.DB.QueryRowContext(ctx, "SELECT begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&begin, &end); err != nil {
@@ -187,13 +198,13 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 		}
 		return 0, fmt.Errorf("read voucher %d: %w", id, err)
 	}
-	oldBegin, oldEnd := begin, end
-	var newBegin, newEnd time.Time
+	old := window{begin, end}
+	var next window
 	if c.BeginTime != nil {
-		newBegin, begin = *c.BeginTime, *c.BeginTime
+		next.begin, begin = *c.BeginTime, *c.BeginTime
 	}
 	if c.EndTime != nil {
-		newEnd, end = *c.EndTime, *c.EndTime
+		next.end, end = *c.EndTime, *c.EndTime
 	}
 	if !end.After(begin) {
 		return 0, ErrInvalid.With("endTime must be after beginTime")
@@ -201,25 +212,63 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 	if begin.Before(minTime) || end.After(maxTime) {
 		return 0, ErrInvalid.With("beginTime and endTime must lie between 1970-01-02 and 2038-01-18")
 	}
-	stock, err = vs.Sale.Adjust(ctx, id, c.AddStock, newBegin, newEnd)
+	if c.AddStock > 0 {
+		return vs.restock(ctx, id, c.AddStock, next, old)
+	}
+	return vs.reduce(ctx, id, c.AddStock, next, old)
+}
+
+// window is a sale's bounds; a zero bound is left as it is.
+type window struct{ begin, end time.Time }
+
+func (vs *Vouchers) restock(ctx context.Context, id, n int64, next, old window) (int64, error) {
+	if err := vs.changeMySQL(ctx, id, n, next); err != nil {
+		return 0, err
+	}
+	stock, err := vs.Sale.Adjust(ctx, id, n, next.begin, next.end)
+	if err == nil {
+		return stock, nil
+	}
+	if !errors.Is(err, ErrNotWarmed) && !errors.Is(err, ErrFrozen) {
+		// Redis may or may not have taken it (a timeout): MySQL keeps the
+		// units, which is safe, since Redis never sells more than MySQL has.
+		return 0, ErrStoresDisagree.With("MySQL has the %d new units of voucher %d, Redis did not confirm them, so they may not be on sale: run `seckillctl reconcile %d`", n, id, id).Wrap(err)
+	}
+	if undoErr := vs.changeMySQL(context.WithoutCancel(ctx), id, -n, old); undoErr != nil {
+		return 0, ErrStoresDisagree.With("Redis refused the change to voucher %d (%s) and undoing it in MySQL failed: MySQL has %d units more than Redis, not on sale: run `seckillctl reconcile %d`",
+			id, apperr.CodeOf(err), n, id).Wrap(errors.Join(err, undoErr))
+	}
+	return 0, err
+}
+
+func (vs *Vouchers) reduce(ctx context.Context, id, n int64, next, old window) (int64, error) {
+	stock, err := vs.Sale.Adjust(ctx, id, n, next.begin, next.end)
 	if err != nil {
 		return stock, err
 	}
-	res, err := vs.DB.ExecContext(ctx, `UPDATE tb_seckill_voucher SET stock = stock + ?,
-		begin_time = COALESCE(?, begin_time), end_time = COALESCE(?, end_time)
-		WHERE voucher_id = ? AND stock + ? >= 0`, c.AddStock, nullTime(newBegin), nullTime(newEnd), id, c.AddStock)
-	if err == nil {
-		if n, _ := res.RowsAffected(); n != 1 {
-			err = fmt.Errorf("voucher %d: MySQL refused the change", id)
-		}
-	}
-	if err != nil {
-		if _, undoErr := vs.Sale.Adjust(context.WithoutCancel(ctx), id, -c.AddStock, oldBegin, oldEnd); undoErr != nil {
-			return 0, fmt.Errorf("change voucher %d in MySQL: %w; undoing it in Redis failed too, warm it again: %w", id, err, undoErr)
+	if err := vs.changeMySQL(ctx, id, n, next); err != nil {
+		if _, undoErr := vs.Sale.Adjust(context.WithoutCancel(ctx), id, -n, old.begin, old.end); undoErr != nil {
+			return 0, ErrStoresDisagree.With("MySQL refused the change to voucher %d and undoing it in Redis failed: Redis has %d units fewer than MySQL (not on sale) or the old window: run `seckillctl reconcile %d`",
+				id, -n, id).Wrap(errors.Join(err, undoErr))
 		}
 		return 0, fmt.Errorf("change voucher %d in MySQL: %w", id, err)
 	}
 	return stock, nil
+}
+
+// changeMySQL adds n units (n may be negative: never below zero) and moves
+// the window's non-zero bounds.
+func (vs *Vouchers) changeMySQL(ctx context.Context, id, n int64, w window) error {
+	res, err := vs.DB.ExecContext(ctx, `UPDATE tb_seckill_voucher SET stock = stock + ?,
+		begin_time = COALESCE(?, begin_time), end_time = COALESCE(?, end_time)
+		WHERE voucher_id = ? AND stock + ? >= 0`, n, nullTime(w.begin), nullTime(w.end), id, n)
+	if err != nil {
+		return fmt.Errorf("change voucher %d in MySQL: %w", id, err)
+	}
+	if rows, _ := res.RowsAffected(); rows != 1 {
+		return fmt.Errorf("change voucher %d in MySQL: refused (stock would go below zero)", id)
+	}
+	return nil
 }
 
 func nullTime(t time.Time) any {

@@ -1,0 +1,100 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/lua"
+)
+
+var _ reconcile.Sale = (*Store)(nil)
+
+// Freeze makes the gate answer "paused" for voucherID, taking nothing,
+// and stock changes wait; a voucher with no sale in Redis stays unknown.
+func (s *Store) Freeze(ctx context.Context, voucherID int64) error {
+	if err := s.rdb.HSet(ctx, s.KeysOf(voucherID).Voucher, "frozen", 1).Err(); err != nil {
+		return fmt.Errorf("freeze voucher %d: %w", voucherID, err)
+	}
+	return nil
+}
+
+// Unfreeze lets the gate decide for voucherID again.
+func (s *Store) Unfreeze(ctx context.Context, voucherID int64) error {
+	if err := s.rdb.HDel(ctx, s.KeysOf(voucherID).Voucher, "frozen").Err(); err != nil {
+		return fmt.Errorf("unfreeze voucher %d: %w", voucherID, err)
+	}
+	return nil
+}
+
+// Pending are voucherID's reservations.
+func (s *Store) Pending(ctx context.Context, voucherID int64) ([]order.Event, error) {
+	all, err := s.rdb.HGetAll(ctx, s.KeysOf(voucherID).Pending).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reservations of voucher %d: %w", voucherID, err)
+	}
+	events := make([]order.Event, 0, len(all))
+	for id, v := range all {
+		oid, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("reservations of voucher %d: order id %q", voucherID, id)
+		}
+		e, err := parseReservation(voucherID, oid, v)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// rebuildChunk is how many buyers go to Redis per command.
+const rebuildChunk = 1000
+
+// Rebuild puts a reconcile's plan in place: the buyers (written aside,
+// then moved in), the stock and window, the settled reservations dropped;
+// then the voucher is unfrozen and among the active ones again.
+func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, begin, end time.Time) error {
+	k := s.KeysOf(voucherID)
+	rebuilt := s.prefix + "seckill:buyers-rebuilt:{" + strconv.FormatInt(voucherID, 10) + "}"
+	if err := s.rdb.Del(ctx, rebuilt).Err(); err != nil {
+		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	}
+	_, err := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		chunk := make([]any, 0, 2*rebuildChunk)
+		for u, o := range p.Buyers {
+			chunk = append(chunk, u, o)
+			if len(chunk) == cap(chunk) {
+				pl.HSet(ctx, rebuilt, chunk...)
+				chunk = make([]any, 0, 2*rebuildChunk)
+			}
+		}
+		if len(chunk) > 0 {
+			pl.HSet(ctx, rebuilt, chunk...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rebuild voucher %d: buyers: %w", voucherID, err)
+	}
+	if err := s.Confirm(ctx, p.Settled); err != nil {
+		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	}
+	none := "0"
+	if len(p.Buyers) == 0 {
+		none = "1"
+	}
+	if err := lua.ReconcileSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, rebuilt, k.Pending, k.PendingAt},
+		p.Stock, begin.UnixMilli(), end.UnixMilli(), none).Err(); err != nil {
+		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	}
+	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
+		return fmt.Errorf("rebuild voucher %d: among the active vouchers: %w", voucherID, err)
+	}
+	return nil
+}

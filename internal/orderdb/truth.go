@@ -1,0 +1,71 @@
+package orderdb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/seckill/seckill/internal/reconcile"
+)
+
+var _ reconcile.Records = (*Orders)(nil)
+
+// SaleTruth is MySQL's record of a flash-sale voucher: its stock and
+// window, who holds an order, and which of the pending order ids MySQL has
+// settled (in either table).
+func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64) (reconcile.Truth, bool, error) {
+	t := reconcile.Truth{Holders: map[int64]int64{}, Settled: map[int64]bool{}}
+	err := o.DB.QueryRowContext(ctx, "SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).
+		Scan(&t.Stock, &t.Begin, &t.End)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, fmt.Errorf("read voucher %d: %w", voucherID, err)
+	}
+	rows, err := o.DB.QueryContext(ctx, "SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ?", voucherID)
+	if err != nil {
+		return t, false, fmt.Errorf("order holders of voucher %d: %w", voucherID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u, id int64
+		if err := rows.Scan(&u, &id); err != nil {
+			return t, false, fmt.Errorf("order holders of voucher %d: %w", voucherID, err)
+		}
+		t.Holders[u] = id
+	}
+	if err := rows.Err(); err != nil {
+		return t, false, fmt.Errorf("order holders of voucher %d: %w", voucherID, err)
+	}
+	const chunk = 1000
+	for start := 0; start < len(pending); start += chunk {
+		ids := pending[start:min(start+chunk, len(pending))]
+		args := make([]any, 0, 2*len(ids))
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		args = append(args, args...)
+		in := placeholders(len(ids), 1)
+		settled, err := o.DB.QueryContext(ctx, "SELECT id FROM tb_voucher_order WHERE id IN "+in+
+			" UNION ALL SELECT order_id FROM tb_voucher_order_failure WHERE order_id IN "+in, args...)
+		if err != nil {
+			return t, false, fmt.Errorf("settled orders of voucher %d: %w", voucherID, err)
+		}
+		for settled.Next() {
+			var id int64
+			if err := settled.Scan(&id); err != nil {
+				settled.Close()
+				return t, false, fmt.Errorf("settled orders of voucher %d: %w", voucherID, err)
+			}
+			t.Settled[id] = true
+		}
+		err = settled.Err()
+		settled.Close()
+		if err != nil {
+			return t, false, fmt.Errorf("settled orders of voucher %d: %w", voucherID, err)
+		}
+	}
+	return t, true, nil
+}

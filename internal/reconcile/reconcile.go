@@ -1,0 +1,135 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/order"
+)
+
+// Sale is a voucher's state where the gate decides.
+type Sale interface {
+	// Freeze makes the gate answer "paused" for the voucher, taking nothing.
+	Freeze(ctx context.Context, voucherID int64) error
+	Unfreeze(ctx context.Context, voucherID int64) error
+	// Pending are the voucher's reservations.
+	Pending(ctx context.Context, voucherID int64) ([]order.Event, error)
+	// Rebuild puts the plan in place and unfreezes the voucher.
+	Rebuild(ctx context.Context, voucherID int64, p Plan, begin, end time.Time) error
+}
+
+// Records is MySQL's side.
+type Records interface {
+	// SaleTruth is MySQL's record of voucherID; of the pending order ids,
+	// it tells which MySQL has settled. ok is false for no such voucher.
+	SaleTruth(ctx context.Context, voucherID int64, pending []int64) (t Truth, ok bool, err error)
+}
+
+// Backlog is how far the order-writer has consumed the orders topic.
+type Backlog interface {
+	Ends(ctx context.Context) (map[int]int64, error)
+	Reached(ctx context.Context, ends map[int]int64) (bool, error)
+}
+
+// The outcomes callers branch on.
+var (
+	ErrNoSuchVoucher = apperr.New(apperr.NotFound, "reconcile: no such flash-sale voucher in MySQL")
+	// ErrWriterBehind: the order-writer did not consume the events
+	// published before the freeze within the wait; MySQL's truth would be
+	// incomplete, so nothing was rebuilt (and the sale is unfrozen).
+	ErrWriterBehind = apperr.New(apperr.Unavailable, "reconcile: the order-writer has not caught up with the orders topic; is it running? try again")
+)
+
+// Reconciler rebuilds sales from MySQL.
+type Reconciler struct {
+	Sale    Sale
+	Records Records
+	Backlog Backlog
+	Wait    time.Duration // for the writer to catch up
+	Poll    time.Duration
+	Logger  *slog.Logger
+}
+
+// Report is what a reconcile did.
+type Report struct {
+	VoucherID int64
+	Plan      Plan
+	Waited    time.Duration // for the writer
+}
+
+// Run freezes voucherID, waits until the writer has consumed what was
+// published before, rebuilds the voucher's Redis state from MySQL and
+// unfreezes it. Safe to run twice and while the sale is live; on failure
+// the sale is unfrozen as it was.
+func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err error) {
+	rep.VoucherID = voucherID
+	if err := r.Sale.Freeze(ctx, voucherID); err != nil {
+		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)
+	}
+	defer func() {
+		if err != nil {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if uerr := r.Sale.Unfreeze(uctx, voucherID); uerr != nil {
+				r.Logger.Error("reconcile failed and the sale is still frozen: run it again", "voucher", voucherID, "err", uerr)
+			}
+		}
+	}()
+	start := time.Now()
+	if err := r.waitForWriter(ctx); err != nil {
+		return rep, err
+	}
+	rep.Waited = time.Since(start)
+	pending, err := r.Sale.Pending(ctx, voucherID)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	ids := make([]int64, len(pending))
+	for i, e := range pending {
+		ids[i] = e.OrderID
+	}
+	truth, ok, err := r.Records.SaleTruth(ctx, voucherID, ids)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	if !ok {
+		return rep, ErrNoSuchVoucher
+	}
+	rep.Plan = Make(truth, pending)
+	if err := r.Sale.Rebuild(ctx, voucherID, rep.Plan, truth.Begin, truth.End); err != nil {
+		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	r.Logger.Info("voucher reconciled from MySQL", "voucher", voucherID, "stock", rep.Plan.Stock, "buyers", len(rep.Plan.Buyers),
+		"settled_reservations_dropped", len(rep.Plan.Settled), "unsettled", rep.Plan.Unsettled, "oversold", rep.Plan.Oversold)
+	return rep, nil
+}
+
+// waitForWriter waits until the writer's group has consumed the orders
+// topic up to its end as of now.
+func (r *Reconciler) waitForWriter(ctx context.Context) error {
+	ends, err := r.Backlog.Ends(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: orders topic: %w", err)
+	}
+	deadline := time.Now().Add(r.Wait)
+	for {
+		reached, err := r.Backlog.Reached(ctx, ends)
+		if err != nil {
+			return fmt.Errorf("reconcile: writer progress: %w", err)
+		}
+		if reached {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return ErrWriterBehind
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.Poll):
+		}
+	}
+}

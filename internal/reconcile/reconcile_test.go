@@ -1,0 +1,176 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/orderdb"
+	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+type rig struct {
+	r     *testsupport.Redis
+	m     *testsupport.MySQL
+	k     *testsupport.Kafka
+	store *gate.Store
+	topic string
+	rec   *reconcile.Reconciler
+}
+
+func newRig(t *testing.T) *rig {
+	g := &rig{r: testsupport.MustRedis(t), m: testsupport.MustMySQL(t), k: testsupport.MustKafka(t)}
+	g.store = gate.NewStore(g.r.Client, g.r.Prefix)
+	g.topic = g.k.MustTopic(t, 2)
+	g.rec = &reconcile.Reconciler{Sale: g.store, Records: &orderdb.Orders{DB: g.m.DB},
+		Backlog: &broker.Progress{Brokers: g.k.Brokers, Group: testsupport.Group(t), Topic: g.topic},
+		Wait:    time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	return g
+}
+
+func (g *rig) stock(t *testing.T, v int64) int64 {
+	n, err := g.r.Client.HGet(context.Background(), g.store.KeysOf(v).Voucher, "stock").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A voucher whose warm-up failed after its row was committed is unknown to
+// the gate; a reconcile warms it from MySQL.
+func TestReconcileWarmsAVoucherWhoseWarmUpFailed(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	g.m.MustSeedVoucher(t, 3, 5)
+	if d, err := g.store.Try(ctx, 3, 1, 101); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
+		t.Fatalf("before: %v %v, want unknown", d.Err, err)
+	}
+	if _, err := g.rec.Run(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := g.store.Try(ctx, 3, 1, 101); err != nil || d.Err != nil || d.StockLeft != 4 {
+		t.Fatalf("after the reconcile: %+v %v, want accepted with 4 left", d, err)
+	}
+	if _, err := g.rec.Run(ctx, 424242); !errors.Is(err, reconcile.ErrNoSuchVoucher) {
+		t.Fatalf("a voucher MySQL does not have: %v", err)
+	}
+}
+
+// Redis and MySQL apart (a restock that reached MySQL only, a lost
+// confirmation, a lost buyer): the reconcile sets Redis's stock to MySQL's
+// less the orders still on their way, its buyers to MySQL's holders and
+// the pending orders' users, and drops the reservations MySQL settled.
+func TestReconcileRebuildsFromMySQL(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const v = 4
+	g.m.MustSeedVoucher(t, v, 10)
+	if err := g.store.Warm(ctx, v, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var accepted []order.Event
+	for u := int64(1); u <= 4; u++ {
+		d, err := g.store.Try(ctx, v, u, 100+u)
+		if err != nil || d.Err != nil {
+			t.Fatal(d.Err, err)
+		}
+		accepted = append(accepted, order.Event{OrderID: 100 + u, UserID: u, VoucherID: v, AcceptedAt: d.AcceptedAt.UnixMilli()})
+	}
+	// Users 1 and 2 settled and confirmed, user 3 settled with its
+	// confirmation lost, user 4 still on its way.
+	if _, err := orderdb.Apply(ctx, g.m.DB, accepted[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.Confirm(ctx, accepted[:2]); err != nil {
+		t.Fatal(err)
+	}
+	// What a rollback looks like: user 1 forgotten, five units back; and
+	// a restock of 5 that reached MySQL only.
+	k := g.store.KeysOf(v)
+	g.r.Client.HDel(ctx, k.Buyers, "1")
+	g.r.Client.HIncrBy(ctx, k.Voucher, "stock", 5)
+	if _, err := g.m.DB.Exec("UPDATE tb_seckill_voucher SET stock = stock + 5 WHERE voucher_id = ?", v); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := g.rec.Run(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MySQL: 10 + 5 - 3 settled = 12; less user 4's order on its way.
+	if got := g.stock(t, v); got != 11 || rep.Plan.Stock != 11 {
+		t.Fatalf("Redis stock %d (plan %d), want 11", got, rep.Plan.Stock)
+	}
+	buyers := g.r.Client.HGetAll(ctx, k.Buyers).Val()
+	if len(buyers) != 4 || buyers["1"] != "101" || buyers["4"] != "104" {
+		t.Fatalf("buyers %v, want users 1 to 4 with their orders", buyers)
+	}
+	if pending := g.r.Client.HKeys(ctx, k.Pending).Val(); len(pending) != 1 || pending[0] != "104" {
+		t.Fatalf("reservations %v, want only order 104's", pending)
+	}
+	if d, _ := g.store.Try(ctx, v, 1, 999); !errors.Is(d.Err, order.ErrAlreadyBought) {
+		t.Fatalf("user 1 again after the reconcile: %v, want already bought", d.Err)
+	}
+	// Twice is the same as once.
+	if _, err := g.rec.Run(ctx, v); err != nil || g.stock(t, v) != 11 || g.r.Client.HLen(ctx, k.Buyers).Val() != 4 {
+		t.Fatalf("a second reconcile: %v, stock %d", err, g.stock(t, v))
+	}
+}
+
+// While frozen the gate takes nothing and stock changes wait.
+func TestFrozenSaleTakesNothing(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const v = 5
+	if err := g.store.Warm(ctx, v, 3, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.Freeze(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := g.store.Try(ctx, v, 1, 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
+		t.Fatalf("frozen: %v %v, want paused", d.Err, err)
+	}
+	if _, err := g.store.Adjust(ctx, v, 2, time.Time{}, time.Time{}); !errors.Is(err, voucher.ErrFrozen) {
+		t.Fatalf("a stock change while frozen: %v", err)
+	}
+	if g.stock(t, v) != 3 {
+		t.Fatalf("stock %d while frozen, want 3", g.stock(t, v))
+	}
+	if err := g.store.Unfreeze(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := g.store.Try(ctx, v, 1, 1); err != nil || d.Err != nil {
+		t.Fatalf("unfrozen: %v %v", d.Err, err)
+	}
+}
+
+// With events the writer has not consumed, MySQL's truth is incomplete:
+// nothing is rebuilt, and the sale is unfrozen as it was.
+func TestReconcileWaitsForTheWriter(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const v = 6
+	g.m.MustSeedVoucher(t, v, 3)
+	if err := g.store.Warm(ctx, v, 2, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	pub := broker.NewOrderPublisher(broker.NewWriter(g.k.Brokers, g.topic), 5*time.Second)
+	defer pub.Close()
+	if err := pub.Publish(ctx, order.Event{OrderID: 1, UserID: 1, VoucherID: v, AcceptedAt: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.rec.Run(ctx, v); !errors.Is(err, reconcile.ErrWriterBehind) {
+		t.Fatalf("reconcile with an unconsumed event: %v, want ErrWriterBehind", err)
+	}
+	if d, err := g.store.Try(ctx, v, 2, 2); err != nil || d.Err != nil || g.stock(t, v) != 1 {
+		t.Fatalf("after a reconcile that gave up: %v %v, stock %d; want the sale as it was", d.Err, err, g.stock(t, v))
+	}
+}
