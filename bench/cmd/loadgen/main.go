@@ -55,6 +55,7 @@ func run(cmd string, args []string) error {
 	writerBin := fs.String("writer-bin", "bin/order-writer", "bench: the order-writer binary for the drain")
 	drain := fs.Int("drain", 200000, "bench: orders in the drained backlog")
 	redisReqs := fs.Int("redis-requests", 200000, "bench: redis-benchmark requests")
+	procs := fs.String("procs", "", "bench: the system's processes to measure the CPU of, name=pid,... (the load generator is measured apart)")
 	_ = fs.Parse(args)
 
 	common, sk, err := config.LoadCommon(os.LookupEnv)
@@ -102,9 +103,14 @@ func run(cmd string, args []string) error {
 				return err
 			}
 		}
+		measured, err := loadgen.ParseProcs(*procs)
+		if err != nil {
+			return err
+		}
 		return sale.Bench(ctx, os.Stdout, loadgen.BenchConfig{
 			Users: *users, Workers: *workers, RedisAddr: common.RedisAddr, RedisReqs: *redisReqs,
 			Brokers: common.KafkaBrokers, MySQLDSN: common.MySQLDSN, WriterBin: *writerBin, Drain: *drain, PlotDir: *plot,
+			Procs: measured,
 		})
 	}
 	return fmt.Errorf("unknown command %q; %s", cmd, usage)

@@ -1,0 +1,140 @@
+package loadgen
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTick is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on
+// every Linux the project runs on.
+const clockTick = 10 * time.Millisecond
+
+// Self is the name under which Procs measures the load generator itself,
+// reported apart from the system it drives.
+const Self = "loadgen"
+
+// Procs are the processes of the system whose CPU time a run measures, by
+// name, in the order they are printed.
+type Procs struct {
+	Names []string
+	PIDs  []int
+}
+
+// ParseProcs reads "api=123,redis=456": the processes to measure. The load
+// generator is added as Self.
+func ParseProcs(s string) (Procs, error) {
+	var p Procs
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, pid, ok := strings.Cut(item, "=")
+		n, err := strconv.Atoi(pid)
+		if !ok || name == "" || err != nil || n <= 0 {
+			return p, fmt.Errorf("procs: %q is not name=pid", item)
+		}
+		p.Names, p.PIDs = append(p.Names, name), append(p.PIDs, n)
+	}
+	p.Names, p.PIDs = append(p.Names, Self), append(p.PIDs, os.Getpid())
+	return p, nil
+}
+
+// Sample is each process's CPU time (user + system) so far.
+func (p Procs) Sample() ([]time.Duration, error) {
+	out := make([]time.Duration, len(p.PIDs))
+	for i, pid := range p.PIDs {
+		t, err := cpuTime(pid)
+		if err != nil {
+			return nil, fmt.Errorf("cpu of %s (pid %d): %w", p.Names[i], pid, err)
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// cpuTime is utime + stime from /proc/<pid>/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// after its closing one. utime and stime are fields 14 and 15.
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("short stat %q", s)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("stat %q: utime %v, stime %v", s, err1, err2)
+	}
+	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// CPU is what each process used during one run.
+type CPU struct {
+	Run      string
+	Requests int64
+	Names    []string
+	Used     []time.Duration
+}
+
+// Diff is the CPU used between two samples of p over requests.
+func (p Procs) Diff(run string, requests int64, before, after []time.Duration) CPU {
+	c := CPU{Run: run, Requests: requests, Names: p.Names, Used: make([]time.Duration, len(p.Names))}
+	for i := range p.Names {
+		c.Used[i] = after[i] - before[i]
+	}
+	return c
+}
+
+// PerThousand is process name's CPU-ms per 1,000 requests; for "total",
+// every process's but the load generator's.
+func (c CPU) PerThousand(name string) float64 {
+	var used time.Duration
+	for i, n := range c.Names {
+		if n == name || name == "total" && n != Self {
+			used += c.Used[i]
+		}
+	}
+	if c.Requests == 0 {
+		return 0
+	}
+	return float64(used.Microseconds()) / 1000 / float64(c.Requests) * 1000
+}
+
+// CPUTable prints runs side by side: CPU-ms per 1,000 requests, per
+// process and in total (the system, the load generator apart).
+func CPUTable(runs ...CPU) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-22s", "CPU-ms per 1,000 req")
+	for _, r := range runs {
+		fmt.Fprintf(&b, " %14s", r.Run)
+	}
+	b.WriteString("\n")
+	names := append(append([]string{}, runs[0].Names...), "total")
+	for _, n := range names {
+		if n == Self {
+			continue
+		}
+		fmt.Fprintf(&b, "%-22s", n)
+		for _, r := range runs {
+			fmt.Fprintf(&b, " %14.1f", r.PerThousand(n))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "%-22s", Self+" (apart)")
+	for _, r := range runs {
+		fmt.Fprintf(&b, " %14.1f", r.PerThousand(Self))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
