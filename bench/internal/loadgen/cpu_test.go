@@ -52,4 +52,3 @@ func TestPerThousandAndTable(t *testing.T) {
 		}
 	}
 }
-
