@@ -21,11 +21,14 @@ type orderJSON struct {
 	AcceptedAt int64 `json:"acceptedAt"`
 }
 
-// OrderMessage is e as a Kafka message, keyed by user so that one user's
-// events keep their order.
+// OrderMessage is e as a Kafka message, keyed by voucher: a sale's events
+// share a partition, so the producer sends them in one request per batch
+// instead of one per partition (the broker's cost is per request), and
+// one writer settles a voucher's orders, which all lock its stock row
+// anyway.
 func OrderMessage(e order.Event) kafka.Message {
 	v, _ := json.Marshal(orderJSON(e))
-	return kafka.Message{Key: strconv.AppendInt(nil, e.UserID, 10), Value: v}
+	return kafka.Message{Key: strconv.AppendInt(nil, e.VoucherID, 10), Value: v}
 }
 
 // DecodeOrder reads an order event and checks it is whole.
