@@ -32,10 +32,12 @@ type Config struct {
 
 // RoutePolicy limits one route per client IP and per logged-in user. When
 // Redis cannot be reached, FailOpen lets requests through; otherwise they
-// get 503.
+// get 503. Local keeps the counts in each API instance instead of Redis
+// (ratelimit.Local: no round trip, each instance allows the limit).
 type RoutePolicy struct {
 	PerIP, PerUser ratelimit.Limit
 	FailOpen       bool
+	Local          bool
 }
 
 // Limits are the rate-limited routes' policies. Public is the read routes
