@@ -14,6 +14,11 @@ type Config struct {
 	Addr       string
 	BodyLimit  int64 // bytes; larger bodies get 413
 	SessionTTL time.Duration
+	// SessionCache is how long an instance remembers a loaded session
+	// (user.CachedSessions); it bounds how long a logout may take to reach
+	// an instance that missed its announcement. Zero: every request asks
+	// Redis.
+	SessionCache time.Duration
 	// TrustedProxies may set X-Forwarded-For; from anyone else the client IP
 	// is the connection's.
 	TrustedProxies []*net.IPNet

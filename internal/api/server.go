@@ -33,6 +33,13 @@ type Server struct {
 	deps   Deps
 }
 
+// SessionStore finds and ends login sessions: user.Sessions, or
+// user.CachedSessions.
+type SessionStore interface {
+	Load(ctx context.Context, token string) (user.User, bool, error)
+	Delete(ctx context.Context, token string) error
+}
+
 // Deps are the services behind the routes, built by the program's wiring
 // (internal/app).
 type Deps struct {
@@ -40,7 +47,7 @@ type Deps struct {
 	Monitor  *health.Monitor
 	Registry *prometheus.Registry
 	Users    *user.Service
-	Sessions *user.Sessions
+	Sessions SessionStore
 	Limiter  *ratelimit.Limiter
 	Shops    *shop.Service
 	Vouchers *voucher.Vouchers

@@ -113,9 +113,11 @@ func TestCodeRulesOverHTTP(t *testing.T) {
 }
 
 // The first middleware refreshes the session on every route, protected or
-// not, so a user browsing public pages stays logged in.
+// not, so a user browsing public pages stays logged in. With the session
+// cache (the default) Redis sees a user's session once per cache TTL, and
+// refreshes it then; this is the uncached contract, per request.
 func TestSessionTTLRefreshedOnUnprotectedRoute(t *testing.T) {
-	a := startAPI(t, nil)
+	a := startAPI(t, map[string]string{"SECKILL_SESSION_CACHE_TTL": "off"})
 	token := a.loggedIn(t, randomPhone())
 	key := user.Keys{Prefix: a.Redis.Prefix}.Session(token)
 	ctx := t.Context()
@@ -131,5 +133,35 @@ func TestSessionTTLRefreshedOnUnprotectedRoute(t *testing.T) {
 	call(t, "GET", a.URL+"/healthz", nil, nil)
 	if ttl := a.Redis.Client.TTL(ctx, key).Val(); ttl > time.Minute {
 		t.Fatalf("TTL %v changed by a request without the token", ttl)
+	}
+}
+
+// Two API instances cache sessions for a minute; a logout on one takes
+// effect on the other at once (the logout channel), not after the cache
+// TTL.
+func TestLogoutReachesEveryInstance(t *testing.T) {
+	env := map[string]string{"SECKILL_SESSION_CACHE_TTL": "1m"}
+	a := startAPI(t, env)
+	env["SECKILL_KEY_PREFIX"], env["SECKILL_MYSQL_DSN"] = a.Redis.Prefix, a.MySQL.DSN
+	b := startAPI(t, env)
+	token := a.loggedIn(t, randomPhone())
+	auth := map[string]string{"authorization": token}
+	for _, api := range []*testAPI{a, b} {
+		if res := call(t, "GET", api.URL+"/user/me", auth, nil); res.Status != 200 {
+			t.Fatalf("me on %s: %d %s", api.URL, res.Status, res.Raw)
+		}
+	}
+	if res := call(t, "POST", a.URL+"/user/logout", auth, nil); res.Status != 200 {
+		t.Fatalf("logout: %d %s", res.Status, res.Raw)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for call(t, "GET", b.URL+"/user/me", auth, nil).Status != 401 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other instance still knows the session 5 s after the logout (its cache holds it for a minute)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res := call(t, "GET", a.URL+"/user/me", auth, nil); res.Status != 401 {
+		t.Fatalf("me after logout on the instance that logged out: %d", res.Status)
 	}
 }

@@ -69,7 +69,16 @@ func (m *API) Run(context.Context) error {
 		shops.Filter = shop.NewFilter(b.rdb, db, shopKeys, uint(c.ShopFilter), m.logger)
 	}
 	loginKeys := user.Keys{Prefix: c.Sale.KeyPrefix}
-	sessions := user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL)
+	var sessions interface {
+		api.SessionStore
+		user.SessionCreator
+	} = user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL)
+	workers := []daemon.Worker{{Name: "http server", Run: m.serve}}
+	if c.HTTP.SessionCache > 0 {
+		cached := user.NewCachedSessions(user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL), b.rdb, c.HTTP.SessionCache, m.logger)
+		sessions = cached
+		workers = append(workers, daemon.Worker{Name: "session cache", Run: cached.Run})
+	}
 	srv, err := api.Listen(c.HTTP, api.Deps{
 		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
 		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy), Sessions: sessions,
@@ -89,7 +98,7 @@ func (m *API) Run(context.Context) error {
 		return abandon(err, b.closers)
 	}
 	m.srv = srv
-	m.d = b.daemon(c.Common, c.AdminAddr, daemon.Worker{Name: "http server", Run: m.serve})
+	m.d = b.daemon(c.Common, c.AdminAddr, workers...)
 	if err := m.d.Start(); err != nil {
 		return abandon(errors.Join(err, srv.Release()), b.closers)
 	}

@@ -175,6 +175,14 @@ func loadCommon(r *Reader) daemon.Common {
 	return c
 }
 
+// durationOrOff is a duration, or zero for "off".
+func durationOrOff(r *Reader, key string, def time.Duration) time.Duration {
+	if v, _ := r.raw(key); v == "off" {
+		return 0
+	}
+	return r.Duration(key, def)
+}
+
 // shopFilter is the capacity of the filter of shop ids: the API and the
 // cache-invalidator read the same variable, since both must hash alike.
 func shopFilter(r *Reader) int {
@@ -201,11 +209,12 @@ func loadSale(r *Reader) Sale {
 // loadHTTP reads the API's variables (see README.md).
 func loadHTTP(r *Reader) api.Config {
 	c := api.Config{
-		Addr:       r.HostPort("SECKILL_API_ADDR", "127.0.0.1:8081"),
-		BodyLimit:  int64(r.Int("SECKILL_API_BODY_LIMIT", 64<<10, 1<<10, 10<<20)),
-		SessionTTL: r.Duration("SECKILL_SESSION_TTL", 30*time.Minute),
-		AdminToken: r.String("SECKILL_ADMIN_TOKEN", ""),
-		RatePrefix: r.String("SECKILL_RATE_PREFIX", "rate:"),
+		Addr:         r.HostPort("SECKILL_API_ADDR", "127.0.0.1:8081"),
+		BodyLimit:    int64(r.Int("SECKILL_API_BODY_LIMIT", 64<<10, 1<<10, 10<<20)),
+		SessionTTL:   r.Duration("SECKILL_SESSION_TTL", 30*time.Minute),
+		SessionCache: durationOrOff(r, "SECKILL_SESSION_CACHE_TTL", 10*time.Second),
+		AdminToken:   r.String("SECKILL_ADMIN_TOKEN", ""),
+		RatePrefix:   r.String("SECKILL_RATE_PREFIX", "rate:"),
 		Limits: api.Limits{
 			// Login codes' limits must hold across instances: shared in
 			// Redis. The sale's and the public reads' guard the servers

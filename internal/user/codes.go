@@ -59,6 +59,10 @@ func (k Keys) codeLast(phone string) string { return k.Prefix + "login:code:last
 
 func (k Keys) codeDay(phone string) string { return k.Prefix + "login:code:day:{" + phone + "}" }
 
+// Logouts is the channel on which API instances announce logouts to each
+// other's session caches.
+func (k Keys) Logouts() string { return k.Prefix + "login:logouts" }
+
 // Session is the key of token's session.
 func (k Keys) Session(token string) string { return k.Prefix + "login:token:{" + token + "}" }
 

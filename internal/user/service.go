@@ -10,10 +10,15 @@ import (
 	"github.com/seckill/seckill/internal/apperr"
 )
 
+// SessionCreator starts sessions: Sessions, or CachedSessions.
+type SessionCreator interface {
+	Create(ctx context.Context, u User) (string, error)
+}
+
 // Service is the login flow.
 type Service struct {
 	Codes    *Codes
-	Sessions *Sessions
+	Sessions SessionCreator
 	Users    *Users
 	Sender   CodeSender // nil: codes are refused with ErrNoSender
 }
