@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/cache"
-	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -17,12 +16,8 @@ import (
 // runs out, and the value must be cached.
 func TestRebuildWhenRedisStalls(t *testing.T) {
 	r, _ := testsupport.MustPrivateRedis(t)
-	rdb := daemon.NewRedis(daemon.Common{RedisAddr: r.Addr})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := testsupport.MustProductionClient(t, r.Addr)
 	ctx := context.Background()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	s := plain
 	s.Lease, s.Wait = time.Minute, 2*time.Second
 	c := cache.New[shop](rdb, "shop", func(id string) string { return r.Key("cache:shop:{" + id + "}") }, s, slog.New(slog.DiscardHandler), nil)

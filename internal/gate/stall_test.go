@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -20,14 +19,9 @@ const stall = 1500 * time.Millisecond
 // connection open as a serving program has.
 func stalledVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store, int64) {
 	r, _ := testsupport.MustPrivateRedis(tb)
-	rdb := daemon.NewRedis(daemon.Common{RedisAddr: r.Addr})
-	tb.Cleanup(func() { rdb.Close() })
-	store := gate.NewStore(rdb, "")
+	store := gate.NewStore(testsupport.MustProductionClient(tb, r.Addr), "")
 	const voucher = 1
 	if err := store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		tb.Fatal(err)
-	}
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		tb.Fatal(err)
 	}
 	return r, store, voucher

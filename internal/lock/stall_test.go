@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -17,12 +16,7 @@ const stall = 1500 * time.Millisecond
 // productionClient takes locks through a client configured as the
 // programs configure theirs (timeouts, retries), with a connection open.
 func productionClient(t *testing.T, r *testsupport.Redis) *lock.Client {
-	rdb := daemon.NewRedis(daemon.Common{RedisAddr: r.Addr})
-	t.Cleanup(func() { rdb.Close() })
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	return lock.New(rdb, r.Prefix)
+	return lock.New(testsupport.MustProductionClient(t, r.Addr), r.Prefix)
 }
 
 // A re-entry that Redis runs twice must count once: after both holds are

@@ -8,7 +8,22 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/daemon"
 )
+
+// MustProductionClient is a client of the Redis at addr configured as the
+// programs configure theirs (timeouts, retries), with a connection open as
+// a serving program has: what a stall test must go through.
+func MustProductionClient(tb testing.TB, addr string) *redis.Client {
+	tb.Helper()
+	rdb := daemon.NewRedis(daemon.Common{RedisAddr: addr})
+	tb.Cleanup(func() { rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return rdb
+}
 
 // MustPrivateRedis runs a redis-server of the test's own, stopped when the
 // test ends: for tests that stall, stop or kill their Redis, which must not
