@@ -183,6 +183,11 @@ log_bin=$mysql_dir/binlog/mysql-bin
 binlog_format=ROW
 binlog_row_image=FULL
 expire_logs_days=2
+# A committed order survives a power loss: the redo log and the binlog are
+# fsynced at every commit (the order-writer commits once per batch, and
+# group commit shares the fsync between concurrent ones).
+innodb_flush_log_at_trx_commit=1
+sync_binlog=1
 EOF
   if [ ! -d "$mysql_dir/data/mysql" ]; then
     say "initialising MariaDB data dir $mysql_dir/data"

@@ -92,13 +92,39 @@ func (f *PositionFile) flushLocked() error {
 	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
 		return fmt.Errorf("binlog position: %w", err)
 	}
+	// Written aside, fsynced, renamed over the old one, and the folder
+	// fsynced: after a power loss the file is the old position or the new
+	// one, never empty or torn.
 	tmp := f.Path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := writeSynced(tmp, b); err != nil {
 		return fmt.Errorf("binlog position: %w", err)
 	}
 	if err := os.Rename(tmp, f.Path); err != nil {
 		return fmt.Errorf("binlog position: %w", err)
 	}
+	if err := syncDir(filepath.Dir(f.Path)); err != nil {
+		return fmt.Errorf("binlog position: %w", err)
+	}
 	f.saved = time.Now()
 	return nil
+}
+
+func writeSynced(path string, b []byte) error {
+	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = file.Write(b)
+	if err == nil {
+		err = file.Sync()
+	}
+	return errors.Join(err, file.Close())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }

@@ -109,3 +109,18 @@ func TestSeedTwiceLoadsOnce(t *testing.T) {
 		t.Fatalf("after a second Seed: %s, after the first: %s", second, first)
 	}
 }
+
+// The server commits an order durably: the redo log and the binlog are
+// fsynced at every commit, so a committed order survives a power loss. The
+// local stack (deploy/local/stack.sh), docker-compose and the test
+// containers all run with these settings.
+func TestServerCommitsDurably(t *testing.T) {
+	m := testsupport.MustEmptyMySQL(t)
+	var syncBinlog, flushAtCommit int
+	if err := m.DB.QueryRow("SELECT @@sync_binlog, @@innodb_flush_log_at_trx_commit").Scan(&syncBinlog, &flushAtCommit); err != nil {
+		t.Fatal(err)
+	}
+	if syncBinlog != 1 || flushAtCommit != 1 {
+		t.Fatalf("sync_binlog=%d, innodb_flush_log_at_trx_commit=%d; want 1 and 1", syncBinlog, flushAtCommit)
+	}
+}

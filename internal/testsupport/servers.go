@@ -129,7 +129,8 @@ func mysqlServer(tb testing.TB) (dsn, flavor string) {
 			// default; the flags make the requirement explicit.
 			c, err := tcmysql.Run(ctx, "mysql:8.0",
 				tcmysql.WithUsername("root"), tcmysql.WithPassword("secret"), tcmysql.WithDatabase("seckill"),
-				testcontainers.WithCmdArgs("--server-id=1", "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL"))
+				testcontainers.WithCmdArgs("--server-id=1", "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
+					"--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1"))
 			if err != nil {
 				return err
 			}
