@@ -14,7 +14,9 @@ import (
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/orderwriter"
+	"github.com/seckill/seckill/internal/reconcile"
 )
 
 // OrderWriter is the order-writer program: the orders consumer and the
@@ -57,12 +59,16 @@ func (m *OrderWriter) Run(context.Context) error {
 	b.closeFirst(closer("kafka writers", closers{dlq, relayPublisher}))
 	b.closeFirst(closer("kafka reader", reader))
 
+	progress := &broker.Progress{Brokers: c.KafkaBrokers, Group: c.Group, Topic: c.Sale.OrdersTopic}
+	guard := reconcile.NewGuard(&reconcile.Reconciler{Sale: store, Records: &orderdb.Orders{DB: db}, Backlog: progress,
+		Wait: time.Minute, Poll: 200 * time.Millisecond, Logger: m.logger}, 2*time.Minute, b.reg)
+	b.closeFirst(closer("reconciles", guard))
 	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store,
-		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg)}
+		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: store, Guard: guard}
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
 		BatchSize: c.BatchSize, BatchWait: c.BatchWait, Logger: m.logger}
 	relay := &gate.Relay{Store: store, Publisher: relayPublisher,
-		Backlog: &broker.Progress{Brokers: c.KafkaBrokers, Group: c.Group, Topic: c.Sale.OrdersTopic},
+		Backlog: progress,
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
 

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -97,4 +98,42 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 		return fmt.Errorf("rebuild voucher %d: among the active vouchers: %w", voucherID, err)
 	}
 	return nil
+}
+
+// Inspect reads what the order-writer checks after a batch, in one round
+// trip: whether voucherID's sale is in Redis, its stock, and which of
+// users are missing from its buyers.
+func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (exists bool, stock int64, missing []int64, err error) {
+	k := s.KeysOf(voucherID)
+	fields := make([]string, len(users))
+	for i, u := range users {
+		fields[i] = strconv.FormatInt(u, 10)
+	}
+	var stockCmd *redis.StringCmd
+	var buyers *redis.SliceCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		stockCmd = p.HGet(ctx, k.Voucher, "stock")
+		if len(fields) > 0 {
+			buyers = p.HMGet(ctx, k.Buyers, fields...)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, 0, nil, fmt.Errorf("inspect voucher %d: %w", voucherID, err)
+	}
+	stock, err = stockCmd.Int64()
+	if errors.Is(err, redis.Nil) {
+		return false, 0, nil, nil
+	}
+	if err != nil {
+		return false, 0, nil, fmt.Errorf("inspect voucher %d: stock: %w", voucherID, err)
+	}
+	if buyers != nil {
+		for i, v := range buyers.Val() {
+			if v == nil {
+				missing = append(missing, users[i])
+			}
+		}
+	}
+	return true, stock, missing, nil
 }

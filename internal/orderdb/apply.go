@@ -21,6 +21,11 @@ import (
 // Outcome is what one batch did.
 type Outcome struct {
 	Inserted int
+	// New are the orders this batch inserted, and Stock each voucher's
+	// stock in MySQL after it (read under the row lock): what the writer
+	// checks Redis against.
+	New   []order.Event
+	Stock map[int64]int64
 	Failed   map[string]int // by reason
 	Already  int            // settled by an earlier delivery
 	// Collided are orders whose id another order (another user or
@@ -97,6 +102,12 @@ func apply(ctx context.Context, db *sql.DB, events []order.Event, optimistic boo
 	}
 	if err := tx.Commit(); err != nil {
 		return Outcome{}, fmt.Errorf("commit order batch: %w", err)
+	}
+	b.out.Stock = make(map[int64]int64, len(stock))
+	for v, n := range stock {
+		if n >= 0 {
+			b.out.Stock[v] = n - b.taken[v]
+		}
 	}
 	return b.out, nil
 }
@@ -207,6 +218,7 @@ func classify(events []order.Event, stock map[int64]int64, seen known) settlemen
 		holders[uv] = true
 		b.taken[e.VoucherID]++
 		b.out.Inserted++
+		b.out.New = append(b.out.New, e)
 	}
 	return b
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
+	"github.com/seckill/seckill/internal/reconcile"
 )
 
 // Writer settles batches of order events.
@@ -26,6 +27,16 @@ type Writer struct {
 	Reservations order.Confirmer   // the settled orders' reservations to remove
 	Logger       *slog.Logger
 	Metrics      *Metrics
+	// Sale and Guard check, after each batch, that Redis still holds what
+	// MySQL just committed; nil Guard skips the check.
+	Sale  SaleInspector
+	Guard *reconcile.Guard
+}
+
+// SaleInspector reads a voucher's sale in Redis: whether it is there, its
+// stock, and which of users are not among its buyers.
+type SaleInspector interface {
+	Inspect(ctx context.Context, voucherID int64, users []int64) (exists bool, stock int64, missing []int64, err error)
 }
 
 // Metrics are the writer's counters.
@@ -99,7 +110,37 @@ func (w *Writer) Handle(ctx context.Context, msgs []kafka.Message) error {
 	if err := w.Reservations.Confirm(ctx, events); err != nil && ctx.Err() == nil {
 		w.Logger.Warn("confirm reservations in Redis failed; the relay will redeliver them", "count", len(events), "err", err)
 	}
+	w.check(ctx, out)
 	return nil
+}
+
+// check compares Redis with what this batch committed, per voucher with
+// new orders, in one round trip each: the sale is there, its stock is not
+// above MySQL's, and every user just confirmed is a buyer. Redis that lost
+// writes (a failover to a lagging replica, a restore) breaks one of them;
+// the guard then reconciles the voucher from MySQL. A check that cannot
+// read Redis is skipped: the next batch checks again.
+func (w *Writer) check(ctx context.Context, out orderdb.Outcome) {
+	if w.Guard == nil || len(out.New) == 0 {
+		return
+	}
+	users := map[int64][]int64{}
+	for _, e := range out.New {
+		users[e.VoucherID] = append(users[e.VoucherID], e.UserID)
+	}
+	for voucher, us := range users {
+		exists, stock, missing, err := w.Sale.Inspect(ctx, voucher, us)
+		switch {
+		case err != nil:
+			w.Logger.Warn("checking Redis against the batch failed; the next batch checks again", "voucher", voucher, "err", err)
+		case !exists:
+			w.Guard.Violated(voucher, reconcile.CheckVoucherMissing)
+		case stock > out.Stock[voucher]:
+			w.Guard.Violated(voucher, reconcile.CheckStockAboveMySQL, "redis_stock", stock, "mysql_stock", out.Stock[voucher])
+		case len(missing) > 0:
+			w.Guard.Violated(voucher, reconcile.CheckBuyersLost, "users", missing)
+		}
+	}
 }
 
 func (w *Writer) deadLetter(ctx context.Context, m kafka.Message, reason error) error {

@@ -31,6 +31,7 @@ type pipeline struct {
 	group  string
 	pub    *broker.OrderPublisher
 	logger *slog.Logger
+	admin  string // the running writer's admin listener
 }
 
 func newPipeline(t *testing.T) *pipeline {
@@ -59,6 +60,7 @@ func (p *pipeline) startWriter(t *testing.T) (stop func()) {
 	if err := w.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	p.admin = "http://" + w.AdminAddr()
 	stopped := false
 	stop = func() {
 		if stopped {

@@ -1,0 +1,70 @@
+package orderwriter_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// What a rollback of Redis looks like, injected mid-sale: five confirmed
+// buyers forgotten and five units back in the stock. The writer's check
+// after its next batch sees Redis's stock above MySQL's, the voucher is
+// frozen and rebuilt from MySQL, and none of the five gets a second order.
+func TestWriterReconcilesWhenRedisLostWrites(t *testing.T) {
+	p := newPipeline(t)
+	const voucher, stock = 64, 100
+	p.warm(t, voucher, stock)
+	p.startWriter(t)
+	p.acceptOrders(t, voucher, 20)
+	p.waitOrders(t, voucher, 20)
+	p.waitConfirmed(t, voucher)
+
+	ctx := context.Background()
+	k := p.store.KeysOf(voucher)
+	p.r.Client.HDel(ctx, k.Buyers, "1", "2", "3", "4", "5")
+	p.r.Client.HIncrBy(ctx, k.Voucher, "stock", 5)
+
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store, Publisher: p.pub, Logger: p.logger}
+	if _, err := svc.Place(ctx, 21, voucher); err != nil {
+		t.Fatal(err)
+	}
+	p.waitOrders(t, voucher, 21)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		redisStock, _ := p.r.Client.HGet(ctx, k.Voucher, "stock").Int64()
+		frozen := p.r.Client.HExists(ctx, k.Voucher, "frozen").Val()
+		if redisStock == stock-21 && p.r.Client.HLen(ctx, k.Buyers).Val() == 21 && !frozen {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the batch: Redis stock %d, %d buyers, frozen %v; want %d, 21, unfrozen", redisStock,
+				p.r.Client.HLen(ctx, k.Buyers).Val(), frozen, stock-21)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for u := int64(1); u <= 5; u++ {
+		if _, err := svc.Place(ctx, u, voucher); !errors.Is(err, order.ErrAlreadyBought) {
+			t.Fatalf("forgotten buyer %d buying again after the reconcile: %v, want already bought", u, err)
+		}
+	}
+	if got := p.m.MustSaleState(t, voucher); got != (testsupport.SaleState{Orders: 21, Stock: stock - 21}) {
+		t.Fatalf("MySQL %+v, want 21 orders and stock %d", got, stock-21)
+	}
+	metrics := testsupport.Eventually(t, p.admin+"/metrics", 200, 5*time.Second)
+	for _, series := range []string{`seckill_invariant_violations_total\{check="stock_above_mysql"\} (\d+)`, `seckill_reconciles_total\{result="done"\} (\d+)`} {
+		m := regexp.MustCompile(series).FindStringSubmatch(metrics)
+		if m == nil {
+			t.Fatalf("no metric %s:\n%s", series, metrics)
+		}
+		if n, _ := strconv.Atoi(m[1]); n < 1 {
+			t.Fatalf("metric %s counted %d, want at least 1", series, n)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package reconcile
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The invariants a guard watches: what Redis must hold of what MySQL has.
+const (
+	// CheckVoucherMissing: a voucher with new orders has no sale in Redis.
+	CheckVoucherMissing = "voucher_missing"
+	// CheckStockAboveMySQL: Redis's stock is above MySQL's, which it never
+	// is (units leave Redis first and come back to MySQL first).
+	CheckStockAboveMySQL = "stock_above_mysql"
+	// CheckBuyersLost: a user MySQL just confirmed is not among Redis's
+	// buyers, so could buy again.
+	CheckBuyersLost = "buyers_lost"
+)
+
+// Guard turns a violated invariant — Redis lost writes: a failover to a
+// lagging replica, a restore, a power loss — into a reconcile of the
+// voucher: counted, logged, and run in the background, at most one at a
+// time per voucher.
+type Guard struct {
+	Reconciler *Reconciler
+	// Timeout bounds one reconcile, its wait for the writer included.
+	Timeout time.Duration
+
+	ctx        context.Context // ends at Close: reconciles under way give up, unfrozen
+	stop       context.CancelFunc
+	violations *prometheus.CounterVec
+	reconciles *prometheus.CounterVec
+	mu         sync.Mutex
+	running    map[int64]bool
+	wg         sync.WaitGroup
+}
+
+// NewGuard registers the guard's metrics on reg.
+func NewGuard(r *Reconciler, timeout time.Duration, reg prometheus.Registerer) *Guard {
+	g := &Guard{Reconciler: r, Timeout: timeout, running: map[int64]bool{},
+		violations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_invariant_violations_total",
+			Help: "Times Redis was found not to hold what MySQL has (Redis lost writes), by check."}, []string{"check"}),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciles_total",
+			Help: "Reconciles started by a violated invariant, by result."}, []string{"result"}),
+	}
+	reg.MustRegister(g.violations, g.reconciles)
+	g.ctx, g.stop = context.WithCancel(context.Background())
+	return g
+}
+
+// Violated records that voucherID broke check and reconciles it unless a
+// reconcile of it is already running. detail goes to the log.
+func (g *Guard) Violated(voucherID int64, check string, detail ...any) {
+	g.violations.WithLabelValues(check).Inc()
+	g.Reconciler.Logger.Error("Redis does not hold what MySQL has: it lost writes; reconciling the voucher from MySQL",
+		append([]any{"voucher", voucherID, "check", check}, detail...)...)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running[voucherID] {
+		return
+	}
+	g.running[voucherID] = true
+	g.wg.Go(func() {
+		defer func() {
+			g.mu.Lock()
+			delete(g.running, voucherID)
+			g.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(g.ctx, g.Timeout)
+		defer cancel()
+		if _, err := g.Reconciler.Run(ctx, voucherID); err != nil {
+			g.reconciles.WithLabelValues("failed").Inc()
+			g.Reconciler.Logger.Error("reconcile after a violated invariant failed: run seckillctl reconcile", "voucher", voucherID, "err", err)
+			return
+		}
+		g.reconciles.WithLabelValues("done").Inc()
+	})
+}
+
+// Close stops the reconciles under way (each unfreezes its voucher as it
+// was) and waits for them.
+func (g *Guard) Close() error {
+	g.stop()
+	g.wg.Wait()
+	return nil
+}
