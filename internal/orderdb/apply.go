@@ -24,10 +24,10 @@ type Outcome struct {
 	// New are the orders this batch inserted, and Stock each voucher's
 	// stock in MySQL after it (read under the row lock): what the writer
 	// checks Redis against.
-	New   []order.Event
-	Stock map[int64]int64
-	Failed   map[string]int // by reason
-	Already  int            // settled by an earlier delivery
+	New     []order.Event
+	Stock   map[int64]int64
+	Failed  map[string]int // by reason
+	Already int            // settled by an earlier delivery
 	// Collided are orders whose id another order (another user or
 	// voucher) already holds: not redeliveries, and not settled here. The
 	// id generator repeats an id only if Redis lost its last writes in a
