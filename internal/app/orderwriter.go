@@ -72,8 +72,11 @@ func (m *OrderWriter) Run(context.Context) error {
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
 
+	checks := &orderwriter.SaleChecks{DB: db, Sale: store, Guard: guard, Interval: c.SaleChecks, Logger: m.logger}
+
 	m.d = b.daemon(c.Common, c.AdminAddr,
-		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relay.Run})
+		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relay.Run},
+		daemon.Worker{Name: "sale checks", Run: checks.Run})
 	if err := m.d.Start(); err != nil {
 		return abandon(err, b.closers)
 	}

@@ -60,6 +60,9 @@ type OrderWriter struct {
 	Group     string
 	BatchSize int
 	BatchWait time.Duration
+	// SaleChecks is how often every voucher on sale is compared between
+	// Redis and MySQL.
+	SaleChecks time.Duration
 }
 
 // CacheInvalidator is the cache-invalidator's configuration.
@@ -93,12 +96,13 @@ func LoadAPI(lookup Lookup) (API, error) {
 func LoadOrderWriter(lookup Lookup) (OrderWriter, error) {
 	r := NewFrom(lookup)
 	c := OrderWriter{
-		Common:    loadCommon(r),
-		Sale:      loadSale(r),
-		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9101"),
-		Group:     r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
-		BatchSize: r.Int("SECKILL_ORDER_BATCH_SIZE", 2000, 1, 10000),
-		BatchWait: r.Duration("SECKILL_ORDER_BATCH_WAIT", 20*time.Millisecond),
+		Common:     loadCommon(r),
+		Sale:       loadSale(r),
+		AdminAddr:  r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9101"),
+		Group:      r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
+		BatchSize:  r.Int("SECKILL_ORDER_BATCH_SIZE", 2000, 1, 10000),
+		BatchWait:  r.Duration("SECKILL_ORDER_BATCH_WAIT", 20*time.Millisecond),
+		SaleChecks: r.Duration("SECKILL_SALE_CHECK_INTERVAL", 30*time.Second),
 	}
 	return c, r.Err()
 }

@@ -137,3 +137,27 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 	}
 	return true, stock, missing, nil
 }
+
+// Size is voucherID's sale as the periodic check reads it: whether it is in
+// Redis, its stock and how many buyers it records.
+func (s *Store) Size(ctx context.Context, voucherID int64) (exists bool, stock, buyers int64, err error) {
+	k := s.KeysOf(voucherID)
+	var stockCmd *redis.StringCmd
+	var buyersCmd *redis.IntCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		stockCmd = p.HGet(ctx, k.Voucher, "stock")
+		buyersCmd = p.HLen(ctx, k.Buyers)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, 0, 0, fmt.Errorf("size of voucher %d: %w", voucherID, err)
+	}
+	stock, err = stockCmd.Int64()
+	if errors.Is(err, redis.Nil) {
+		return false, 0, 0, nil
+	}
+	if err != nil {
+		return false, 0, 0, fmt.Errorf("size of voucher %d: stock: %w", voucherID, err)
+	}
+	return true, stock, buyersCmd.Val(), nil
+}

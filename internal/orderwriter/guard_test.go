@@ -68,3 +68,44 @@ func TestWriterReconcilesWhenRedisLostWrites(t *testing.T) {
 		}
 	}
 }
+
+// A live voucher's keys deleted from Redis (what a restore without them
+// looks like): the gate answers "unknown", so no order comes and no batch
+// checks it; the periodic check finds it, the voucher is rebuilt from
+// MySQL and the sale goes on, its buyers still buyers.
+func TestWriterRebuildsAVoucherWhoseKeysVanished(t *testing.T) {
+	p := newPipeline(t)
+	const voucher, stock = 65, 10
+	p.warm(t, voucher, stock)
+	p.writerEnv = map[string]string{"SECKILL_SALE_CHECK_INTERVAL": "200ms"}
+	p.startWriter(t)
+	p.acceptOrders(t, voucher, 3)
+	p.waitOrders(t, voucher, 3)
+	p.waitConfirmed(t, voucher)
+
+	ctx := context.Background()
+	k := p.store.KeysOf(voucher)
+	p.r.Client.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store, Publisher: p.pub, Logger: p.logger}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := svc.Place(ctx, 4, voucher)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, order.ErrUnknownVoucher) && !errors.Is(err, order.ErrPaused) {
+			t.Fatalf("a new buyer while the voucher is rebuilt: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after its keys vanished the voucher still answers %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := svc.Place(ctx, 2, voucher); !errors.Is(err, order.ErrAlreadyBought) {
+		t.Fatalf("an earlier buyer after the rebuild: %v, want already bought", err)
+	}
+	p.waitOrders(t, voucher, 4)
+	if redisStock, _ := p.r.Client.HGet(ctx, k.Voucher, "stock").Int64(); redisStock != stock-4 {
+		t.Fatalf("Redis stock %d after the rebuild and one more order, want %d", redisStock, stock-4)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -32,6 +33,8 @@ type pipeline struct {
 	pub    *broker.OrderPublisher
 	logger *slog.Logger
 	admin  string // the running writer's admin listener
+	// writerEnv overrides the writer's configuration.
+	writerEnv map[string]string
 }
 
 func newPipeline(t *testing.T) *pipeline {
@@ -52,6 +55,7 @@ func (p *pipeline) startWriter(t *testing.T) (stop func()) {
 		"SECKILL_ORDER_GROUP": p.group, "SECKILL_ADMIN_ADDR": "127.0.0.1:0", "SECKILL_ORDER_BATCH_SIZE": "100",
 		"SECKILL_RELAY_INTERVAL": "1h",
 	}
+	maps.Copy(vars, p.writerEnv)
 	cfg, err := config.LoadOrderWriter(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
