@@ -51,6 +51,9 @@ var RetireSale = mustLoad("retire_sale.lua")
 // ReconcileSale puts a rebuilt sale in place and unfreezes it.
 var ReconcileSale = mustLoad("reconcile_sale.lua")
 
+// IDFloor raises an id counter to at least a floor.
+var IDFloor = mustLoad("id_floor.lua")
+
 // BloomAdd sets an item's bits in an existing Bloom filter.
 var BloomAdd = mustLoad("bloom_add.lua")
 

@@ -12,7 +12,6 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
-	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/ratelimit"
@@ -88,7 +87,7 @@ func (m *API) Run(context.Context) error {
 		Shops:    shops,
 		Vouchers: &voucher.Vouchers{DB: db, Sale: store},
 		Orders: &order.Service{
-			IDs: idgen.New(b.rdb, c.Sale.KeyPrefix+"order", c.Sale.IDBlock), Gate: store, Publisher: publisher,
+			IDs: orderIDs(b.rdb, c.Sale), Gate: store, Publisher: publisher,
 			PipelineUp: func() bool { return b.monitor.Up(daemon.KafkaCheck) },
 			SoldOut:    order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger,
 		},

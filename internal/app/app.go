@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
@@ -95,6 +96,12 @@ func newSaleBase(c daemon.Common, logger *slog.Logger) (base, *sql.DB, error) {
 	c.WatchKafka(b.monitor)
 	b.closeFirst(closer("mysql", db))
 	return b, db, nil
+}
+
+// orderIDs is the order-id generator every program shares: the API hands
+// ids out, a reconcile raises it above the ids in use.
+func orderIDs(rdb *redis.Client, sale config.Sale) *idgen.Generator {
+	return idgen.New(rdb, sale.KeyPrefix+"order", sale.IDBlock)
 }
 
 // running is a started program's daemon.

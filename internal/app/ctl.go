@@ -104,6 +104,7 @@ func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
 		Sale:    gate.NewStore(rdb, cfg.Sale.KeyPrefix),
 		Records: &orderdb.Orders{DB: db},
 		Backlog: &broker.Progress{Brokers: cfg.KafkaBrokers, Group: cfg.Group, Topic: cfg.Sale.OrdersTopic},
+		IDs:     orderIDs(rdb, cfg.Sale),
 		Wait:    time.Minute, Poll: 200 * time.Millisecond,
 		Logger: daemon.NewLogger(out, cfg.LogFormat, slog.LevelInfo, "seckillctl"),
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
 )
 
 // Epoch is second zero of the ids: 2026-01-01 UTC. 31 bits of seconds last
@@ -36,6 +38,22 @@ type Generator struct {
 // New leases blocks of block sequence numbers per Redis round trip.
 func New(rdb redis.Cmdable, kind string, block int64) *Generator {
 	return &Generator{rdb: rdb, kind: kind, block: block, now: time.Now}
+}
+
+// Above makes sure no id up to id plus margin is handed out again on id's
+// day: the day's counter is raised past them (never lowered). After Redis
+// lost writes the counter may have rolled back below ids already in use;
+// margin covers those leased meanwhile that no store has seen yet (blocks
+// held by API instances, orders still in flight). Blocks leased before the
+// call stay valid; new leases start above the floor.
+func (g *Generator) Above(ctx context.Context, id, margin int64) error {
+	secs, seq := id>>seqBits, id&(1<<seqBits-1)
+	day := Epoch.Add(time.Duration(secs) * time.Second).UTC().Format("20060102")
+	floor := min(seq+1+margin, 1<<seqBits)
+	if err := lua.IDFloor.Run(ctx, g.rdb, []string{"id:" + g.kind + ":" + day}, floor).Err(); err != nil {
+		return fmt.Errorf("idgen: raise the %s counter of %s: %w", g.kind, day, err)
+	}
+	return nil
 }
 
 // yesterday is the day before day, both as "20060102".

@@ -24,6 +24,10 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 	if err != nil {
 		return t, false, fmt.Errorf("read voucher %d: %w", voucherID, err)
 	}
+	if err := o.DB.QueryRowContext(ctx, `SELECT GREATEST(COALESCE((SELECT MAX(id) FROM tb_voucher_order), 0),
+		COALESCE((SELECT MAX(order_id) FROM tb_voucher_order_failure), 0))`).Scan(&t.MaxOrderID); err != nil {
+		return t, false, fmt.Errorf("largest order id: %w", err)
+	}
 	rows, err := o.DB.QueryContext(ctx, "SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ?", voucherID)
 	if err != nil {
 		return t, false, fmt.Errorf("order holders of voucher %d: %w", voucherID, err)

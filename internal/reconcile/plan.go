@@ -24,6 +24,8 @@ type Truth struct {
 	// holds, confirmed or failed: their reservations only wait for a
 	// confirmation that was lost.
 	Settled map[int64]bool
+	// MaxOrderID is the largest order id MySQL holds, of any voucher.
+	MaxOrderID int64
 }
 
 // Plan is what Redis is to hold for the voucher.

@@ -28,6 +28,16 @@ type Records interface {
 	SaleTruth(ctx context.Context, voucherID int64, pending []int64) (t Truth, ok bool, err error)
 }
 
+// IDFloor keeps the order-id generator above ids in use.
+type IDFloor interface {
+	Above(ctx context.Context, id, margin int64) error
+}
+
+// idMargin is how far above the largest id in use the generator is raised:
+// about a million ids, far more than this system leases in the second or
+// two of writes Redis can lose, blocks held by API instances included.
+const idMargin = 1 << 20
+
 // Backlog is how far the order-writer has consumed the orders topic.
 type Backlog interface {
 	Ends(ctx context.Context) (map[int]int64, error)
@@ -48,9 +58,13 @@ type Reconciler struct {
 	Sale    Sale
 	Records Records
 	Backlog Backlog
-	Wait    time.Duration // for the writer to catch up
-	Poll    time.Duration
-	Logger  *slog.Logger
+	// IDs, when set, is raised above every order id MySQL or a
+	// reservation holds, so that a counter Redis rolled back does not hand
+	// them out again.
+	IDs    IDFloor
+	Wait   time.Duration // for the writer to catch up
+	Poll   time.Duration
+	Logger *slog.Logger
 }
 
 // Report is what a reconcile did.
@@ -99,6 +113,17 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		return rep, ErrNoSuchVoucher
 	}
 	rep.Plan = Make(truth, pending)
+	if r.IDs != nil {
+		top := truth.MaxOrderID
+		for _, e := range pending {
+			top = max(top, e.OrderID)
+		}
+		if top > 0 {
+			if err := r.IDs.Above(ctx, top, idMargin); err != nil {
+				return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+			}
+		}
+	}
 	if err := r.Sale.Rebuild(ctx, voucherID, rep.Plan, truth.Begin, truth.End); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/reconcile"
@@ -22,6 +23,7 @@ type rig struct {
 	k     *testsupport.Kafka
 	store *gate.Store
 	topic string
+	ids   *idgen.Generator
 	rec   *reconcile.Reconciler
 }
 
@@ -29,7 +31,8 @@ func newRig(t *testing.T) *rig {
 	g := &rig{r: testsupport.MustRedis(t), m: testsupport.MustMySQL(t), k: testsupport.MustKafka(t)}
 	g.store = gate.NewStore(g.r.Client, g.r.Prefix)
 	g.topic = g.k.MustTopic(t, 2)
-	g.rec = &reconcile.Reconciler{Sale: g.store, Records: &orderdb.Orders{DB: g.m.DB},
+	g.ids = idgen.New(g.r.Client, g.r.Key("order"), 100)
+	g.rec = &reconcile.Reconciler{Sale: g.store, Records: &orderdb.Orders{DB: g.m.DB}, IDs: g.ids,
 		Backlog: &broker.Progress{Brokers: g.k.Brokers, Group: testsupport.Group(t), Topic: g.topic},
 		Wait:    time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	return g
@@ -172,5 +175,51 @@ func TestReconcileWaitsForTheWriter(t *testing.T) {
 	}
 	if d, err := g.store.Try(ctx, v, 2, 2); err != nil || d.Err != nil || g.stock(t, v) != 1 {
 		t.Fatalf("after a reconcile that gave up: %v %v, stock %d; want the sale as it was", d.Err, err, g.stock(t, v))
+	}
+}
+
+// Redis that lost writes may have rolled the id counter back below ids
+// already in orders: the generator would hand them out again. A reconcile
+// raises it above every id MySQL or a reservation holds.
+func TestReconcileRaisesTheIDCounter(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const v = 7
+	g.m.MustSeedVoucher(t, v, 10)
+	if err := g.store.Warm(ctx, v, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var used []int64
+	for u := int64(1); u <= 3; u++ {
+		id, err := g.ids.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := g.store.Try(ctx, v, u, id)
+		if err != nil || d.Err != nil {
+			t.Fatal(d.Err, err)
+		}
+		used = append(used, id)
+		if u < 3 { // the third stays a reservation
+			if _, err := orderdb.Apply(ctx, g.m.DB, []order.Event{{OrderID: id, UserID: u, VoucherID: v, AcceptedAt: d.AcceptedAt.UnixMilli()}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The rollback: the day's counter is gone.
+	day := "id:" + g.r.Key("order") + ":" + time.Now().UTC().Format("20060102")
+	g.r.Client.Del(ctx, day)
+	if _, err := g.rec.Run(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	fresh := idgen.New(g.r.Client, g.r.Key("order"), 100)
+	id, err := fresh.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range used {
+		if id&(1<<32-1) <= u&(1<<32-1) {
+			t.Fatalf("after the reconcile a new generator's sequence %d is not above the used %d", id&(1<<32-1), u&(1<<32-1))
+		}
 	}
 }
