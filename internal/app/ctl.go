@@ -14,15 +14,19 @@ import (
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/orderdb"
+	"github.com/seckill/seckill/internal/orderwriter"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/schema"
 )
 
 // CtlUsage lists seckillctl's commands.
-const CtlUsage = `usage: seckillctl migrate|version|seed|reconcile <voucher id>
+const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile <voucher id>
   migrate      apply every migration not yet applied
   version      the schema version applied and the newest known
   seed         load the demo shop types and shops (idempotent)
+  check        compare every voucher on sale between Redis and MySQL (the
+               sale is in Redis, its stock not above MySQL's, at least as
+               many buyers as orders) and report; exit 1 on a violation
   reconcile V  rebuild flash-sale voucher V's state in Redis from MySQL:
                freeze its sale, wait until the order-writer has consumed
                the orders topic, set stock and buyers from MySQL, unfreeze.
@@ -39,6 +43,12 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 			return err
 		}
 		return schemaCtl(args[0], dsn, out)
+	case len(args) == 1 && args[0] == "check":
+		cfg, err := config.LoadCtl(lookup)
+		if err != nil {
+			return err
+		}
+		return checkCtl(cfg, out)
 	case len(args) == 2 && args[0] == "reconcile":
 		id, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || id <= 0 {
@@ -115,4 +125,40 @@ func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
 	fmt.Fprintf(out, "reconcile: voucher %d: stock %d, %d buyers; %d settled reservations dropped, %d still pending; %d oversold (will fail sold_out); waited %v for the order-writer\n",
 		voucherID, rep.Plan.Stock, len(rep.Plan.Buyers), len(rep.Plan.Settled), rep.Plan.Unsettled, rep.Plan.Oversold, rep.Waited.Round(time.Millisecond))
 	return nil
+}
+
+// checkCtl runs the order-writer's sale checks once and reports what they
+// find.
+func checkCtl(cfg config.Ctl, out io.Writer) error {
+	db, err := mysqldb.Open(cfg.MySQLDSN)
+	if err != nil {
+		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+	}
+	defer db.Close()
+	rdb := daemon.NewRedis(cfg.Common)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	found := &violationReport{out: out}
+	checks := &orderwriter.SaleChecks{DB: db, Sale: gate.NewStore(rdb, cfg.Sale.KeyPrefix), Guard: found}
+	n, err := checks.Check(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "check: %d vouchers on sale compared, %d violations\n", n, found.count)
+	if found.count > 0 {
+		return fmt.Errorf("%d violations: seckillctl reconcile <voucher> rebuilds a voucher from MySQL", found.count)
+	}
+	return nil
+}
+
+// violationReport prints what a check finds.
+type violationReport struct {
+	out   io.Writer
+	count int
+}
+
+func (r *violationReport) Violated(voucherID int64, check string, detail ...any) {
+	r.count++
+	fmt.Fprintf(r.out, "voucher %d: %s %v\n", voucherID, check, detail)
 }

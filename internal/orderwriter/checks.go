@@ -29,9 +29,15 @@ type SaleSizer interface {
 type SaleChecks struct {
 	DB       *sql.DB
 	Sale     SaleSizer
-	Guard    *reconcile.Guard
+	Guard    Violations
 	Interval time.Duration
 	Logger   *slog.Logger
+}
+
+// Violations takes what a check finds: reconcile.Guard reconciles, a
+// report (seckillctl check) prints.
+type Violations interface {
+	Violated(voucherID int64, check string, detail ...any)
 }
 
 // Run checks every Interval until ctx ends; a check that fails is logged
@@ -45,19 +51,20 @@ func (c *SaleChecks) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if err := c.Check(ctx); err != nil && ctx.Err() == nil {
+		if _, err := c.Check(ctx); err != nil && ctx.Err() == nil {
 			c.Logger.Warn("sale checks failed; trying again at the next interval", "err", err)
 		}
 	}
 }
 
-// Check compares every voucher on sale once.
-func (c *SaleChecks) Check(ctx context.Context) error {
+// Check compares every voucher on sale once and returns how many it
+// compared.
+func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 	rows, err := c.DB.QueryContext(ctx, `SELECT sv.voucher_id, sv.stock,
 		(SELECT COUNT(*) FROM tb_voucher_order o WHERE o.voucher_id = sv.voucher_id)
 		FROM tb_seckill_voucher sv WHERE sv.begin_time <= NOW() AND sv.end_time > NOW()`)
 	if err != nil {
-		return fmt.Errorf("vouchers on sale: %w", err)
+		return 0, fmt.Errorf("vouchers on sale: %w", err)
 	}
 	type sale struct{ voucher, stock, orders int64 }
 	var sales []sale
@@ -65,20 +72,20 @@ func (c *SaleChecks) Check(ctx context.Context) error {
 		var s sale
 		if err := rows.Scan(&s.voucher, &s.stock, &s.orders); err != nil {
 			rows.Close()
-			return fmt.Errorf("vouchers on sale: %w", err)
+			return 0, fmt.Errorf("vouchers on sale: %w", err)
 		}
 		sales = append(sales, s)
 	}
 	err = rows.Err()
 	rows.Close()
 	if err != nil {
-		return fmt.Errorf("vouchers on sale: %w", err)
+		return 0, fmt.Errorf("vouchers on sale: %w", err)
 	}
 	for _, s := range sales {
 		exists, stock, buyers, err := c.Sale.Size(ctx, s.voucher)
 		switch {
 		case err != nil:
-			return err
+			return 0, err
 		case !exists:
 			c.Guard.Violated(s.voucher, reconcile.CheckVoucherMissing)
 		case stock > s.stock:
@@ -87,5 +94,5 @@ func (c *SaleChecks) Check(ctx context.Context) error {
 			c.Guard.Violated(s.voucher, reconcile.CheckBuyersLost, "redis_buyers", buyers, "mysql_orders", s.orders)
 		}
 	}
-	return nil
+	return len(sales), nil
 }
