@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,8 +48,19 @@ func (p *Progress) Ends(ctx context.Context) (map[int]int64, error) {
 }
 
 // Reached reports whether the group's committed offsets have reached ends
-// on every partition: whatever the topic held then has been consumed.
+// on every partition: whatever the topic held then has been consumed. While
+// the broker cannot say yet (its group coordinator is loading, as on a
+// fresh broker, or moving) the answer is "not yet", not an error.
 func (p *Progress) Reached(ctx context.Context, ends map[int]int64) (bool, error) {
+	reached, err := p.reached(ctx, ends)
+	var kerr kafka.Error
+	if errors.As(err, &kerr) && kerr.Temporary() {
+		return false, nil
+	}
+	return reached, err
+}
+
+func (p *Progress) reached(ctx context.Context, ends map[int]int64) (bool, error) {
 	parts := make([]int, 0, len(ends))
 	for part := range ends {
 		parts = append(parts, part)

@@ -34,7 +34,7 @@ func newRig(t *testing.T) *rig {
 	g.ids = idgen.New(g.r.Client, g.r.Key("order"), 100)
 	g.rec = &reconcile.Reconciler{Sale: g.store, Records: &orderdb.Orders{DB: g.m.DB}, IDs: g.ids,
 		Backlog: &broker.Progress{Brokers: g.k.Brokers, Group: testsupport.Group(t), Topic: g.topic},
-		Wait:    time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+		Wait:    20 * time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	return g
 }
 
@@ -170,6 +170,7 @@ func TestReconcileWaitsForTheWriter(t *testing.T) {
 	if err := pub.Publish(ctx, order.Event{OrderID: 1, UserID: 1, VoucherID: v, AcceptedAt: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
+	g.rec.Wait = time.Second
 	if _, err := g.rec.Run(ctx, v); !errors.Is(err, reconcile.ErrWriterBehind) {
 		t.Fatalf("reconcile with an unconsumed event: %v, want ErrWriterBehind", err)
 	}
