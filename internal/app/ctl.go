@@ -2,11 +2,14 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
@@ -101,12 +104,11 @@ func schemaCtl(cmd, dsn string, out io.Writer) error {
 // reconcileCtl reconciles one voucher, waiting up to a minute for the
 // order-writer.
 func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
-	db, err := mysqldb.Open(cfg.MySQLDSN)
+	db, rdb, err := openStores(cfg)
 	if err != nil {
-		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+		return err
 	}
 	defer db.Close()
-	rdb := daemon.NewRedis(cfg.Common)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -127,15 +129,23 @@ func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
 	return nil
 }
 
+// openStores opens MySQL and Redis for a command that reads both.
+func openStores(cfg config.Ctl) (*sql.DB, *redis.Client, error) {
+	db, err := mysqldb.Open(cfg.MySQLDSN)
+	if err != nil {
+		return nil, nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+	}
+	return db, daemon.NewRedis(cfg.Common), nil
+}
+
 // checkCtl runs the order-writer's sale checks once and reports what they
 // find.
 func checkCtl(cfg config.Ctl, out io.Writer) error {
-	db, err := mysqldb.Open(cfg.MySQLDSN)
+	db, rdb, err := openStores(cfg)
 	if err != nil {
-		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
+		return err
 	}
 	defer db.Close()
-	rdb := daemon.NewRedis(cfg.Common)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
