@@ -104,62 +104,56 @@ func schemaCtl(cmd, dsn string, out io.Writer) error {
 // reconcileCtl reconciles one voucher, waiting up to a minute for the
 // order-writer.
 func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
-	db, rdb, err := openStores(cfg)
+	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb *redis.Client) error {
+		r := &reconcile.Reconciler{
+			Sale:    gate.NewStore(rdb, cfg.Sale.KeyPrefix),
+			Records: &orderdb.Orders{DB: db},
+			Backlog: &broker.Progress{Brokers: cfg.KafkaBrokers, Group: cfg.Group, Topic: cfg.Sale.OrdersTopic},
+			IDs:     orderIDs(rdb, cfg.Sale),
+			Wait:    time.Minute, Poll: 200 * time.Millisecond,
+			Logger: daemon.NewLogger(out, cfg.LogFormat, slog.LevelInfo, "seckillctl"),
+		}
+		rep, err := r.Run(ctx, voucherID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "reconcile: voucher %d: stock %d, %d buyers; %d settled reservations dropped, %d still pending; %d oversold (will fail sold_out); waited %v for the order-writer\n",
+			voucherID, rep.Plan.Stock, len(rep.Plan.Buyers), len(rep.Plan.Settled), rep.Plan.Unsettled, rep.Plan.Oversold, rep.Waited.Round(time.Millisecond))
+		return nil
+	})
+}
+
+// withStores runs a command that reads MySQL and Redis, within two
+// minutes.
+func withStores(cfg config.Ctl, run func(ctx context.Context, db *sql.DB, rdb *redis.Client) error) error {
+	db, err := mysqldb.Open(cfg.MySQLDSN)
 	if err != nil {
-		return err
+		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
 	}
 	defer db.Close()
+	rdb := daemon.NewRedis(cfg.Common)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r := &reconcile.Reconciler{
-		Sale:    gate.NewStore(rdb, cfg.Sale.KeyPrefix),
-		Records: &orderdb.Orders{DB: db},
-		Backlog: &broker.Progress{Brokers: cfg.KafkaBrokers, Group: cfg.Group, Topic: cfg.Sale.OrdersTopic},
-		IDs:     orderIDs(rdb, cfg.Sale),
-		Wait:    time.Minute, Poll: 200 * time.Millisecond,
-		Logger: daemon.NewLogger(out, cfg.LogFormat, slog.LevelInfo, "seckillctl"),
-	}
-	rep, err := r.Run(ctx, voucherID)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "reconcile: voucher %d: stock %d, %d buyers; %d settled reservations dropped, %d still pending; %d oversold (will fail sold_out); waited %v for the order-writer\n",
-		voucherID, rep.Plan.Stock, len(rep.Plan.Buyers), len(rep.Plan.Settled), rep.Plan.Unsettled, rep.Plan.Oversold, rep.Waited.Round(time.Millisecond))
-	return nil
-}
-
-// openStores opens MySQL and Redis for a command that reads both.
-func openStores(cfg config.Ctl) (*sql.DB, *redis.Client, error) {
-	db, err := mysqldb.Open(cfg.MySQLDSN)
-	if err != nil {
-		return nil, nil, fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
-	}
-	return db, daemon.NewRedis(cfg.Common), nil
+	return run(ctx, db, rdb)
 }
 
 // checkCtl runs the order-writer's sale checks once and reports what they
 // find.
 func checkCtl(cfg config.Ctl, out io.Writer) error {
-	db, rdb, err := openStores(cfg)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	found := &violationReport{out: out}
-	checks := &orderwriter.SaleChecks{DB: db, Sale: gate.NewStore(rdb, cfg.Sale.KeyPrefix), Guard: found}
-	n, err := checks.Check(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "check: %d vouchers on sale compared, %d violations\n", n, found.count)
-	if found.count > 0 {
-		return fmt.Errorf("%d violations: seckillctl reconcile <voucher> rebuilds a voucher from MySQL", found.count)
-	}
-	return nil
+	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb *redis.Client) error {
+		found := &violationReport{out: out}
+		checks := &orderwriter.SaleChecks{DB: db, Sale: gate.NewStore(rdb, cfg.Sale.KeyPrefix), Guard: found}
+		n, err := checks.Check(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "check: %d vouchers on sale compared, %d violations\n", n, found.count)
+		if found.count > 0 {
+			return fmt.Errorf("%d violations: seckillctl reconcile <voucher> rebuilds a voucher from MySQL", found.count)
+		}
+		return nil
+	})
 }
 
 // violationReport prints what a check finds.

@@ -13,17 +13,18 @@ import (
 // gives up on the reply and sends the script again: both then run.
 const stall = 1500 * time.Millisecond
 
-// productionClient takes locks through a client configured as the
-// programs configure theirs (timeouts, retries), with a connection open.
-func productionClient(t *testing.T, r *testsupport.Redis) *lock.Client {
-	return lock.New(testsupport.MustProductionClient(t, r.Addr), r.Prefix)
+// stallableLocks takes locks in a Redis of the test's own, which it may
+// stall, through a client configured as the programs configure theirs
+// (timeouts, retries), with a connection open.
+func stallableLocks(t *testing.T) (*testsupport.Redis, *lock.Client) {
+	r, _ := testsupport.MustPrivateRedis(t)
+	return r, lock.New(testsupport.MustProductionClient(t, r.Addr), r.Prefix)
 }
 
 // A re-entry that Redis runs twice must count once: after both holds are
 // released, the lock is free.
 func TestReentryCountsOnceWhenRedisStalls(t *testing.T) {
-	r, _ := testsupport.MustPrivateRedis(t)
-	c := productionClient(t, r)
+	r, c := stallableLocks(t)
 	ctx := context.Background()
 	opt := lock.Options{TTL: time.Minute}
 	outer, err := c.Acquire(ctx, "job", opt)
@@ -49,8 +50,7 @@ func TestReentryCountsOnceWhenRedisStalls(t *testing.T) {
 
 // The last release, run twice, is answered "released", not "not held".
 func TestLastReleaseWhenRedisStalls(t *testing.T) {
-	r, _ := testsupport.MustPrivateRedis(t)
-	c := productionClient(t, r)
+	r, c := stallableLocks(t)
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "job", lock.Options{TTL: time.Minute})
 	if err != nil {
@@ -67,8 +67,7 @@ func TestLastReleaseWhenRedisStalls(t *testing.T) {
 // The same for a hold whose release Redis runs twice: it must not give up
 // the outer hold.
 func TestInnerReleaseWhenRedisStalls(t *testing.T) {
-	r, _ := testsupport.MustPrivateRedis(t)
-	c := productionClient(t, r)
+	r, c := stallableLocks(t)
 	ctx := context.Background()
 	opt := lock.Options{TTL: time.Minute}
 	outer, err := c.Acquire(ctx, "job", opt)

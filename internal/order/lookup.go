@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -67,7 +68,7 @@ func (l *Lookup) FindOf(ctx context.Context, userID, voucherID int64) (Status, e
 	}
 	if ok {
 		s, err := l.Find(ctx, orderID, userID)
-		if err != ErrNotFound {
+		if !errors.Is(err, ErrNotFound) {
 			return s, err
 		}
 	}
