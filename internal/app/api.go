@@ -3,8 +3,11 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/broker"
@@ -49,6 +52,14 @@ func (m *API) Run(context.Context) error {
 	}
 
 	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
+	var hot *redis.AutoPipeliner
+	if c.AutoPipeline {
+		// Closed with the client.
+		if hot, err = b.rdb.AsyncAutoPipeline(); err != nil {
+			return fmt.Errorf("redis autopipeliner: %w", err)
+		}
+		store.WithAutoPipeline(hot)
+	}
 	orderWriter := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic)
 	orderWriter.BatchTimeout = c.Sale.PublishBatchWait
 	publisher := broker.NewOrderPublisher(orderWriter, c.Sale.PublishTimeout)
@@ -71,10 +82,10 @@ func (m *API) Run(context.Context) error {
 	var sessions interface {
 		api.SessionStore
 		user.SessionCreator
-	} = user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL)
+	} = user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot)
 	workers := []daemon.Worker{{Name: "http server", Run: m.serve}}
 	if c.HTTP.SessionCache > 0 {
-		cached := user.NewCachedSessions(user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL), b.rdb, c.HTTP.SessionCache, m.logger)
+		cached := user.NewCachedSessions(user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot), b.rdb, c.HTTP.SessionCache, m.logger)
 		sessions = cached
 		workers = append(workers, daemon.Worker{Name: "session cache", Run: cached.Run})
 	}

@@ -50,6 +50,10 @@ type API struct {
 	DevMode bool
 	// ShopFilter is the capacity of the filter of shop ids (0: none).
 	ShopFilter int
+	// AutoPipeline sends the gate's decisions and the session lookups
+	// through go-redis's autopipeliner, so that concurrent requests share
+	// Redis round trips.
+	AutoPipeline bool
 }
 
 // OrderWriter is the order-writer's configuration.
@@ -88,7 +92,7 @@ func LoadAPI(lookup Lookup) (API, error) {
 	r := NewFrom(lookup)
 	c := API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r),
 		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9100"), DevMode: r.Bool("SECKILL_DEV_MODE", false),
-		ShopFilter: shopFilter(r)}
+		ShopFilter: shopFilter(r), AutoPipeline: r.Bool("SECKILL_REDIS_AUTOPIPELINE", true)}
 	return c, r.Err()
 }
 

@@ -31,7 +31,7 @@ var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.
 // same attempt again (same order id) gets the same decision: a retry after
 // a timeout cannot take a second unit or refuse the buyer's own order.
 func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (order.Decision, error) {
-	res, err := lua.Seckill.Run(ctx, s.rdb, s.KeysOf(voucherID).list(),
+	res, err := lua.Seckill.Run(ctx, s.gate, s.KeysOf(voucherID).list(),
 		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)).Int64Slice()
 	if err != nil {
 		return order.Decision{}, fmt.Errorf("seckill gate: %w", err)

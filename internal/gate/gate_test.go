@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
@@ -15,12 +17,34 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
+// clients are the two ways a store sends the gate's decisions: each
+// attempt on a round trip of its own, or through the client's
+// autopipeliner, as the api does by default.
+var clients = []struct {
+	name  string
+	store func(tb testing.TB, rdb *redis.Client, prefix string) *gate.Store
+}{
+	{"Plain", func(_ testing.TB, rdb *redis.Client, prefix string) *gate.Store { return gate.NewStore(rdb, prefix) }},
+	{"AutoPipelined", func(tb testing.TB, rdb *redis.Client, prefix string) *gate.Store {
+		ap, err := rdb.AsyncAutoPipeline()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return gate.NewStore(rdb, prefix).WithAutoPipeline(ap)
+	}},
+}
+
 // warmedVoucher is a voucher of the test's own, on sale for the next hour
 // with stock units, in a gate store under the test's key prefix.
 func warmedVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store, int64) {
+	return warmedVoucherOn(tb, clients[0].store, stock)
+}
+
+// warmedVoucherOn is warmedVoucher with the store newStore makes.
+func warmedVoucherOn(tb testing.TB, newStore func(testing.TB, *redis.Client, string) *gate.Store, stock int64) (*testsupport.Redis, *gate.Store, int64) {
 	tb.Helper()
 	r := testsupport.MustRedis(tb)
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := newStore(tb, r.Client, r.Prefix)
 	voucher := 1 + rand.Int64N(1<<40)
 	if err := store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		tb.Fatal(err)
@@ -29,8 +53,14 @@ func warmedVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store,
 }
 
 func TestGate(t *testing.T) {
+	for _, c := range clients {
+		t.Run(c.name, func(t *testing.T) { testGate(t, c.store) })
+	}
+}
+
+func testGate(t *testing.T, newStore func(testing.TB, *redis.Client, string) *gate.Store) {
 	r := testsupport.MustRedis(t)
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := newStore(t, r.Client, r.Prefix)
 	ctx := context.Background()
 	now, err := r.Client.Time(ctx).Result()
 	if err != nil {
@@ -102,7 +132,13 @@ func TestGate(t *testing.T) {
 // A voucher's stock is taken exactly once per unit whatever the
 // concurrency, and one user never gets two units.
 func TestGateUnderConcurrency(t *testing.T) {
-	r, store, voucher := warmedVoucher(t, 50)
+	for _, c := range clients {
+		t.Run(c.name, func(t *testing.T) { testGateUnderConcurrency(t, c.store) })
+	}
+}
+
+func testGateUnderConcurrency(t *testing.T, newStore func(testing.TB, *redis.Client, string) *gate.Store) {
+	r, store, voucher := warmedVoucherOn(t, newStore, 50)
 	ctx := context.Background()
 	results := make(chan error, 400)
 	start := make(chan struct{})
@@ -138,7 +174,13 @@ func TestGateUnderConcurrency(t *testing.T) {
 // After SCRIPT FLUSH, which is what a Redis restart does to the script
 // cache, the gate gets NOSCRIPT, falls back to EVAL and keeps working.
 func TestGateAfterScriptCacheLoss(t *testing.T) {
-	r, store, voucher := warmedVoucher(t, 2)
+	for _, c := range clients {
+		t.Run(c.name, func(t *testing.T) { testGateAfterScriptCacheLoss(t, c.store) })
+	}
+}
+
+func testGateAfterScriptCacheLoss(t *testing.T, newStore func(testing.TB, *redis.Client, string) *gate.Store) {
+	r, store, voucher := warmedVoucherOn(t, newStore, 2)
 	ctx := context.Background()
 	if d, err := store.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
 		t.Fatalf("before the flush: %v %v", d.Err, err)

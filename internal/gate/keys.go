@@ -14,11 +14,23 @@ import (
 // so that deployments (and tests) can share one Redis.
 type Store struct {
 	rdb    *redis.Client
+	gate   redis.Scripter
 	prefix string
 }
 
 // NewStore keeps the flash sale under prefix ("" in production).
-func NewStore(rdb *redis.Client, prefix string) *Store { return &Store{rdb: rdb, prefix: prefix} }
+func NewStore(rdb *redis.Client, prefix string) *Store {
+	return &Store{rdb: rdb, gate: rdb, prefix: prefix}
+}
+
+// WithAutoPipeline sends the gate's decisions through ap (the client's
+// autopipeliner): concurrent attempts share one write and one read instead
+// of a round trip each, the cost that bounds both the API and Redis under
+// a crowd.
+func (s *Store) WithAutoPipeline(ap *redis.AutoPipeliner) *Store {
+	s.gate = ap
+	return s
+}
 
 // Keys are one voucher's Redis keys, all under the voucher's hash tag.
 type Keys struct {

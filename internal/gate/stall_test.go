@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -18,8 +20,13 @@ const stall = 1500 * time.Millisecond
 // configured as the programs configure theirs (timeouts, retries), with a
 // connection open as a serving program has.
 func stalledVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store, int64) {
+	return stalledVoucherOn(tb, clients[0].store, stock)
+}
+
+// stalledVoucherOn is stalledVoucher with the store newStore makes.
+func stalledVoucherOn(tb testing.TB, newStore func(testing.TB, *redis.Client, string) *gate.Store, stock int64) (*testsupport.Redis, *gate.Store, int64) {
 	r, _ := testsupport.MustPrivateRedis(tb)
-	store := gate.NewStore(testsupport.MustProductionClient(tb, r.Addr), "")
+	store := newStore(tb, testsupport.MustProductionClient(tb, r.Addr), "")
 	const voucher = 1
 	if err := store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		tb.Fatal(err)
@@ -31,7 +38,13 @@ func stalledVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store
 // twice: the buyer is told "accepted" with the order id the gate recorded,
 // and exactly one unit is taken.
 func TestGateDecidesOnceWhenRedisStalls(t *testing.T) {
-	r, store, voucher := stalledVoucher(t, 5)
+	for _, c := range clients {
+		t.Run(c.name, func(t *testing.T) { testGateDecidesOnceWhenRedisStalls(t, c.store) })
+	}
+}
+
+func testGateDecidesOnceWhenRedisStalls(t *testing.T, newStore func(testing.TB, *redis.Client, string) *gate.Store) {
+	r, store, voucher := stalledVoucherOn(t, newStore, 5)
 	ctx := context.Background()
 	done := testsupport.StallRedis(t, r.Addr, stall)
 	d, err := store.Try(ctx, voucher, 7, 4242)

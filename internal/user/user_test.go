@@ -176,10 +176,27 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 	})
 }
 
+// Sessions behave the same whether they are loaded on a round trip of
+// their own or through the client's autopipeliner, as the api does.
 func TestSessions(t *testing.T) {
-	r := testsupport.MustRedis(t)
+	for _, autoPipelined := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Plain", true: "AutoPipelined"}[autoPipelined], func(t *testing.T) {
+			r := testsupport.MustRedis(t)
+			sessions := user.NewSessions(r.Client, user.Keys{Prefix: r.Prefix}, 30*time.Minute)
+			if autoPipelined {
+				ap, err := r.Client.AsyncAutoPipeline()
+				if err != nil {
+					t.Fatal(err)
+				}
+				sessions.WithAutoPipeline(ap)
+			}
+			testSessions(t, r, sessions)
+		})
+	}
+}
+
+func testSessions(t *testing.T, r *testsupport.Redis, sessions *user.Sessions) {
 	ctx := context.Background()
-	sessions := user.NewSessions(r.Client, user.Keys{Prefix: r.Prefix}, 30*time.Minute)
 	want := user.User{ID: 42, NickName: "user_abc", Icon: "/imgs/a.png"}
 	token, err := sessions.Create(ctx, want)
 	if err != nil {
