@@ -46,10 +46,12 @@ func (m *OrderWriter) Run(context.Context) error {
 
 	reader := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: c.KafkaBrokers, GroupID: c.Group, Topic: c.Sale.OrdersTopic,
-		// A fetch waits for 64 KB (about 700 events) or 50 ms, whichever
-		// comes first: fewer, fuller fetches for the broker, at most 50 ms
-		// more on the way to MySQL.
-		StartOffset: kafka.FirstOffset, MaxBytes: 16 << 20, MinBytes: 64 << 10, MaxWait: 50 * time.Millisecond,
+		// A fetch waits for 64 KB (about 700 events) or FetchWait,
+		// whichever comes first: fewer, fuller fetches for the broker, at
+		// most FetchWait more on the way to MySQL. Each partition is
+		// fetched on its own, so FetchWait is also how often an idle one
+		// costs the broker a request.
+		StartOffset: kafka.FirstOffset, MaxBytes: 16 << 20, MinBytes: 64 << 10, MaxWait: c.FetchWait,
 		QueueCapacity: c.BatchSize, ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
 			m.logger.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
 		}),
