@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -44,14 +45,21 @@ func NewAPI(cfg config.API, logs io.Writer) *API {
 
 // Run opens Redis, MySQL and the Kafka publisher, binds the HTTP address
 // and starts serving.
-func (m *API) Run(context.Context) error {
+func (m *API) Run(ctx context.Context) error {
 	c := m.cfg
 	b, db, err := newSaleBase(c.Common, m.logger)
 	if err != nil {
 		return err
 	}
 
-	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
+	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger)
+	ectx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = epoch.Refresh(ectx)
+	cancel()
+	if err != nil {
+		m.logger.Warn("redis replication id not read yet: sales are not checked against it until it is", "err", err)
+	}
+	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix).WithEpoch(epoch)
 	var hot *redis.AutoPipeliner
 	if c.AutoPipeline {
 		// Closed with the client.
@@ -83,7 +91,7 @@ func (m *API) Run(context.Context) error {
 		api.SessionStore
 		user.SessionCreator
 	} = user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot)
-	workers := []daemon.Worker{{Name: "http server", Run: m.serve}}
+	workers := []daemon.Worker{{Name: "http server", Run: m.serve}, {Name: "redis epoch", Run: epoch.Run}}
 	if c.HTTP.SessionCache > 0 {
 		cached := user.NewCachedSessions(user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot), b.rdb, c.HTTP.SessionCache, m.logger)
 		sessions = cached

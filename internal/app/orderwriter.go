@@ -75,10 +75,14 @@ func (m *OrderWriter) Run(context.Context) error {
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
 
 	checks := &orderwriter.SaleChecks{DB: db, Sale: store, Guard: guard, Interval: c.SaleChecks, Logger: m.logger}
+	// A new replication id pauses every sale at the gate: check them all at
+	// once, which reconciles them.
+	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger)
+	epoch.OnChange = checks.Now
 
 	m.d = b.daemon(c.Common, c.AdminAddr,
 		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relay.Run},
-		daemon.Worker{Name: "sale checks", Run: checks.Run})
+		daemon.Worker{Name: "sale checks", Run: checks.Run}, daemon.Worker{Name: "redis epoch", Run: epoch.Run})
 	if err := m.d.Start(); err != nil {
 		return abandon(err, b.closers)
 	}

@@ -35,6 +35,9 @@ type Sale struct {
 	RelayInterval    time.Duration
 	RelayLease       time.Duration // the relay's lease: how long a dead holder keeps it
 	SaleKeep         time.Duration // how long an ended, settled sale's keys stay in Redis
+	// EpochInterval is how often a program reads Redis's replication id,
+	// which changes when Redis restarts or a replica takes over.
+	EpochInterval time.Duration
 }
 
 // API is the api program's configuration.
@@ -215,6 +218,7 @@ func loadSale(r *Reader) Sale {
 		RelayInterval:    r.Duration("SECKILL_RELAY_INTERVAL", 2*time.Second),
 		RelayLease:       r.Duration("SECKILL_RELAY_LEASE", 10*time.Second),
 		SaleKeep:         r.Duration("SECKILL_SALE_KEEP", 24*time.Hour),
+		EpochInterval:    r.Duration("SECKILL_REDIS_EPOCH_INTERVAL", 500*time.Millisecond),
 	}
 }
 

@@ -31,8 +31,12 @@ var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.
 // same attempt again (same order id) gets the same decision: a retry after
 // a timeout cannot take a second unit or refuse the buyer's own order.
 func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (order.Decision, error) {
+	epoch := ""
+	if s.epoch != nil {
+		epoch = s.epoch.Current()
+	}
 	res, err := lua.Seckill.Run(ctx, s.gate, s.KeysOf(voucherID).list(),
-		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)).Int64Slice()
+		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), epoch).Int64Slice()
 	if err != nil {
 		return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
 	}
@@ -44,12 +48,17 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (orde
 
 // Warm puts a new voucher's sale into Redis: its stock and window, and an
 // empty buyer set and no reservations (keys left by an earlier database
-// with the same voucher id would otherwise leak into the new sale).
+// with the same voucher id would otherwise leak into the new sale),
+// stamped with this Redis's replication id.
 func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
 	k := s.KeysOf(voucherID)
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	epoch, err := ReplicationID(ctx, s.rdb)
+	if err != nil {
+		return fmt.Errorf("warm voucher %d in Redis: %w", voucherID, err)
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes)
-		p.HSet(ctx, k.Voucher, "stock", stock, "begin", begin.UnixMilli(), "end", end.UnixMilli())
+		p.HSet(ctx, k.Voucher, "stock", stock, "begin", begin.UnixMilli(), "end", end.UnixMilli(), "epoch", epoch)
 		p.SAdd(ctx, s.ActiveVouchers(), voucherID)
 		return nil
 	})

@@ -15,12 +15,20 @@ import (
 type Store struct {
 	rdb    *redis.Client
 	gate   redis.Scripter
+	epoch  *Epoch
 	prefix string
 }
 
 // NewStore keeps the flash sale under prefix ("" in production).
 func NewStore(rdb *redis.Client, prefix string) *Store {
 	return &Store{rdb: rdb, gate: rdb, prefix: prefix}
+}
+
+// WithEpoch makes the gate pause a sale whose state was built under
+// another replication id than e's current one, until it is reconciled.
+func (s *Store) WithEpoch(e *Epoch) *Store {
+	s.epoch = e
+	return s
 }
 
 // WithAutoPipeline sends the gate's decisions through ap (the client's
@@ -34,7 +42,7 @@ func (s *Store) WithAutoPipeline(ap *redis.AutoPipeliner) *Store {
 
 // Keys are one voucher's Redis keys, all under the voucher's hash tag.
 type Keys struct {
-	Voucher   string // hash {stock, begin, end}
+	Voucher   string // hash {stock, begin, end, frozen, epoch}
 	Buyers    string // hash user id -> order id
 	Pending   string // hash order id -> "userId:acceptedMs"
 	PendingAt string // zset order id by acceptedMs

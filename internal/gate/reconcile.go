@@ -90,8 +90,12 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 	if len(p.Buyers) == 0 {
 		none = "1"
 	}
+	epoch, err := ReplicationID(ctx, s.rdb)
+	if err != nil {
+		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	}
 	if err := lua.ReconcileSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, rebuilt, k.Pending, k.PendingAt},
-		p.Stock, begin.UnixMilli(), end.UnixMilli(), none).Err(); err != nil {
+		p.Stock, begin.UnixMilli(), end.UnixMilli(), none, epoch).Err(); err != nil {
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
 	}
 	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
@@ -139,25 +143,28 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 }
 
 // Size is voucherID's sale as the periodic check reads it: whether it is in
-// Redis, its stock and how many buyers it records.
-func (s *Store) Size(ctx context.Context, voucherID int64) (exists bool, stock, buyers int64, err error) {
+// Redis, its stock, how many buyers it records and the replication id it
+// was built under.
+func (s *Store) Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, error) {
 	k := s.KeysOf(voucherID)
-	var stockCmd *redis.StringCmd
-	var buyersCmd *redis.IntCmd
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		stockCmd = p.HGet(ctx, k.Voucher, "stock")
-		buyersCmd = p.HLen(ctx, k.Buyers)
+	var fields *redis.SliceCmd
+	var buyers *redis.IntCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		fields = p.HMGet(ctx, k.Voucher, "stock", "epoch")
+		buyers = p.HLen(ctx, k.Buyers)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return false, 0, 0, fmt.Errorf("size of voucher %d: %w", voucherID, err)
-	}
-	stock, err = stockCmd.Int64()
-	if errors.Is(err, redis.Nil) {
-		return false, 0, 0, nil
-	}
 	if err != nil {
-		return false, 0, 0, fmt.Errorf("size of voucher %d: stock: %w", voucherID, err)
+		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: %w", voucherID, err)
 	}
-	return true, stock, buyersCmd.Val(), nil
+	v := fields.Val()
+	if v[0] == nil {
+		return reconcile.SaleSize{}, nil
+	}
+	stock, err := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+	if err != nil {
+		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: stock %v", voucherID, v[0])
+	}
+	epoch, _ := v[1].(string)
+	return reconcile.SaleSize{Exists: true, Stock: stock, Buyers: buyers.Val(), Epoch: epoch}, nil
 }

@@ -5,22 +5,27 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/seckill/seckill/internal/reconcile"
 )
 
 // SaleSizer reads a voucher's sale in Redis: whether it is there, its
-// stock and how many buyers it records.
+// stock, how many buyers it records, the replication id it was built
+// under; and Redis's replication id now.
 type SaleSizer interface {
-	Size(ctx context.Context, voucherID int64) (exists bool, stock, buyers int64, err error)
+	Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, error)
+	ReplicationID(ctx context.Context) (string, error)
 }
 
-// SaleChecks compare, every Interval, each voucher on sale in MySQL with
-// its sale in Redis: the sale is there, its stock is not above MySQL's, and
-// it records at least as many buyers as MySQL has orders. It sees what the
-// per-batch check cannot: a sale whose keys vanished takes no orders, so
-// no batch ever checks it.
+// SaleChecks compare, every Interval (and at once when asked), each
+// voucher on sale or yet to start in MySQL with its sale in Redis: the sale
+// is there, built under Redis's present replication id, its stock is not
+// above MySQL's, and it records at least as many buyers as MySQL has
+// orders. It sees what the per-batch check cannot: a sale whose keys
+// vanished, or that the gate pauses, takes no orders, so no batch ever
+// checks it.
 //
 // MySQL is read before Redis: every order MySQL holds was accepted, and
 // its unit taken and its buyer recorded in Redis, before that. Only a
@@ -32,6 +37,9 @@ type SaleChecks struct {
 	Guard    Violations
 	Interval time.Duration
 	Logger   *slog.Logger
+
+	once  sync.Once
+	asked chan struct{}
 }
 
 // Violations takes what a check finds: reconcile.Guard reconciles, a
@@ -40,21 +48,36 @@ type Violations interface {
 	Violated(voucherID int64, check string, detail ...any)
 }
 
-// Run checks every Interval until ctx ends; a check that fails is logged
-// and tried at the next interval.
+// Run checks at once, then every Interval and whenever Now is called,
+// until ctx ends; a check that fails is logged and tried at the next
+// interval.
 func (c *SaleChecks) Run(ctx context.Context) error {
 	t := time.NewTicker(c.Interval)
 	defer t.Stop()
 	for {
+		if _, err := c.Check(ctx); err != nil && ctx.Err() == nil {
+			c.Logger.Warn("sale checks failed; trying again at the next interval", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		}
-		if _, err := c.Check(ctx); err != nil && ctx.Err() == nil {
-			c.Logger.Warn("sale checks failed; trying again at the next interval", "err", err)
+		case <-c.now():
 		}
 	}
+}
+
+// Now asks Run for a check at once: Redis's replication id changed.
+func (c *SaleChecks) Now(context.Context) {
+	select {
+	case c.now() <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+func (c *SaleChecks) now() chan struct{} {
+	c.once.Do(func() { c.asked = make(chan struct{}, 1) })
+	return c.asked
 }
 
 // Check compares every voucher on sale once and returns how many it
@@ -62,7 +85,7 @@ func (c *SaleChecks) Run(ctx context.Context) error {
 func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 	rows, err := c.DB.QueryContext(ctx, `SELECT sv.voucher_id, sv.stock,
 		(SELECT COUNT(*) FROM tb_voucher_order o WHERE o.voucher_id = sv.voucher_id)
-		FROM tb_seckill_voucher sv WHERE sv.begin_time <= NOW() AND sv.end_time > NOW()`)
+		FROM tb_seckill_voucher sv WHERE sv.end_time > NOW()`)
 	if err != nil {
 		return 0, fmt.Errorf("vouchers on sale: %w", err)
 	}
@@ -81,17 +104,23 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("vouchers on sale: %w", err)
 	}
+	epoch, err := c.Sale.ReplicationID(ctx)
+	if err != nil {
+		return 0, err
+	}
 	for _, s := range sales {
-		exists, stock, buyers, err := c.Sale.Size(ctx, s.voucher)
+		r, err := c.Sale.Size(ctx, s.voucher)
 		switch {
 		case err != nil:
 			return 0, err
-		case !exists:
+		case !r.Exists:
 			c.Guard.Violated(s.voucher, reconcile.CheckVoucherMissing)
-		case stock > s.stock:
-			c.Guard.Violated(s.voucher, reconcile.CheckStockAboveMySQL, "redis_stock", stock, "mysql_stock", s.stock)
-		case buyers < s.orders:
-			c.Guard.Violated(s.voucher, reconcile.CheckBuyersLost, "redis_buyers", buyers, "mysql_orders", s.orders)
+		case r.Epoch != "" && r.Epoch != epoch:
+			c.Guard.Violated(s.voucher, reconcile.CheckEpochChanged, "built_under", r.Epoch, "redis_now", epoch)
+		case r.Stock > s.stock:
+			c.Guard.Violated(s.voucher, reconcile.CheckStockAboveMySQL, "redis_stock", r.Stock, "mysql_stock", s.stock)
+		case r.Buyers < s.orders:
+			c.Guard.Violated(s.voucher, reconcile.CheckBuyersLost, "redis_buyers", r.Buyers, "mysql_orders", s.orders)
 		}
 	}
 	return len(sales), nil

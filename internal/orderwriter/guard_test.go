@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/testsupport"
@@ -107,5 +108,58 @@ func TestWriterRebuildsAVoucherWhoseKeysVanished(t *testing.T) {
 	p.waitOrders(t, voucher, 4)
 	if redisStock, _ := p.r.Client.HGet(ctx, k.Voucher, "stock").Int64(); redisStock != stock-4 {
 		t.Fatalf("Redis stock %d after the rebuild and one more order, want %d", redisStock, stock-4)
+	}
+}
+
+// A sale stamped with another replication id than Redis's (what a
+// restart or a failover leaves) is paused at the gate until the periodic
+// check finds it and the writer reconciles it: the units the stale state
+// holds too many are not sold.
+func TestWriterReconcilesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
+	p := newPipeline(t)
+	const voucher, stock = 66, 10
+	p.warm(t, voucher, stock)
+	p.writerEnv = map[string]string{"SECKILL_SALE_CHECK_INTERVAL": "200ms"}
+	p.startWriter(t)
+	p.acceptOrders(t, voucher, 3)
+	p.waitOrders(t, voucher, 3)
+	p.waitConfirmed(t, voucher)
+
+	ctx := context.Background()
+	k := p.store.KeysOf(voucher)
+	// What a replica that missed the three orders looks like, under its
+	// old master's id.
+	p.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789", "stock", stock)
+	epoch := gate.NewEpoch(p.r.Client, time.Second, p.logger)
+	if _, err := epoch.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store := gate.NewStore(p.r.Client, p.r.Prefix).WithEpoch(epoch)
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: store, Publisher: p.pub, Logger: p.logger}
+	paused := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := svc.Place(ctx, 4, voucher)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, order.ErrPaused) {
+			t.Fatalf("a new buyer while the sale is stale: %v, want paused", err)
+		}
+		paused++
+		if time.Now().After(deadline) {
+			t.Fatal("30 s after the stale stamp the sale is still paused")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if paused == 0 {
+		t.Fatal("the stale sale sold at once: the gate did not check the replication id")
+	}
+	p.waitOrders(t, voucher, 4)
+	if redisStock, _ := p.r.Client.HGet(ctx, k.Voucher, "stock").Int64(); redisStock != stock-4 {
+		t.Fatalf("Redis stock %d after the reconcile and one more order, want %d", redisStock, stock-4)
+	}
+	if got := p.r.Client.HGet(ctx, k.Voucher, "epoch").Val(); got != epoch.Current() {
+		t.Fatalf("the sale is stamped %q after the reconcile, want Redis's %q", got, epoch.Current())
 	}
 }

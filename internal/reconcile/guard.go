@@ -18,7 +18,19 @@ const (
 	// CheckBuyersLost: a user MySQL just confirmed is not among Redis's
 	// buyers, so could buy again.
 	CheckBuyersLost = "buyers_lost"
+	// CheckEpochChanged: the sale was built under another replication id
+	// than the one Redis has now (a restart, a restore, a failover), so it
+	// may miss acknowledged writes; the gate pauses it.
+	CheckEpochChanged = "epoch_changed"
 )
+
+// SaleSize is a voucher's sale in Redis as the periodic check reads it.
+type SaleSize struct {
+	Exists bool
+	Stock  int64
+	Buyers int64
+	Epoch  string // the replication id it was built under; "" if unknown
+}
 
 // Guard turns a violated invariant — Redis lost writes: a failover to a
 // lagging replica, a restore, a power loss — into a reconcile of the

@@ -175,3 +175,16 @@ func Eventually(tb testing.TB, url string, status int, timeout time.Duration) st
 	tb.Fatalf("GET %s: want %d within %v, last answer %d %s", url, status, timeout, code, body)
 	return ""
 }
+
+// Wait polls cond until it holds, failing the test after timeout with what
+// it waited for.
+func Wait(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited %v for: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -28,8 +28,9 @@ func MustProductionClient(tb testing.TB, addr string) *redis.Client {
 // MustPrivateRedis runs a redis-server of the test's own, stopped when the
 // test ends: for tests that stall, stop or kill their Redis, which must not
 // disturb the tests sharing the stack's. The process is returned for those
-// that stop it.
-func MustPrivateRedis(tb testing.TB) (*Redis, *exec.Cmd) {
+// that stop it. args are more redis-server options, after the defaults
+// (no persistence), which they override.
+func MustPrivateRedis(tb testing.TB, args ...string) (*Redis, *exec.Cmd) {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -37,7 +38,7 @@ func MustPrivateRedis(tb testing.TB) (*Redis, *exec.Cmd) {
 	}
 	addr := FreeAddr(tb)
 	port := addr[strings.LastIndex(addr, ":")+1:]
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir())
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir()}, args...)...)
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
