@@ -51,6 +51,10 @@ var RetireSale = mustLoad("retire_sale.lua")
 // ReconcileSale puts a rebuilt sale in place and unfreezes it.
 var ReconcileSale = mustLoad("reconcile_sale.lua")
 
+// IDLease leases a block of a day's id sequence, skipping a margin under
+// a new replication id.
+var IDLease = mustLoad("id_lease.lua")
+
 // IDFloor raises an id counter to at least a floor.
 var IDFloor = mustLoad("id_floor.lua")
 

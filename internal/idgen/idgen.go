@@ -28,6 +28,7 @@ type Generator struct {
 	kind  string
 	block int64
 	now   func() time.Time
+	epoch func() string
 
 	mu   sync.Mutex
 	day  string // the day the current block was leased for
@@ -38,6 +39,19 @@ type Generator struct {
 // New leases blocks of block sequence numbers per Redis round trip.
 func New(rdb redis.Cmdable, kind string, block int64) *Generator {
 	return &Generator{rdb: rdb, kind: kind, block: block, now: time.Now}
+}
+
+// LeaseMargin is how many sequence numbers a lease under a new replication
+// id skips: about a million, far more than this system leases in the
+// second or two of writes Redis can lose.
+const LeaseMargin = 1 << 20
+
+// WithEpoch stamps each lease with epoch's replication id; the first lease
+// under a new one skips LeaseMargin numbers, in case the counter rolled
+// back with the writes Redis lost.
+func (g *Generator) WithEpoch(epoch func() string) *Generator {
+	g.epoch = epoch
+	return g
 }
 
 // Above makes sure no id up to id plus margin is handed out again on id's
@@ -87,22 +101,24 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 
 func (g *Generator) lease(ctx context.Context, day string) error {
 	key := "id:" + g.kind + ":" + day
-	var end *redis.IntCmd
-	_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		end = p.IncrBy(ctx, key, g.block)
-		// No expiry on the day's counter while it counts: Redis may evict
-		// keys that have one (volatile-lru), and a counter evicted would
-		// hand out its ids again. Yesterday's, done counting, expires.
-		p.Persist(ctx, key)
-		p.Expire(ctx, "id:"+g.kind+":"+yesterday(day), 48*time.Hour)
-		return nil
-	})
+	epoch := ""
+	if g.epoch != nil {
+		epoch = g.epoch()
+	}
+	end, err := lua.IDLease.Run(ctx, g.rdb, []string{key, "{" + key + "}:epoch"}, g.block, epoch, LeaseMargin).Int64()
 	if err != nil {
 		return fmt.Errorf("idgen: lease a block of %s ids: %w", g.kind, err)
 	}
-	if end.Val() > 1<<seqBits {
+	if end > 1<<seqBits {
 		return fmt.Errorf("idgen: %s sequence for %s exhausted", g.kind, day)
 	}
-	g.day, g.next, g.end = day, end.Val()-g.block, end.Val()
+	// Yesterday's counter, done counting, expires (a day's own has none
+	// while it counts: see id_lease.lua).
+	if day != g.day {
+		if err := g.rdb.Expire(ctx, "id:"+g.kind+":"+yesterday(day), 48*time.Hour).Err(); err != nil {
+			return fmt.Errorf("idgen: expire yesterday's %s counter: %w", g.kind, err)
+		}
+	}
+	g.day, g.next, g.end = day, end-g.block, end
 	return nil
 }

@@ -84,3 +84,45 @@ func TestTodaysCounterCannotBeEvicted(t *testing.T) {
 		t.Fatalf("yesterday's counter: TTL %v, want an expiry", ttl)
 	}
 }
+
+// A counter that rolled back with writes Redis lost would hand out ids
+// again: the first lease under a new replication id skips a margin, so
+// ids stay unique although the counter went back.
+func TestLeaseUnderANewReplicationIDSkipsAMargin(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	kind := r.Key("order")
+	counter := "id:" + kind + ":" + time.Now().UTC().Format("20060102")
+	t.Cleanup(func() { r.Client.Del(ctx, "{"+counter+"}:epoch") })
+	replID := "master-a"
+	g := idgen.New(r.Client, kind, 10).WithEpoch(func() string { return replID })
+	seen := map[int64]bool{}
+	var last int64
+	take := func(n int) {
+		for range n {
+			id, err := g.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[id] {
+				t.Fatalf("id %d handed out twice", id)
+			}
+			seen[id], last = true, id
+		}
+	}
+	take(25)
+	before, _ := r.Client.Get(ctx, counter).Int64()
+	take(10) // under the same replication id the next block follows on
+	if after, _ := r.Client.Get(ctx, counter).Int64(); after != before+10 {
+		t.Fatalf("counter %d after one more block under the same id, was %d: want the next block", after, before)
+	}
+
+	// A failover to a replica that missed the last lease: the counter is
+	// back where it was before it, and the replication id is new.
+	r.Client.Set(ctx, counter, before, 0)
+	replID = "replica-b"
+	take(15)
+	if seq := last & (1<<32 - 1); seq < before+idgen.LeaseMargin {
+		t.Fatalf("sequence %d after the rollback, want above %d + the margin", seq, before)
+	}
+}
