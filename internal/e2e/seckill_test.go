@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,12 +34,19 @@ type sale struct {
 }
 
 func newSale(t *testing.T) *sale {
-	s := &sale{stack: stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}}
+	return newSaleOn(t, stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}, nil)
+}
+
+// newSaleOn runs an api and an order-writer on st, with more variables
+// for both.
+func newSaleOn(t *testing.T, st stack, more map[string]string) *sale {
+	s := &sale{stack: st}
 	topic, dlq := s.kafka.MustTopic(t, 6), s.kafka.MustTopic(t, 1)
 	shared := map[string]string{
 		"SECKILL_KEY_PREFIX": s.redis.Prefix, "SECKILL_ORDERS_TOPIC": topic, "SECKILL_ORDERS_DLQ_TOPIC": dlq,
 		"SECKILL_LOG_LEVEL": "warn",
 	}
+	maps.Copy(shared, more)
 	apiEnv := s.env()
 	for k, v := range shared {
 		apiEnv[k] = v

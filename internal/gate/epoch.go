@@ -42,8 +42,10 @@ type Epoch struct {
 	interval time.Duration
 	logger   *slog.Logger
 	current  atomic.Pointer[string]
-	// OnChange, when set, runs after the id changed (not at the first
-	// read): the order-writer checks every sale then.
+	// OnChange, when set, runs after every read that found another id than
+	// the last one read, the first successful read included (a program
+	// that starts during an outage cannot know the id before it): the
+	// order-writer checks every sale then.
 	OnChange func(ctx context.Context)
 }
 
@@ -68,15 +70,17 @@ func (e *Epoch) Refresh(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	old := e.current.Swap(&id)
-	if old == nil || *old == id {
+	if old != nil && *old == id {
 		return false, nil
 	}
-	e.logger.Warn("Redis has a new replication id (a restart, a restore or a failover): it may have lost writes; "+
-		"each sale pauses until it is reconciled from MySQL", "old", *old, "new", id)
+	if old != nil {
+		e.logger.Warn("Redis has a new replication id (a restart, a restore or a failover): it may have lost writes; "+
+			"each sale pauses until it is reconciled from MySQL", "old", *old, "new", id)
+	}
 	if e.OnChange != nil {
 		e.OnChange(ctx)
 	}
-	return true, nil
+	return old != nil, nil
 }
 
 // Run refreshes every interval until ctx ends; a failed read is retried

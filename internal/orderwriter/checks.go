@@ -49,20 +49,24 @@ type Violations interface {
 }
 
 // Run checks at once, then every Interval and whenever Now is called,
-// until ctx ends; a check that fails is logged and tried at the next
-// interval.
+// until ctx ends. A check that fails (Redis still loading its data after a
+// restart, MySQL away) is logged and tried again a second later: it may be
+// the one a new replication id asked for.
 func (c *SaleChecks) Run(ctx context.Context) error {
-	t := time.NewTicker(c.Interval)
-	defer t.Stop()
 	for {
+		wait := c.Interval
 		if _, err := c.Check(ctx); err != nil && ctx.Err() == nil {
-			c.Logger.Warn("sale checks failed; trying again at the next interval", "err", err)
+			c.Logger.Warn("sale checks failed; trying again in a second", "err", err)
+			wait = min(wait, time.Second)
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C:
 		case <-c.now():
+			t.Stop()
 		}
 	}
 }
