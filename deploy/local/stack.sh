@@ -7,9 +7,11 @@
 #   stack.sh install   apt-get the servers, fetch the Kafka jars (as root)
 #   stack.sh up        start what is not running, wait until each answers,
 #                      create users and topics, print the addresses
+#   stack.sh up --with-replica   also a Redis replica of the master, as
+#                      production runs it (or SECKILL_REDIS_REPLICA=yes)
 #   stack.sh down      stop the processes this script started, by their pid
-#   stack.sh stop redis|mariadb|kafka   stop one of them (the failure tests
-#                      use it; `up` starts it again)
+#   stack.sh stop redis|redis-replica|mariadb|kafka   stop one of them (the
+#                      failure tests use it; `up` starts it again)
 #   stack.sh status    which of them run, and where
 #   stack.sh logs [redis|mariadb|kafka]   tail their logs
 #
@@ -23,6 +25,8 @@ repo=$(cd "$here/../.." && pwd)
 
 STACK_DIR=${SECKILL_STACK_DIR:-$repo/.stack}
 REDIS_PORT=${SECKILL_REDIS_PORT:-16379}
+REDIS_REPLICA_PORT=${SECKILL_REDIS_REPLICA_PORT:-16380}
+REDIS_REPLICA=${SECKILL_REDIS_REPLICA:-no}
 MYSQL_PORT=${SECKILL_MYSQL_PORT:-13306}
 KAFKA_PORT=${SECKILL_KAFKA_PORT:-19092}
 KAFKA_CONTROLLER_PORT=${SECKILL_KAFKA_CONTROLLER_PORT:-19093}
@@ -150,6 +154,31 @@ EOF
   fi
   wait_for "redis 127.0.0.1:$REDIS_PORT" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $REDIS_PORT ping)\" = PONG ]" \
     || die "redis did not answer PING on 127.0.0.1:$REDIS_PORT; see $logs_dir/redis.log"
+}
+
+# A replica of the master, as production runs Redis: replication is
+# asynchronous, so a failover to it can lose the master's last writes,
+# which is what the sales' replication-id stamps and reconcile are for. To
+# fail over by hand: kill the master, `redis-cli -p $REDIS_REPLICA_PORT
+# replicaof no one`, and point the programs (SECKILL_REDIS_ADDR) at it.
+# It keeps no AOF of its own: its copy is the master's stream.
+replica_conf=$STACK_DIR/redis-replica/redis.conf
+replica_pid=$STACK_DIR/redis-replica/redis.pid
+
+redis_replica_up() {
+  mkdir -p "$STACK_DIR/redis-replica" "$logs_dir"
+  sed -e "s|^port .*|port $REDIS_REPLICA_PORT|" -e "s|^pidfile .*|pidfile $replica_pid|" \
+    -e "s|^logfile .*|logfile $logs_dir/redis-replica.log|" -e "s|^dir .*|dir $STACK_DIR/redis-replica|" \
+    -e "s|^appendonly .*|appendonly no|" "$redis_conf" > "$replica_conf"
+  echo "replicaof 127.0.0.1 $REDIS_PORT" >> "$replica_conf"
+  if pid_alive "$replica_pid" "$REDIS_REPLICA_PORT"; then
+    say "redis replica already running (pid $(cat "$replica_pid"))"
+  else
+    redis-server "$replica_conf" || die "the redis replica did not start; see $logs_dir/redis-replica.log"
+  fi
+  wait_for "redis replica 127.0.0.1:$REDIS_REPLICA_PORT (in sync)" 60 bash -c \
+    "redis-cli -h 127.0.0.1 -p $REDIS_REPLICA_PORT info replication | grep -q '^master_link_status:up'" \
+    || die "the redis replica did not sync with the master; see $logs_dir/redis-replica.log"
 }
 
 # --- MariaDB ---------------------------------------------------------------
@@ -321,6 +350,9 @@ cmd_up() {
   installed || die "servers or Kafka jars missing: run '$0 install' (make does it for you)"
   mkdir -p "$STACK_DIR"
   redis_up
+  case "$REDIS_REPLICA" in
+    yes | 1 | true) redis_replica_up ;;
+  esac
   mariadb_up
   kafka_up
   print_env
@@ -348,14 +380,17 @@ cmd_down() {
   stop_pid kafka "$kafka_pid" "$kafka_props"
   stop_pid mariadb "$mysql_pid" "$mysql_cnf"
   stop_pid redis "$redis_pid" "$REDIS_PORT"
+  pid_alive "$replica_pid" "$REDIS_REPLICA_PORT" && stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT"
+  return 0
 }
 
 cmd_stop() {
   case "${1:-}" in
     redis) stop_pid redis "$redis_pid" "$REDIS_PORT" ;;
+    redis-replica) stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT" ;;
     mariadb) stop_pid mariadb "$mysql_pid" "$mysql_cnf" ;;
     kafka) stop_pid kafka "$kafka_pid" "$kafka_props" ;;
-    *) die "stop: which server? redis, mariadb or kafka" ;;
+    *) die "stop: which server? redis, redis-replica, mariadb or kafka" ;;
   esac
 }
 
@@ -372,6 +407,9 @@ cmd_status() {
       rc=3
     fi
   done
+  if pid_alive "$replica_pid" "$REDIS_REPLICA_PORT"; then
+    printf '%-8s running  pid %-7s %s:%s (replica of %s)\n' "replica" "$(cat "$replica_pid")" 127.0.0.1 "$REDIS_REPLICA_PORT" "$REDIS_PORT"
+  fi
   return $rc
 }
 
@@ -387,7 +425,9 @@ cmd_logs() {
 
 case "${1:-}" in
   install) cmd_install ;;
-  up) cmd_up ;;
+  up)
+    [ "${2:-}" = --with-replica ] && REDIS_REPLICA=yes
+    cmd_up ;;
   down) cmd_down ;;
   stop) shift; cmd_stop "$@" ;;
   status) cmd_status ;;
