@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/orderwriter"
@@ -110,6 +111,7 @@ func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
 			Records: &orderdb.Orders{DB: db},
 			Backlog: &broker.Progress{Brokers: cfg.KafkaBrokers, Group: cfg.Group, Topic: cfg.Sale.OrdersTopic},
 			IDs:     orderIDs(rdb, cfg.Sale),
+			Locks:   lock.New(rdb, cfg.Sale.KeyPrefix),
 			Wait:    time.Minute, Poll: 200 * time.Millisecond,
 			Logger: daemon.NewLogger(out, cfg.LogFormat, slog.LevelInfo, "seckillctl"),
 		}

@@ -63,7 +63,8 @@ func (m *OrderWriter) Run(context.Context) error {
 
 	progress := &broker.Progress{Brokers: c.KafkaBrokers, Group: c.Group, Topic: c.Sale.OrdersTopic}
 	guard := reconcile.NewGuard(&reconcile.Reconciler{Sale: store, Records: &orderdb.Orders{DB: db}, Backlog: progress,
-		IDs: orderIDs(b.rdb, c.Sale), Wait: time.Minute, Poll: 200 * time.Millisecond, Logger: m.logger}, 2*time.Minute, b.reg)
+		Locks: lock.New(b.rdb, c.Sale.KeyPrefix),
+		IDs:   orderIDs(b.rdb, c.Sale), Wait: time.Minute, Poll: 200 * time.Millisecond, Logger: m.logger}, 2*time.Minute, b.reg)
 	b.closeFirst(closer("reconciles", guard))
 	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store,
 		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: store, Guard: guard}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 )
 
@@ -53,11 +55,23 @@ var (
 	ErrWriterBehind = apperr.New(apperr.Unavailable, "reconcile: the order-writer has not caught up with the orders topic; is it running? try again")
 )
 
+// Locks take a lock in Redis (lock.Client).
+type Locks interface {
+	Acquire(ctx context.Context, name string, opt lock.Options) (*lock.Lock, error)
+}
+
 // Reconciler rebuilds sales from MySQL.
 type Reconciler struct {
 	Sale    Sale
 	Records Records
 	Backlog Backlog
+	// Locks, when set, lets one reconcile of a voucher run at a time
+	// across processes (two order-writers that see the same failover,
+	// seckillctl beside them): one that unfroze the sale must not be
+	// followed by one whose reading of MySQL predates the orders taken
+	// since, which would hand their units out again. A second waits for
+	// the first (up to Wait), then runs: a reconcile is idempotent.
+	Locks Locks
 	// IDs, when set, is raised above every order id MySQL or a
 	// reservation holds, so that a counter Redis rolled back does not hand
 	// them out again.
@@ -80,6 +94,23 @@ type Report struct {
 // the sale is unfrozen as it was.
 func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err error) {
 	rep.VoucherID = voucherID
+	if r.Locks != nil {
+		l, err := r.Locks.Acquire(ctx, "reconcile:"+strconv.FormatInt(voucherID, 10), lock.Options{
+			TTL: 10 * time.Second, Watchdog: true, RetryMin: 50 * time.Millisecond, RetryMax: time.Second, RetryFor: r.Wait})
+		if err != nil {
+			return rep, fmt.Errorf("reconcile voucher %d: another reconcile of it holds its lock: %w", voucherID, err)
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = l.Release(rctx) // else it expires within its TTL
+		}()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		// A lost lock (Redis away past its TTL) ends the reconcile, unfrozen.
+		defer context.AfterFunc(l.Context(), cancel)()
+	}
 	if err := r.Sale.Freeze(ctx, voucherID); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)
 	}
