@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -75,33 +76,13 @@ func TestWriterReconcilesWhenRedisLostWrites(t *testing.T) {
 // checks it; the periodic check finds it, the voucher is rebuilt from
 // MySQL and the sale goes on, its buyers still buyers.
 func TestWriterRebuildsAVoucherWhoseKeysVanished(t *testing.T) {
-	p := newPipeline(t)
 	const voucher, stock = 65, 10
-	p.warm(t, voucher, stock)
-	p.writerEnv = map[string]string{"SECKILL_SALE_CHECK_INTERVAL": "200ms"}
-	p.startWriter(t)
-	p.acceptOrders(t, voucher, 3)
-	p.waitOrders(t, voucher, 3)
-	p.waitConfirmed(t, voucher)
-
+	p := settledSale(t, voucher, stock)
 	ctx := context.Background()
 	k := p.store.KeysOf(voucher)
 	p.r.Client.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
 	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store, Publisher: p.pub, Logger: p.logger}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := svc.Place(ctx, 4, voucher)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, order.ErrUnknownVoucher) && !errors.Is(err, order.ErrPaused) {
-			t.Fatalf("a new buyer while the voucher is rebuilt: %v", err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("30 s after its keys vanished the voucher still answers %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	placeOnceResumed(t, svc, 4, voucher, order.ErrUnknownVoucher, order.ErrPaused)
 	if _, err := svc.Place(ctx, 2, voucher); !errors.Is(err, order.ErrAlreadyBought) {
 		t.Fatalf("an earlier buyer after the rebuild: %v, want already bought", err)
 	}
@@ -116,15 +97,8 @@ func TestWriterRebuildsAVoucherWhoseKeysVanished(t *testing.T) {
 // check finds it and the writer reconciles it: the units the stale state
 // holds too many are not sold.
 func TestWriterReconcilesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
-	p := newPipeline(t)
 	const voucher, stock = 66, 10
-	p.warm(t, voucher, stock)
-	p.writerEnv = map[string]string{"SECKILL_SALE_CHECK_INTERVAL": "200ms"}
-	p.startWriter(t)
-	p.acceptOrders(t, voucher, 3)
-	p.waitOrders(t, voucher, 3)
-	p.waitConfirmed(t, voucher)
-
+	p := settledSale(t, voucher, stock)
 	ctx := context.Background()
 	k := p.store.KeysOf(voucher)
 	// What a replica that missed the three orders looks like, under its
@@ -136,23 +110,7 @@ func TestWriterReconcilesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 	}
 	store := gate.NewStore(p.r.Client, p.r.Prefix).WithEpoch(epoch)
 	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: store, Publisher: p.pub, Logger: p.logger}
-	paused := 0
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := svc.Place(ctx, 4, voucher)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, order.ErrPaused) {
-			t.Fatalf("a new buyer while the sale is stale: %v, want paused", err)
-		}
-		paused++
-		if time.Now().After(deadline) {
-			t.Fatal("30 s after the stale stamp the sale is still paused")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if paused == 0 {
+	if refused := placeOnceResumed(t, svc, 4, voucher, order.ErrPaused); refused == 0 {
 		t.Fatal("the stale sale sold at once: the gate did not check the replication id")
 	}
 	p.waitOrders(t, voucher, 4)
@@ -161,5 +119,40 @@ func TestWriterReconcilesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 	}
 	if got := p.r.Client.HGet(ctx, k.Voucher, "epoch").Val(); got != epoch.Current() {
 		t.Fatalf("the sale is stamped %q after the reconcile, want Redis's %q", got, epoch.Current())
+	}
+}
+
+// settledSale runs an order-writer that checks every sale each 200 ms, on
+// voucherID warmed with stock units, three of them sold and settled.
+func settledSale(t *testing.T, voucherID, stock int64) *pipeline {
+	p := newPipeline(t)
+	p.warm(t, voucherID, stock)
+	p.writerEnv = map[string]string{"SECKILL_SALE_CHECK_INTERVAL": "200ms"}
+	p.startWriter(t)
+	p.acceptOrders(t, voucherID, 3)
+	p.waitOrders(t, voucherID, 3)
+	p.waitConfirmed(t, voucherID)
+	return p
+}
+
+// placeOnceResumed has userID try voucherID every 50 ms until the order is
+// taken, for at most 30 s; the answers meanwhile must be among while. It
+// returns how many attempts were refused.
+func placeOnceResumed(t *testing.T, svc *order.Service, userID, voucherID int64, while ...error) (refused int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := svc.Place(context.Background(), userID, voucherID)
+		if err == nil {
+			return refused
+		}
+		if !slices.ContainsFunc(while, func(want error) bool { return errors.Is(err, want) }) {
+			t.Fatalf("an attempt while the sale is rebuilt: %v, want one of %v", err, while)
+		}
+		refused++
+		if time.Now().After(deadline) {
+			t.Fatalf("the sale still answers %v after 30 s", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
