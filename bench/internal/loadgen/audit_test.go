@@ -6,27 +6,37 @@ import (
 )
 
 func TestAuditViolations(t *testing.T) {
-	clean := Audit{Accepted: 100, Orders: 100, DistinctUsers: 100, RedisStock: 0, MySQLStock: 0}
+	clean := Audit{Expect: Expect{Users: 100, Stock: 100, Accepted: 100}, Orders: 100, DistinctUsers: 100, RedisStock: 0, MySQLStock: 0}
 	tests := []struct {
-		name     string
-		change   func(*Audit)
-		expected int64
-		want     int // violations
+		name   string
+		change func(*Audit)
+		want   int // violations
 	}{
-		{"Clean", func(*Audit) {}, 100, 0},
-		{"OrderLost", func(a *Audit) { a.Orders, a.DistinctUsers, a.MySQLStock = 99, 99, 1 }, 100, 3},
-		{"Oversold", func(a *Audit) { a.Orders, a.DistinctUsers, a.Accepted, a.MySQLStock = 101, 101, 101, -1 }, 100, 2},
-		{"UserTwice", func(a *Audit) { a.DistinctUsers = 99 }, 100, 1},
-		{"FailedOrder", func(a *Audit) { a.Failures = 1 }, 100, 1},
-		{"StockDisagrees", func(a *Audit) { a.RedisStock = 1 }, 100, 1},
-		{"StillPending", func(a *Audit) { a.Pending = 3 }, 100, 1},
-		{"AcceptedMoreThanStored", func(a *Audit) { a.Accepted = 120 }, 100, 1},
+		{"Clean", func(*Audit) {}, 0},
+		{"OrderLost", func(a *Audit) { a.Orders, a.DistinctUsers, a.MySQLStock = 99, 99, 1 }, 3},
+		{"Oversold", func(a *Audit) { a.Orders, a.DistinctUsers, a.Accepted, a.MySQLStock = 101, 101, 101, -1 }, 2},
+		{"UnitLost", func(a *Audit) { a.Stock, a.Users = 101, 101 }, 2},
+		{"UserTwice", func(a *Audit) { a.DistinctUsers = 99 }, 1},
+		{"FailedOrder", func(a *Audit) { a.Failures = 1 }, 1},
+		{"StockDisagrees", func(a *Audit) { a.RedisStock = 1 }, 1},
+		{"StillPending", func(a *Audit) { a.Pending = 3 }, 1},
+		{"AcceptedMoreThanStored", func(a *Audit) { a.Accepted = 120 }, 1},
+		// 10 clients hung up: 4 of them had taken a unit, 6 had not.
+		{"HangUps", func(a *Audit) {
+			a.Users, a.Stock, a.Unanswered, a.Orders, a.DistinctUsers, a.MySQLStock, a.RedisStock = 110, 110, 10, 104, 104, 6, 6
+		}, 0},
+		{"HangUpsLostAnAcceptedOrder", func(a *Audit) {
+			a.Users, a.Stock, a.Unanswered, a.Orders, a.DistinctUsers, a.MySQLStock, a.RedisStock = 110, 110, 10, 99, 99, 11, 11
+		}, 1},
+		{"HangUpsOversold", func(a *Audit) {
+			a.Users, a.Stock, a.Unanswered, a.Orders, a.DistinctUsers, a.MySQLStock = 110, 110, 10, 111, 111, -1
+		}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := clean
 			tt.change(&a)
-			if got := a.violations(tt.expected); len(got) != tt.want {
+			if got := a.violations(); len(got) != tt.want {
 				t.Fatalf("violations %q, want %d", got, tt.want)
 			}
 		})

@@ -58,6 +58,13 @@ type Options struct {
 	Progress io.Writer
 	// PlotPath, when set, gets vegeta's HTML latency plot.
 	PlotPath string
+	// Timeout is how long a client waits for its answer before it hangs
+	// up (15 s when zero).
+	Timeout time.Duration
+	// HangUp is the share of a sale's requests (SaleRun) sent by clients
+	// that hang up after HangUpAfter, beside the others.
+	HangUp      float64
+	HangUpAfter time.Duration
 }
 
 // Run sends every request once and measures the answers.
@@ -73,9 +80,13 @@ func Run(name string, requests []Request, opt Options) (Report, error) {
 		return nil
 	}
 	workers := opt.Workers
+	timeout := opt.Timeout
+	if timeout == 0 {
+		timeout = 15 * time.Second
+	}
 	attacker := vegeta.NewAttacker(vegeta.Workers(workers), vegeta.MaxWorkers(workers),
 		vegeta.Connections(int(workers)), vegeta.MaxConnections(int(workers)),
-		vegeta.Timeout(15*time.Second), vegeta.KeepAlive(true))
+		vegeta.Timeout(timeout), vegeta.KeepAlive(true))
 	pacer := vegeta.Pacer(vegeta.ConstantPacer{})
 	if opt.Rate > 0 {
 		pacer = vegeta.ConstantPacer{Freq: opt.Rate, Per: time.Second}
