@@ -52,7 +52,7 @@ func (m *API) Run(ctx context.Context) error {
 		return err
 	}
 
-	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger)
+	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger).CountChanges(b.reg)
 	ectx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	_, err = epoch.Refresh(ectx)
 	cancel()

@@ -78,7 +78,7 @@ func (m *OrderWriter) Run(context.Context) error {
 	checks := &orderwriter.SaleChecks{DB: db, Sale: store, Guard: guard, Interval: c.SaleChecks, Logger: m.logger}
 	// A new replication id pauses every sale at the gate: check them all at
 	// once, which reconciles them.
-	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger)
+	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger).CountChanges(b.reg)
 	epoch.OnChange = checks.Now
 
 	m.d = b.daemon(c.Common, c.AdminAddr,

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -42,6 +43,8 @@ type Epoch struct {
 	interval time.Duration
 	logger   *slog.Logger
 	current  atomic.Pointer[string]
+	// Changes, when set, counts the changes seen (not the first read).
+	Changes prometheus.Counter
 	// OnChange, when set, runs after every read that found another id than
 	// the last one read, the first successful read included (a program
 	// that starts during an outage cannot know the id before it): the
@@ -52,6 +55,15 @@ type Epoch struct {
 // NewEpoch reads rdb's replication id every interval.
 func NewEpoch(rdb redis.Cmdable, interval time.Duration, logger *slog.Logger) *Epoch {
 	return &Epoch{rdb: rdb, interval: interval, logger: logger}
+}
+
+// CountChanges counts the changes e sees in reg's
+// seckill_redis_replication_id_changes_total.
+func (e *Epoch) CountChanges(reg prometheus.Registerer) *Epoch {
+	e.Changes = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_redis_replication_id_changes_total",
+		Help: "Times Redis's replication id changed (a restart, a restore, a failover: writes may be lost); sales built under the old id pause until reconciled."})
+	reg.MustRegister(e.Changes)
+	return e
 }
 
 // Current is the last id read; "" before the first read succeeded.
@@ -74,6 +86,9 @@ func (e *Epoch) Refresh(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if old != nil {
+		if e.Changes != nil {
+			e.Changes.Inc()
+		}
 		e.logger.Warn("Redis has a new replication id (a restart, a restore or a failover): it may have lost writes; "+
 			"each sale pauses until it is reconciled from MySQL", "old", *old, "new", id)
 	}

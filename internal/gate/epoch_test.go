@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/reconcile"
@@ -37,7 +40,7 @@ func TestGatePausesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 		return replica.Client.HGet(ctx, k.Voucher, "epoch").Val() == masterID
 	})
 
-	epoch := gate.NewEpoch(replica.Client, time.Second, slog.New(slog.DiscardHandler))
+	epoch := gate.NewEpoch(replica.Client, time.Second, slog.New(slog.DiscardHandler)).CountChanges(prometheus.NewRegistry())
 	changes := 0
 	epoch.OnChange = func(context.Context) { changes++ }
 	if changed, err := epoch.Refresh(ctx); err != nil || changed || changes != 1 || epoch.Current() != masterID {
@@ -57,6 +60,9 @@ func TestGatePausesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 
 	if changed, err := epoch.Refresh(ctx); err != nil || !changed || changes != 2 || epoch.Current() == masterID {
 		t.Fatalf("after the promotion: changed %v, %d OnChange calls, id %q, err %v; want a new id", changed, changes, epoch.Current(), err)
+	}
+	if n := testutil.ToFloat64(epoch.Changes); n != 1 {
+		t.Fatalf("%v changes counted, want 1", n)
 	}
 	d, err := store.Try(ctx, voucher, 2, 102)
 	if err != nil || d.Err != order.ErrPaused {
