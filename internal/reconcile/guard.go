@@ -67,8 +67,15 @@ func NewGuard(r *Reconciler, timeout time.Duration, reg prometheus.Registerer) *
 // reconcile of it is already running. detail goes to the log.
 func (g *Guard) Violated(voucherID int64, check string, detail ...any) {
 	g.violations.WithLabelValues(check).Inc()
-	g.Reconciler.Logger.Error("Redis does not hold what MySQL has: it lost writes; reconciling the voucher from MySQL",
-		append([]any{"voucher", voucherID, "check", check}, detail...)...)
+	attrs := append([]any{"voucher", voucherID, "check", check}, detail...)
+	if check == CheckEpochChanged {
+		// Every restart does this; whether writes were lost, the reconcile
+		// finds out.
+		g.Reconciler.Logger.Warn("Redis restarted, was restored or failed over since this sale was built: it may have lost writes; "+
+			"reconciling the voucher from MySQL", attrs...)
+	} else {
+		g.Reconciler.Logger.Error("Redis does not hold what MySQL has: it lost writes; reconciling the voucher from MySQL", attrs...)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.running[voucherID] {
