@@ -113,3 +113,28 @@ func TestPingFailsOnAClosedPort(t *testing.T) {
 		t.Fatal("Ping of a closed port succeeded")
 	}
 }
+
+// A topic's end offsets are asked for right after the topic is created
+// (a reconcile or the relay on a fresh deployment), while its partitions
+// may still be electing their leader: a temporary answer is waited out,
+// not returned as a failure.
+func TestEndsOfATopicJustCreated(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 5 {
+		p := &broker.Progress{Brokers: k.Brokers, Group: testsupport.Group(t), Topic: k.MustTopic(t, 6)}
+		ends, err := p.Ends(ctx)
+		if err != nil {
+			t.Fatalf("end offsets of a new topic: %v", err)
+		}
+		if len(ends) != 6 {
+			t.Fatalf("end offsets %v, want 6 partitions", ends)
+		}
+		for part, end := range ends {
+			if end != 0 {
+				t.Fatalf("partition %d of a new topic ends at %d, want 0", part, end)
+			}
+		}
+	}
+}

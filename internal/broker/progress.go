@@ -19,15 +19,39 @@ type Progress struct {
 }
 
 // Ends are the topic's end offsets by partition: where each partition's
-// next event will go.
+// next event will go. A partition still electing its leader (a topic just
+// created, a broker restarting) answers with a temporary error: that is
+// waited out for up to endsPatience, not returned.
 func (p *Progress) Ends(ctx context.Context) (map[int]int64, error) {
+	deadline := time.Now().Add(endsPatience)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ends, err := p.ends(ctx)
+		var kerr kafka.Error
+		if err == nil || !errors.As(err, &kerr) || !kerr.Temporary() || time.Now().Add(wait).After(deadline) {
+			return ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// endsPatience is how long Ends waits out a partition without a leader.
+const endsPatience = 10 * time.Second
+
+func (p *Progress) ends(ctx context.Context) (map[int]int64, error) {
 	client := p.client(ctx)
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.Topic}})
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", p.Topic, err)
 	}
-	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
-		return nil, fmt.Errorf("metadata of %s: %v", p.Topic, meta.Topics)
+	if len(meta.Topics) != 1 {
+		return nil, fmt.Errorf("metadata of %s: %d topics in the answer", p.Topic, len(meta.Topics))
+	}
+	if err := meta.Topics[0].Error; err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", p.Topic, err)
 	}
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for _, part := range meta.Topics[0].Partitions {
