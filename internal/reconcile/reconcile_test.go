@@ -40,6 +40,16 @@ func newRig(t *testing.T) *rig {
 	return g
 }
 
+// onSale is voucher v on sale for the next hour, with mysqlStock units in
+// MySQL and redisStock in Redis.
+func (g *rig) onSale(t *testing.T, v, mysqlStock, redisStock int64) {
+	t.Helper()
+	g.m.MustSeedVoucher(t, v, mysqlStock)
+	if err := g.store.Warm(context.Background(), v, redisStock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (g *rig) stock(t *testing.T, v int64) int64 {
 	n, err := g.r.Client.HGet(context.Background(), g.store.KeysOf(v).Voucher, "stock").Int64()
 	if err != nil {
@@ -76,10 +86,7 @@ func TestReconcileRebuildsFromMySQL(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const v = 4
-	g.m.MustSeedVoucher(t, v, 10)
-	if err := g.store.Warm(ctx, v, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	g.onSale(t, v, 10, 10)
 	var accepted []order.Event
 	for u := int64(1); u <= 4; u++ {
 		d, err := g.store.Try(ctx, v, u, 100+u)
@@ -163,10 +170,7 @@ func TestReconcileWaitsForTheWriter(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const v = 6
-	g.m.MustSeedVoucher(t, v, 3)
-	if err := g.store.Warm(ctx, v, 2, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	g.onSale(t, v, 3, 2)
 	pub := broker.NewOrderPublisher(broker.NewWriter(g.k.Brokers, g.topic), 5*time.Second)
 	defer pub.Close()
 	if err := pub.Publish(ctx, order.Event{OrderID: 1, UserID: 1, VoucherID: v, AcceptedAt: time.Now().UnixMilli()}); err != nil {
@@ -188,10 +192,7 @@ func TestReconcileRaisesTheIDCounter(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const v = 7
-	g.m.MustSeedVoucher(t, v, 10)
-	if err := g.store.Warm(ctx, v, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	g.onSale(t, v, 10, 10)
 	var used []int64
 	for u := int64(1); u <= 3; u++ {
 		id, err := g.ids.Next(ctx)
@@ -269,10 +270,7 @@ func TestReconcilesOfOneVoucherTakeTurns(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const v = 8
-	g.m.MustSeedVoucher(t, v, 10)
-	if err := g.store.Warm(ctx, v, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	g.onSale(t, v, 10, 10)
 	sale := &turns{Sale: g.store}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
