@@ -63,7 +63,8 @@ func (m *CacheInvalidator) Run(context.Context) error {
 	}
 	retrier := &binlog.Retrier{Retry: retry, DLQ: dlq, Redis: b.rdb, MaxAttempts: c.MaxAttempts,
 		DeleteTimeout: c.DeleteTimeout, Logger: m.logger, Metrics: metrics}
-	retries := &broker.Consumer{Name: "cache retries", Reader: reader, Handle: retrier.Handle, Logger: m.logger}
+	retries := &broker.Consumer{Name: "cache retries", Reader: reader, Handle: retrier.Handle, Logger: m.logger,
+		Stuck: broker.NewStuckMetric(b.reg).WithLabelValues("cache retries")}
 
 	m.d = b.daemon(c.Common, c.AdminAddr,
 		daemon.Worker{Name: "binlog invalidator", Run: invalidator.Run}, daemon.Worker{Name: "retry consumer", Run: retries.Run})

@@ -69,7 +69,8 @@ func (m *OrderWriter) Run(context.Context) error {
 	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store,
 		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: store, Guard: guard}
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
-		BatchSize: c.BatchSize, BatchWait: c.BatchWait, Logger: m.logger}
+		BatchSize: c.BatchSize, BatchWait: c.BatchWait, Logger: m.logger,
+		Stuck: broker.NewStuckMetric(b.reg).WithLabelValues("orders")}
 	relay := &gate.Relay{Store: store, Publisher: relayPublisher,
 		Backlog: progress,
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,

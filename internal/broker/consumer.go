@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -41,6 +43,24 @@ type Consumer struct {
 	// Backoff is the wait between tries of a failing fetch, batch or
 	// commit; nil means exponential from 100 ms to 5 s, without end.
 	Backoff func() backoff.BackOff
+	// A batch still failing StuckAfter (DefaultStuckAfter when zero)
+	// after its first try is logged with its offsets and counted in Stuck
+	// (when set), once: what holds its partition is then for an operator
+	// to see, while the tries go on.
+	StuckAfter time.Duration
+	Stuck      prometheus.Counter
+}
+
+// DefaultStuckAfter is how long a batch may fail before it is reported.
+const DefaultStuckAfter = time.Minute
+
+// NewStuckMetric registers on reg the count of batches reported stuck, by
+// consumer name: a Consumer's Stuck is one of its children.
+func NewStuckMetric(reg prometheus.Registerer) *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_batches_stuck_total",
+		Help: "Batches still failing StuckAfter after their first try (each holds its partition)."}, []string{"consumer"})
+	reg.MustRegister(v)
+	return v
 }
 
 // CommitGrace bounds the commits of batches already handled when the
@@ -151,8 +171,18 @@ func (c *Consumer) fetch(ctx context.Context) ([]kafka.Message, error) {
 }
 
 func (c *Consumer) handleLoop(ctx context.Context, fetched <-chan []kafka.Message, handled chan<- []kafka.Message) error {
+	stuckAfter := cmp.Or(c.StuckAfter, DefaultStuckAfter)
 	for batch := range fetched {
-		if err := c.retry(ctx, "handling a batch", func() error { return c.Handle(ctx, batch) }); err != nil {
+		start, reported := time.Now(), false
+		handle := func() error {
+			err := c.Handle(ctx, batch)
+			if err != nil && !reported && ctx.Err() == nil && time.Since(start) >= stuckAfter {
+				reported = true
+				c.reportStuck(batch, time.Since(start), err)
+			}
+			return err
+		}
+		if err := c.retry(ctx, "handling a batch", handle); err != nil {
 			return nil // stopping: the batch is delivered again
 		}
 		select {
@@ -165,6 +195,19 @@ func (c *Consumer) handleLoop(ctx context.Context, fetched <-chan []kafka.Messag
 		}
 	}
 	return nil
+}
+
+func (c *Consumer) reportStuck(batch []kafka.Message, failing time.Duration, err error) {
+	if c.Stuck != nil {
+		c.Stuck.Inc()
+	}
+	if c.Logger == nil {
+		return
+	}
+	first, last := batch[0], batch[len(batch)-1]
+	c.Logger.Error("a batch keeps failing and holds its partition; still retrying", "consumer", c.Name,
+		"failing_for", failing.Round(time.Millisecond), "topic", first.Topic, "partition", first.Partition,
+		"first_offset", first.Offset, "last_offset", last.Offset, "messages", len(batch), "err", err)
 }
 
 // commitLoop commits the handled batches in order. When it has to give

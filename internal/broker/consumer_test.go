@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/broker"
@@ -137,5 +140,57 @@ func TestConsumerStopsWhenCommitsGiveUp(t *testing.T) {
 	}
 	if n := committed(t, k, group, topic); n > 0 {
 		t.Fatalf("committed offset %d although every commit failed", n)
+	}
+}
+
+// A batch that keeps failing is reported once past StuckAfter, with its
+// offsets, counted, and still retried: when the handler recovers, the
+// batch is handled and committed.
+func TestConsumerReportsABatchStuckInRetry(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	topic, group := k.MustTopic(t, 1), testsupport.Group(t)
+	w := broker.NewWriter(k.Brokers, topic)
+	defer w.Close()
+	for i := range 3 {
+		if err := w.WriteMessages(context.Background(), kafka.Message{Value: fmt.Appendf(nil, "%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := newGroupReader(k, group, topic)
+	defer reader.Close()
+	var logs testsupport.SyncBuffer
+	stuck := prometheus.NewCounter(prometheus.CounterOpts{Name: "stuck"})
+	var failing atomic.Bool
+	failing.Store(true)
+	c := &broker.Consumer{
+		Name: "test", Reader: reader, BatchSize: 10, BatchWait: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Backoff: func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) },
+		StuckAfter: 300 * time.Millisecond, Stuck: stuck,
+		Handle: func(context.Context, []kafka.Message) error {
+			if failing.Load() {
+				return errors.New("injected: lock wait timeout")
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	testsupport.Wait(t, 20*time.Second, "the stuck batch reported", func() bool { return testutil.ToFloat64(stuck) == 1 })
+	time.Sleep(300 * time.Millisecond) // well past StuckAfter again: still reported once
+	if n := testutil.ToFloat64(stuck); n != 1 {
+		t.Fatalf("stuck counted %v times for one batch, want once", n)
+	}
+	if out := logs.String(); !strings.Contains(out, "holds its partition") || !strings.Contains(out, "first_offset=0") || !strings.Contains(out, "lock wait timeout") {
+		t.Fatalf("log does not name the batch's offsets and error:\n%s", out)
+	}
+	if n := committed(t, k, group, topic); n > 0 {
+		t.Fatalf("committed offset %d of a batch that never succeeded", n)
+	}
+	failing.Store(false)
+	testsupport.Wait(t, 20*time.Second, "the batch committed after recovery", func() bool { return committed(t, k, group, topic) == 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -31,14 +31,28 @@ func OrderMessage(e order.Event) kafka.Message {
 	return kafka.Message{Key: strconv.AppendInt(nil, e.VoucherID, 10), Value: v}
 }
 
-// DecodeOrder reads an order event and checks it is whole.
+// The acceptance times an order row can hold: tb_voucher_order's
+// TIMESTAMP columns end in January 2038, and no order of this project was
+// accepted before 2020. An event outside them is no order that Redis's
+// clock accepted: a bug, a broken clock, a bad replay.
+var (
+	EarliestAcceptance = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	LatestAcceptance   = time.Date(2038, 1, 19, 3, 14, 7, 0, time.UTC)
+)
+
+// DecodeOrder reads an order event and checks every field is in the range
+// MySQL and the sale accept.
 func DecodeOrder(b []byte) (order.Event, error) {
 	var j orderJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return order.Event{}, fmt.Errorf("decode order event: %w", err)
 	}
-	if j.OrderID <= 0 || j.UserID <= 0 || j.VoucherID <= 0 || j.AcceptedAt <= 0 {
-		return order.Event{}, fmt.Errorf("decode order event: missing or non-positive field in %s", b)
+	if j.OrderID <= 0 || j.UserID <= 0 || j.VoucherID <= 0 {
+		return order.Event{}, fmt.Errorf("decode order event: missing or non-positive orderId, userId or voucherId in %s", b)
+	}
+	if at := time.UnixMilli(j.AcceptedAt); at.Before(EarliestAcceptance) || at.After(LatestAcceptance) {
+		return order.Event{}, fmt.Errorf("decode order event: acceptedAt %d is outside %s..%s",
+			j.AcceptedAt, EarliestAcceptance.Format(time.RFC3339), LatestAcceptance.Format(time.RFC3339))
 	}
 	return order.Event(j), nil
 }

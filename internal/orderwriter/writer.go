@@ -5,10 +5,14 @@
 package orderwriter
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +27,7 @@ import (
 // Writer settles batches of order events.
 type Writer struct {
 	DB           *sql.DB
-	DeadLetters  *broker.Forwarder // undecodable events and id collisions, with the reason
+	DeadLetters  *broker.Forwarder // undecodable events, id collisions and rows MySQL refuses, with the reason
 	Reservations order.Confirmer   // the settled orders' reservations to remove
 	Logger       *slog.Logger
 	Metrics      *Metrics
@@ -54,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		inserted:     prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_orders_inserted_total", Help: "Orders written to tb_voucher_order."}),
 		already:      prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_orders_redelivered_total", Help: "Order events already settled (redeliveries)."}),
 		failed:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_orders_failed_total", Help: "Accepted orders MySQL refused, by reason."}, []string{"reason"}),
-		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_order_events_dead_lettered_total", Help: "Order events sent to the dead-letter topic: undecodable, or their order id held by another order."}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_order_events_dead_lettered_total", Help: "Order events sent to the dead-letter topic: undecodable, their order id held by another order, or their row refused by MySQL."}),
 		batch:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_order_batch_size", Help: "Events per batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
 		lag:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_order_lag_seconds", Help: "From acceptance in Redis to commit in MySQL.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
@@ -66,9 +70,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // dead-letter topic.
 var ErrIDCollision = errors.New("order id already held by another order: the id generator repeated it (did Redis lose its last writes?)")
 
-// Handle settles one batch: the broker.Consumer's handler. An error leaves
-// the batch to be tried again whole, which Apply's idempotency makes
-// harmless; nothing is dead-lettered before MySQL has taken the batch.
+// Handle settles one batch: the broker.Consumer's handler. An error (a
+// transient one: the connection, a deadlock, a lock wait, a read-only
+// server) leaves the batch to be tried again whole, which Apply's
+// idempotency makes harmless; nothing is dead-lettered before MySQL has
+// taken the rest of the batch. An event that can never be settled (it
+// does not decode, its id is another order's, MySQL refuses its row) goes
+// to the dead-letter topic, so that it cannot hold the orders behind it.
 func (w *Writer) Handle(ctx context.Context, msgs []kafka.Message) error {
 	events := make([]order.Event, 0, len(msgs))
 	origin := make(map[order.Event]kafka.Message, len(msgs))
@@ -84,15 +92,23 @@ func (w *Writer) Handle(ctx context.Context, msgs []kafka.Message) error {
 		origin[e] = m
 	}
 	var out orderdb.Outcome
+	var refused []refusal
 	if len(events) > 0 {
 		var err error
-		if out, err = orderdb.Apply(ctx, w.DB, events); err != nil {
+		if out, refused, err = w.apply(ctx, events); err != nil {
 			return err
 		}
 		w.record(events, out)
 	}
 	for i, m := range undecodable {
 		if err := w.deadLetter(ctx, m, reasons[i]); err != nil {
+			return err
+		}
+	}
+	for _, r := range refused {
+		w.Logger.Error("MySQL refused an accepted order's row; the order is on the dead-letter topic",
+			"order", r.event.OrderID, "user", r.event.UserID, "voucher", r.event.VoucherID, "err", r.err)
+		if err := w.deadLetter(ctx, origin[r.event], fmt.Errorf("%w: %w", ErrRefused, r.err)); err != nil {
 			return err
 		}
 	}
@@ -141,6 +157,51 @@ func (w *Writer) check(ctx context.Context, out orderdb.Outcome) {
 			w.Guard.Violated(voucher, reconcile.CheckBuyersLost, "users", missing)
 		}
 	}
+}
+
+// ErrRefused is why an order whose row MySQL refuses (a data error, a
+// constraint) goes to the dead-letter topic instead of stalling its
+// partition: the same row would be refused on every try.
+var ErrRefused = errors.New("MySQL refused the order's row")
+
+type refusal struct {
+	event order.Event
+	err   error
+}
+
+// apply settles events in one transaction. When MySQL refuses a row of it
+// (orderdb.Refused), which row is unknown: the events are then settled one
+// by one, in acceptance order as Apply would, and the refused ones
+// returned. Any other error is the batch's to retry.
+func (w *Writer) apply(ctx context.Context, events []order.Event) (orderdb.Outcome, []refusal, error) {
+	out, err := orderdb.Apply(ctx, w.DB, events)
+	if !orderdb.Refused(err) {
+		return out, nil, err
+	}
+	w.Logger.Warn("MySQL refused a row of an order batch; settling its events one by one", "events", len(events), "err", err)
+	events = slices.Clone(events)
+	slices.SortStableFunc(events, func(a, b order.Event) int { return cmp.Compare(a.AcceptedAt, b.AcceptedAt) })
+	out = orderdb.Outcome{Failed: map[string]int{}, Stock: map[int64]int64{}}
+	var refused []refusal
+	for _, e := range events {
+		one, err := orderdb.Apply(ctx, w.DB, []order.Event{e})
+		switch {
+		case orderdb.Refused(err):
+			refused = append(refused, refusal{e, err})
+			continue
+		case err != nil:
+			return orderdb.Outcome{}, nil, err
+		}
+		out.Inserted += one.Inserted
+		out.Already += one.Already
+		out.New = append(out.New, one.New...)
+		out.Collided = append(out.Collided, one.Collided...)
+		maps.Copy(out.Stock, one.Stock)
+		for reason, n := range one.Failed {
+			out.Failed[reason] += n
+		}
+	}
+	return out, refused, nil
 }
 
 func (w *Writer) deadLetter(ctx context.Context, m kafka.Message, reason error) error {

@@ -2,10 +2,12 @@ package orderwriter_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,4 +234,71 @@ func committedTotal(t *testing.T, p *pipeline) int64 {
 		}
 	}
 	return total
+}
+
+// One bad event among good ones must not stall its partition. The first is
+// the event an outside read found (acceptedAt 1 ms: MariaDB refuses the row
+// with 1292 and the batch was retried forever); the second passes every
+// check at decode but breaks a constraint of the database's own (here a
+// CHECK a DBA added), which only the row-by-row path can pin to it. Either
+// goes to the dead-letter topic with its error; every valid order around it
+// is confirmed.
+func TestWriterIsolatesAnEventMySQLRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, p *pipeline)
+		bad   func(voucher int64) string
+		error string // in the dead letter's error header
+	}{
+		{"AcceptedAtOutOfRange", nil,
+			func(voucher int64) string {
+				return fmt.Sprintf(`{"orderId":"5","userId":1,"voucherId":%d,"acceptedAt":1}`, voucher)
+			}, "acceptedAt"},
+		{"RefusedByAConstraint", func(t *testing.T, p *pipeline) {
+			if _, err := p.m.DB.Exec("ALTER TABLE tb_voucher_order ADD CONSTRAINT chk_not_666 CHECK (user_id <> 666)"); err != nil {
+				t.Fatal(err)
+			}
+		}, func(voucher int64) string {
+			return fmt.Sprintf(`{"orderId":"5","userId":666,"voucherId":%d,"acceptedAt":%d}`, voucher, time.Now().UnixMilli())
+		}, "chk_not_666"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPipeline(t)
+			ctx := context.Background()
+			voucher := 1 + rand.Int64N(1<<30)
+			p.warm(t, voucher, 10)
+			if tc.setup != nil {
+				tc.setup(t, p)
+			}
+			svc := &order.Service{Gate: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
+			place := func(users ...int64) {
+				for _, u := range users {
+					if _, err := svc.Place(ctx, u, voucher); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			place(1, 2)
+			// Keyed like an order event: the same partition as the sale's.
+			w := broker.NewWriter(p.k.Brokers, p.topic)
+			defer w.Close()
+			bad := tc.bad(voucher)
+			if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(strconv.FormatInt(voucher, 10)), Value: []byte(bad)}); err != nil {
+				t.Fatal(err)
+			}
+			place(3, 4, 5)
+
+			p.startWriter(t)
+			p.waitOrders(t, voucher, 5)
+			p.waitConfirmed(t, voucher)
+			if got := p.m.MustSaleState(t, voucher); got.Stock != 5 {
+				t.Fatalf("MySQL stock %d, want 5", got.Stock)
+			}
+			m := p.k.MustFirstMessage(t, p.dlq)
+			if string(m.Value) != bad || !strings.Contains(broker.Header(m, broker.HeaderError), tc.error) ||
+				broker.Header(m, broker.HeaderTopic) != p.topic || broker.Header(m, broker.HeaderOffset) == "" || broker.Attempt(m) != 1 {
+				t.Fatalf("dead letter %q with headers %v", m.Value, m.Headers)
+			}
+		})
+	}
 }
