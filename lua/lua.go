@@ -61,6 +61,9 @@ var IDFloor = mustLoad("id_floor.lua")
 // BloomAdd sets an item's bits in an existing Bloom filter.
 var BloomAdd = mustLoad("bloom_add.lua")
 
+// RecordSettled records settled orders' final status in a sale's state.
+var RecordSettled = mustLoad("record_settled.lua")
+
 func mustLoad(name string) *redis.Script {
 	src, err := files.ReadFile(name)
 	if err != nil {

@@ -8,6 +8,7 @@
 -- KEYS[3]  seckill:pending:{id}
 -- KEYS[4]  seckill:pending-at:{id}
 -- KEYS[5]  seckill:changes:{id}
+-- KEYS[6]  seckill:settled:{id}
 -- ARGV[1]  how long the retired keys are kept, ms
 --
 -- Returns 1 retired now (or before: the keys already expire); 0 still on

@@ -49,5 +49,5 @@ type RoutePolicy struct {
 // anyone may call without a login (shops, shop types, vouchers), one
 // budget per client address across them.
 type Limits struct {
-	Code, Login, Seckill, Public RoutePolicy
+	Code, Login, Seckill, Public, Lookup RoutePolicy
 }

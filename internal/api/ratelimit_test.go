@@ -63,3 +63,26 @@ func TestRateLimitedAnswer(t *testing.T) {
 		t.Fatalf("Retry-After %q, want 1..60 seconds", res.Header.Get("Retry-After"))
 	}
 }
+
+// The two order-lookup routes share one per-user budget: a user polling
+// in a loop gets 429 with Retry-After, whichever route it polls, while
+// another user is still answered.
+func TestOrderLookupsShareAPerUserLimit(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_RATE_LOOKUP_USER": "4/1m"})
+	polling, other := a.loggedIn(t, randomPhone()), a.loggedIn(t, randomPhone())
+	paths := []string{"/voucher-order/123456789", "/voucher-order/of/voucher/987654321"}
+	for i := range 4 {
+		if res := call(t, "GET", a.URL+paths[i%2], map[string]string{"authorization": polling}, nil); res.Status != 404 {
+			t.Fatalf("lookup %d: %d %s, want 404 (no such order)", i+1, res.Status, res.Raw)
+		}
+	}
+	for _, p := range paths {
+		res := call(t, "GET", a.URL+p, map[string]string{"authorization": polling}, nil)
+		if res.Status != 429 || res.Body.Success || res.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s past the limit: %d %v %s, want 429 with Retry-After", p, res.Status, res.Header, res.Raw)
+		}
+	}
+	if res := call(t, "GET", a.URL+paths[0], map[string]string{"authorization": other}, nil); res.Status != 404 {
+		t.Fatalf("another user: %d %s, want 404", res.Status, res.Raw)
+	}
+}

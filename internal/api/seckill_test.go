@@ -24,7 +24,7 @@ func (a *testAPI) createVoucher(t *testing.T, stock int, begin, end time.Time) s
 }
 
 func TestSeckillOutcomes(t *testing.T) {
-	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off"})
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off", "SECKILL_RATE_LOOKUP_USER": "off"})
 	now := time.Now()
 	open := a.createVoucher(t, 5, now.Add(-time.Hour), now.Add(time.Hour))
 	early := a.createVoucher(t, 5, now.Add(time.Hour), now.Add(2*time.Hour))
@@ -168,7 +168,7 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 // An admin changes a running sale: the gate and MySQL see the same stock
 // and window.
 func TestChangeSale(t *testing.T) {
-	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off"})
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off", "SECKILL_RATE_LOOKUP_USER": "off"})
 	admin := map[string]string{"X-Admin-Token": testAdminToken}
 	now := time.Now()
 	id := a.createVoucher(t, 1, now.Add(-time.Hour), now.Add(time.Hour))

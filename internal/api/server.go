@@ -97,8 +97,9 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.PUT("/voucher/seckill/:id", s.changeSale, s.requireAdmin)
 	e.GET("/voucher/list/:shopId", s.listVouchers, public)
 	e.POST("/voucher-order/seckill/:id", s.seckillOrder, s.requireUser, s.rateLimit("seckill", cfg.Limits.Seckill))
-	e.GET("/voucher-order/:id", s.getOrder, s.requireUser)
-	e.GET("/voucher-order/of/voucher/:voucherId", s.getOrderOf, s.requireUser)
+	lookup := s.rateLimit("lookup", cfg.Limits.Lookup)
+	e.GET("/voucher-order/:id", s.getOrder, s.requireUser, lookup)
+	e.GET("/voucher-order/of/voucher/:voucherId", s.getOrderOf, s.requireUser, lookup)
 	if cfg.BenchNoop {
 		e.POST("/bench/noop", func(c echo.Context) error { return c.JSON(http.StatusOK, OK("noop")) }, s.requireUser)
 	}

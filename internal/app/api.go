@@ -110,7 +110,7 @@ func (m *API) Run(ctx context.Context) error {
 			PipelineUp: func() bool { return b.monitor.Up(daemon.KafkaCheck) },
 			SoldOut:    order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger,
 		},
-		Lookup: &order.Lookup{Settled: &orderdb.Orders{DB: db}, Pending: store},
+		Lookup: &order.Lookup{Settled: gate.NewSettledCache(b.rdb, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store},
 	})
 	if err != nil {
 		return abandon(err, b.closers)

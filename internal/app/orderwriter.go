@@ -66,7 +66,7 @@ func (m *OrderWriter) Run(context.Context) error {
 		Locks: lock.New(b.rdb, c.Sale.KeyPrefix),
 		IDs:   orderIDs(b.rdb, c.Sale), Wait: time.Minute, Poll: 200 * time.Millisecond, Logger: m.logger}, 2*time.Minute, b.reg)
 	b.closeFirst(closer("reconciles", guard))
-	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store,
+	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store, Records: store,
 		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: store, Guard: guard}
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
 		BatchSize: c.BatchSize, BatchWait: c.BatchWait, Logger: m.logger,

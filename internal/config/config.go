@@ -38,6 +38,9 @@ type Sale struct {
 	// EpochInterval is how often a program reads Redis's replication id,
 	// which changes when Redis restarts or a replica takes over.
 	EpochInterval time.Duration
+	// OrderStatusTTL is how long MySQL's answer to an order lookup is
+	// kept in Redis once the order's sale has left it.
+	OrderStatusTTL time.Duration
 }
 
 // API is the api program's configuration.
@@ -219,6 +222,7 @@ func loadSale(r *Reader) Sale {
 		RelayLease:       r.Duration("SECKILL_RELAY_LEASE", 10*time.Second),
 		SaleKeep:         r.Duration("SECKILL_SALE_KEEP", 24*time.Hour),
 		EpochInterval:    r.Duration("SECKILL_REDIS_EPOCH_INTERVAL", 500*time.Millisecond),
+		OrderStatusTTL:   r.Duration("SECKILL_ORDER_STATUS_TTL", 10*time.Minute),
 	}
 }
 
@@ -240,6 +244,10 @@ func loadHTTP(r *Reader) api.Config {
 			Login:   routePolicy(r, "LOGIN", "60/1m", "off", "open", "shared"),
 			Seckill: routePolicy(r, "SECKILL", "200/1s", "5/1s", "closed", "local"),
 			Public:  routePolicy(r, "PUBLIC", "100/1s", "off", "open", "local"),
+			// Order lookups: a buyer polling "did I get it?" needs a few a
+			// second at most; the limit keeps one client in a loop from
+			// costing more.
+			Lookup: routePolicy(r, "LOOKUP", "200/1s", "5/1s", "open", "local"),
 		},
 		CodePolicy: user.DefaultCodePolicy,
 		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),

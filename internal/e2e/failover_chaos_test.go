@@ -37,7 +37,7 @@ func TestChaosRedisFailoverLosesWrites(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	st := stack{&testsupport.Redis{Client: rdb, Addr: front.Addr}, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
 	// Hardly a sold-out cache: the attempts after the failover ask the gate.
-	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SOLDOUT_TTL": "1ms"})
+	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SOLDOUT_TTL": "1ms"}, nil)
 
 	const stock, users = 1000, 2000
 	voucher := s.voucher(t, stock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))

@@ -34,12 +34,12 @@ type sale struct {
 }
 
 func newSale(t *testing.T) *sale {
-	return newSaleOn(t, stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}, nil)
+	return newSaleOn(t, stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}, nil, nil)
 }
 
 // newSaleOn runs an api and an order-writer on st, with more variables
-// for both.
-func newSaleOn(t *testing.T, st stack, more map[string]string) *sale {
+// for both and apiOnly for the api.
+func newSaleOn(t *testing.T, st stack, more, apiOnly map[string]string) *sale {
 	s := &sale{stack: st}
 	topic, dlq := s.kafka.MustTopic(t, 6), s.kafka.MustTopic(t, 1)
 	shared := map[string]string{
@@ -58,7 +58,9 @@ func newSaleOn(t *testing.T, st stack, more map[string]string) *sale {
 	apiEnv["SECKILL_RATE_PREFIX"] = s.redis.Key("rate:")
 	apiEnv["SECKILL_RATE_SECKILL_IP"] = "off"
 	apiEnv["SECKILL_RATE_SECKILL_USER"] = "off"
+	apiEnv["SECKILL_RATE_LOOKUP_USER"] = "off"
 	apiEnv["SECKILL_ADMIN_TOKEN"] = adminToken
+	maps.Copy(apiEnv, apiOnly)
 	testsupport.Start(t, testsupport.MustBuild(t, "../../cmd/api"), apiEnv)
 	s.api = "http://" + addr
 	testsupport.Eventually(t, s.api+"/readyz", 200, 30*time.Second)

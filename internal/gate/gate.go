@@ -19,7 +19,8 @@ import (
 var (
 	_ order.Gate              = (*Store)(nil)
 	_ order.Confirmer         = (*Store)(nil)
-	_ order.ReservationFinder = (*Store)(nil)
+	_ order.SaleRecords       = (*Store)(nil)
+	_ order.SettledRecorder   = (*Store)(nil)
 	_ voucher.Sale            = (*Store)(nil)
 )
 
@@ -57,7 +58,7 @@ func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, e
 		return fmt.Errorf("warm voucher %d in Redis: %w", voucherID, err)
 	}
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes)
+		p.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled)
 		p.HSet(ctx, k.Voucher, "stock", stock, "begin", begin.UnixMilli(), "end", end.UnixMilli(), "epoch", epoch)
 		p.SAdd(ctx, s.ActiveVouchers(), voucherID)
 		return nil
@@ -149,7 +150,7 @@ func (s *Store) FindReservation(ctx context.Context, orderID int64) (order.Event
 // left the active set.
 func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration) (bool, error) {
 	k := s.KeysOf(voucherID)
-	res, err := lua.RetireSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes}, keep.Milliseconds()).Int()
+	res, err := lua.RetireSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled}, keep.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
 	}
@@ -160,19 +161,6 @@ func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration)
 		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
 	}
 	return true, nil
-}
-
-// FindBuyerOrder is the order the gate recorded for userID's purchase of
-// voucherID.
-func (s *Store) FindBuyerOrder(ctx context.Context, voucherID, userID int64) (int64, bool, error) {
-	id, err := s.rdb.HGet(ctx, s.KeysOf(voucherID).Buyers, strconv.FormatInt(userID, 10)).Int64()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return 0, false, nil
-	case err != nil:
-		return 0, false, fmt.Errorf("buyer %d of voucher %d: %w", userID, voucherID, err)
-	}
-	return id, true, nil
 }
 
 // Confirm removes the reservations of orders the order-writer has settled

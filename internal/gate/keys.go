@@ -47,6 +47,10 @@ type Keys struct {
 	Pending   string // hash order id -> "userId:acceptedMs"
 	PendingAt string // zset order id by acceptedMs
 	Changes   string // hash stock change id -> stock after it
+	// Settled is what the order-writer settled, for lookups while the
+	// sale's state is in Redis: "o:<order id>" -> the order's final status,
+	// "u:<user id>" -> the user's latest failed order.
+	Settled string
 }
 
 // KeysOf is voucher id's keys.
@@ -58,6 +62,7 @@ func (s *Store) KeysOf(voucherID int64) Keys {
 		Pending:   s.prefix + "seckill:pending:" + tag,
 		PendingAt: s.prefix + "seckill:pending-at:" + tag,
 		Changes:   s.prefix + "seckill:changes:" + tag,
+		Settled:   s.prefix + "seckill:settled:" + tag,
 	}
 }
 

@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // SettledFinder finds orders MySQL has settled, confirmed or failed.
@@ -14,63 +13,70 @@ type SettledFinder interface {
 	FindSettledOf(ctx context.Context, userID, voucherID int64) (Status, bool, error)
 }
 
-// ReservationFinder finds accepted orders not yet settled, and the order
-// the gate recorded for a buyer.
-type ReservationFinder interface {
-	FindReservation(ctx context.Context, orderID int64) (Event, bool, error)
-	FindBuyerOrder(ctx context.Context, voucherID, userID int64) (int64, bool, error)
+// SaleRecords finds orders in the sales whose state is in Redis: pending
+// ones by their reservation, settled ones by the order-writer's record,
+// and the order a sale records for a buyer.
+type SaleRecords interface {
+	FindInSales(ctx context.Context, orderID int64) (Status, bool, error)
+	// FindBuyerOrder is the order voucherID's sale records for userID;
+	// live reports whether the sale's state is in Redis: while it is, a
+	// user it records nothing of has no order for the voucher.
+	FindBuyerOrder(ctx context.Context, voucherID, userID int64) (orderID int64, found, live bool, err error)
 }
 
-// Lookup finds a user's order wherever it is on its way.
+// SettledRecorder records what the order-writer settled where SaleRecords
+// finds it.
+type SettledRecorder interface {
+	RecordSettled(ctx context.Context, statuses []Status) error
+}
+
+// Lookup finds a user's order wherever it is on its way. While its sale
+// runs, Redis answers; MySQL only for orders of sales no longer in Redis.
 type Lookup struct {
 	Settled SettledFinder
-	Pending ReservationFinder
+	Sales   SaleRecords
 }
 
-// Find is userID's order orderID: settled in MySQL, else pending in Redis.
-// Someone else's order is as unknown as a missing one: ErrNotFound.
+// Find is userID's order orderID: in a sale's records in Redis, else
+// settled in MySQL. Someone else's order is as unknown as a missing one:
+// ErrNotFound.
 //
 // Redis is read first: the order-writer removes a reservation only after
 // MySQL has committed the order, so an order on its way is in at least one
 // of the two reads. Read the other way round, an order settled between
 // the reads would be in neither.
 func (l *Lookup) Find(ctx context.Context, orderID, userID int64) (Status, error) {
-	e, pending, err := l.Pending.FindReservation(ctx, orderID)
+	s, found, err := l.Sales.FindInSales(ctx, orderID)
 	if err != nil {
 		return Status{}, err
 	}
-	s, settled, err := l.Settled.FindSettled(ctx, orderID)
-	if err != nil {
-		return Status{}, err
+	if !found {
+		if s, found, err = l.Settled.FindSettled(ctx, orderID); err != nil {
+			return Status{}, err
+		}
 	}
-	switch {
-	case settled:
-	case pending:
-		s = Status{ID: orderID, UserID: e.UserID, VoucherID: e.VoucherID, Status: StatusPending,
-			CreateTime: time.UnixMilli(e.AcceptedAt).UTC()}
-	default:
-		return Status{}, ErrNotFound
-	}
-	if s.UserID != userID {
+	if !found || s.UserID != userID {
 		return Status{}, ErrNotFound
 	}
 	return s, nil
 }
 
 // FindOf is userID's order for voucherID, in any state: for a client that
-// lost its order id (a dropped response, a crash). The gate's record of the
-// buyer names the order while the sale's state is in Redis; MySQL answers
-// for orders settled before it expired.
+// lost its order id (a dropped response, a crash). While the sale's state
+// is in Redis, its records answer, "no order" included; MySQL answers for
+// sales no longer there.
 func (l *Lookup) FindOf(ctx context.Context, userID, voucherID int64) (Status, error) {
-	orderID, ok, err := l.Pending.FindBuyerOrder(ctx, voucherID, userID)
+	orderID, found, live, err := l.Sales.FindBuyerOrder(ctx, voucherID, userID)
 	if err != nil {
 		return Status{}, err
 	}
-	if ok {
+	if found {
 		s, err := l.Find(ctx, orderID, userID)
 		if !errors.Is(err, ErrNotFound) {
 			return s, err
 		}
+	} else if live {
+		return Status{}, ErrNotFound
 	}
 	s, ok, err := l.Settled.FindSettledOf(ctx, userID, voucherID)
 	if err != nil {

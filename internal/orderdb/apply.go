@@ -27,7 +27,10 @@ type Outcome struct {
 	New     []order.Event
 	Stock   map[int64]int64
 	Failed  map[string]int // by reason
-	Already int            // settled by an earlier delivery
+	// Settled is each order this batch settled, as its owner reads it:
+	// confirmed, or failed with the reason.
+	Settled []order.Status
+	Already int // settled by an earlier delivery
 	// Collided are orders whose id another order (another user or
 	// voucher) already holds: not redeliveries, and not settled here. The
 	// id generator repeats an id only if Redis lost its last writes in a
@@ -208,12 +211,19 @@ func classify(events []order.Event, stock map[int64]int64, seen known) settlemen
 		case stock[e.VoucherID]-b.taken[e.VoucherID] <= 0:
 			reason = order.ReasonSoldOut
 		}
-		at := time.UnixMilli(e.AcceptedAt).UTC()
+		// Whole seconds, as the TIMESTAMP columns keep them: MariaDB
+		// truncates a fraction, MySQL rounds it; this way both hold, and
+		// lookups read, the same time.
+		at := time.UnixMilli(e.AcceptedAt).UTC().Truncate(time.Second)
+		st := order.Status{ID: e.OrderID, UserID: e.UserID, VoucherID: e.VoucherID, Status: order.StatusConfirmed, CreateTime: at}
 		if reason != "" {
 			b.failures = append(b.failures, e.OrderID, e.UserID, e.VoucherID, reason, at)
 			b.out.Failed[reason]++
+			st.Status, st.Reason = order.StatusFailed, reason
+			b.out.Settled = append(b.out.Settled, st)
 			continue
 		}
+		b.out.Settled = append(b.out.Settled, st)
 		b.orders = append(b.orders, e.OrderID, e.UserID, e.VoucherID, at)
 		holders[uv] = true
 		b.taken[e.VoucherID]++

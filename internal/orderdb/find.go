@@ -16,51 +16,45 @@ type Orders struct{ DB *sql.DB }
 
 // FindSettled is order orderID as MySQL settled it: a tb_voucher_order
 // row (confirmed) or a tb_voucher_order_failure row (failed, with its
-// reason).
+// reason), in one statement.
 func (o *Orders) FindSettled(ctx context.Context, orderID int64) (order.Status, bool, error) {
-	s := order.Status{ID: orderID, Status: order.StatusConfirmed}
-	err := o.DB.QueryRowContext(ctx, "SELECT user_id, voucher_id, create_time FROM tb_voucher_order WHERE id = ?", orderID).
-		Scan(&s.UserID, &s.VoucherID, &s.CreateTime)
-	if err == nil {
-		return s, true, nil
+	s := order.Status{ID: orderID}
+	err := o.DB.QueryRowContext(ctx, `SELECT user_id, voucher_id, '' AS reason, create_time, 0 AS failed FROM tb_voucher_order WHERE id = ?
+		UNION ALL SELECT user_id, voucher_id, reason, order_time, 1 FROM tb_voucher_order_failure WHERE order_id = ?
+		ORDER BY failed LIMIT 1`, orderID, orderID).
+		Scan(&s.UserID, &s.VoucherID, &s.Reason, &s.CreateTime, new(int))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return order.Status{}, false, nil
+	case err != nil:
+		return order.Status{}, false, fmt.Errorf("look up order %d: %w", orderID, err)
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return s, false, fmt.Errorf("look up order %d: %w", orderID, err)
+	s.Status = order.StatusConfirmed
+	if s.Reason != "" {
+		s.Status = order.StatusFailed
 	}
-	s.Status = order.StatusFailed
-	err = o.DB.QueryRowContext(ctx, "SELECT user_id, voucher_id, reason, order_time FROM tb_voucher_order_failure WHERE order_id = ?", orderID).
-		Scan(&s.UserID, &s.VoucherID, &s.Reason, &s.CreateTime)
-	if err == nil {
-		return s, true, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return s, false, fmt.Errorf("look up failed order %d: %w", orderID, err)
-	}
-	return order.Status{}, false, nil
+	return s, true, nil
 }
 
 // FindSettledOf is userID's order for voucherID as MySQL settled it: the
 // order row (there is at most one, by uk_user_voucher), else the latest
-// failure.
+// failure, in one statement.
 func (o *Orders) FindSettledOf(ctx context.Context, userID, voucherID int64) (order.Status, bool, error) {
-	s := order.Status{UserID: userID, VoucherID: voucherID, Status: order.StatusConfirmed}
-	err := o.DB.QueryRowContext(ctx, "SELECT id, create_time FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ?", userID, voucherID).
-		Scan(&s.ID, &s.CreateTime)
-	if err == nil {
-		return s, true, nil
+	s := order.Status{UserID: userID, VoucherID: voucherID}
+	err := o.DB.QueryRowContext(ctx, `SELECT id, '' AS reason, create_time AS at, 0 AS failed FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ?
+		UNION ALL (SELECT order_id, reason, order_time, 1 FROM tb_voucher_order_failure
+			WHERE user_id = ? AND voucher_id = ? ORDER BY order_time DESC, order_id DESC LIMIT 1)
+		ORDER BY failed LIMIT 1`, userID, voucherID, userID, voucherID).
+		Scan(&s.ID, &s.Reason, &s.CreateTime, new(int))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return order.Status{}, false, nil
+	case err != nil:
+		return order.Status{}, false, fmt.Errorf("look up the order of user %d for voucher %d: %w", userID, voucherID, err)
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return s, false, fmt.Errorf("look up the order of user %d for voucher %d: %w", userID, voucherID, err)
+	s.Status = order.StatusConfirmed
+	if s.Reason != "" {
+		s.Status = order.StatusFailed
 	}
-	s.Status = order.StatusFailed
-	err = o.DB.QueryRowContext(ctx, `SELECT order_id, reason, order_time FROM tb_voucher_order_failure
-		WHERE user_id = ? AND voucher_id = ? ORDER BY order_time DESC, order_id DESC LIMIT 1`, userID, voucherID).
-		Scan(&s.ID, &s.Reason, &s.CreateTime)
-	if err == nil {
-		return s, true, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return s, false, fmt.Errorf("look up the failed order of user %d for voucher %d: %w", userID, voucherID, err)
-	}
-	return order.Status{}, false, nil
+	return s, true, nil
 }

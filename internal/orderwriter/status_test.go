@@ -52,7 +52,7 @@ func TestOrderStatusNeverMissesWhileTheWriterDrains(t *testing.T) {
 	const voucher, n = 61, 1000
 	p.warm(t, voucher, n)
 	ids := p.acceptOrders(t, voucher, n)
-	lookup := &order.Lookup{Settled: &orderdb.Orders{DB: p.m.DB}, Pending: p.store}
+	lookup := &order.Lookup{Settled: &orderdb.Orders{DB: p.m.DB}, Sales: p.store}
 
 	var confirmed, misses atomic.Int64
 	var wg sync.WaitGroup
@@ -129,7 +129,7 @@ func TestOrderStatusWhenSettledBetweenTheReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lookup := &order.Lookup{Settled: &settlingFinder{SettledFinder: &orderdb.Orders{DB: p.m.DB}, settle: settle}, Pending: p.store}
+	lookup := &order.Lookup{Settled: &settlingFinder{SettledFinder: &orderdb.Orders{DB: p.m.DB}, settle: settle}, Sales: p.store}
 	s, err := lookup.Find(context.Background(), e.OrderID, 1)
 	if err != nil {
 		t.Fatalf("order settled during its lookup: %v", err)
@@ -153,7 +153,7 @@ func TestOrderOfVoucherAfterTheSaleLeftRedis(t *testing.T) {
 	}
 	k := p.store.KeysOf(voucher)
 	p.r.Client.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
-	lookup := &order.Lookup{Settled: &orderdb.Orders{DB: p.m.DB}, Pending: p.store}
+	lookup := &order.Lookup{Settled: &orderdb.Orders{DB: p.m.DB}, Sales: p.store}
 	for _, tt := range []struct {
 		user   int64
 		id     int64

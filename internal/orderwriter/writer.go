@@ -29,6 +29,9 @@ type Writer struct {
 	DB           *sql.DB
 	DeadLetters  *broker.Forwarder // undecodable events, id collisions and rows MySQL refuses, with the reason
 	Reservations order.Confirmer   // the settled orders' reservations to remove
+	// Records keeps each settled order's status where lookups read it
+	// while its sale runs; nil records nothing (lookups then read MySQL).
+	Records order.SettledRecorder
 	Logger       *slog.Logger
 	Metrics      *Metrics
 	// Sale and Guard check, after each batch, that Redis still holds what
@@ -121,6 +124,13 @@ func (w *Writer) Handle(ctx context.Context, msgs []kafka.Message) error {
 			return err
 		}
 	}
+	// Recorded before the reservations go, so that a lookup finds the
+	// order in one or the other; a status not recorded is read from MySQL.
+	if w.Records != nil {
+		if err := w.Records.RecordSettled(ctx, out.Settled); err != nil && ctx.Err() == nil {
+			w.Logger.Warn("record settled orders in Redis failed; their lookups read MySQL", "count", len(out.Settled), "err", err)
+		}
+	}
 	// A reservation left unconfirmed is only republished by the relay and
 	// settled again as a redelivery: log, do not fail the batch.
 	if err := w.Reservations.Confirm(ctx, events); err != nil && ctx.Err() == nil {
@@ -195,6 +205,7 @@ func (w *Writer) apply(ctx context.Context, events []order.Event) (orderdb.Outco
 		out.Inserted += one.Inserted
 		out.Already += one.Already
 		out.New = append(out.New, one.New...)
+		out.Settled = append(out.Settled, one.Settled...)
 		out.Collided = append(out.Collided, one.Collided...)
 		maps.Copy(out.Stock, one.Stock)
 		for reason, n := range one.Failed {

@@ -1,0 +1,153 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/lua"
+)
+
+// Order lookups while a sale runs are answered from its state in Redis: a
+// buyer's order from the buyer hash, a pending one from its reservation, a
+// settled one from what the order-writer recorded in the sale's Settled
+// hash. A crowd polling "did I get it?" then costs Redis reads only.
+
+// A settled status in the Settled hash: "c:<user>:<ms>" confirmed,
+// "f:<user>:<ms>:<reason>" failed.
+func encodeStatus(s order.Status) string {
+	kind := "c"
+	if s.Status == order.StatusFailed {
+		kind = "f"
+	}
+	v := kind + ":" + strconv.FormatInt(s.UserID, 10) + ":" + strconv.FormatInt(s.CreateTime.UnixMilli(), 10)
+	if s.Status == order.StatusFailed {
+		v += ":" + s.Reason
+	}
+	return v
+}
+
+func decodeStatus(orderID, voucherID int64, v string) (order.Status, error) {
+	parts := strings.SplitN(v, ":", 4)
+	if len(parts) < 3 {
+		return order.Status{}, fmt.Errorf("settled order %d of voucher %d: malformed %q", orderID, voucherID, v)
+	}
+	user, err1 := strconv.ParseInt(parts[1], 10, 64)
+	ms, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return order.Status{}, fmt.Errorf("settled order %d of voucher %d: malformed %q", orderID, voucherID, v)
+	}
+	s := order.Status{ID: orderID, UserID: user, VoucherID: voucherID, CreateTime: time.UnixMilli(ms).UTC()}
+	switch {
+	case parts[0] == "c" && len(parts) == 3:
+		s.Status = order.StatusConfirmed
+	case parts[0] == "f" && len(parts) == 4:
+		s.Status, s.Reason = order.StatusFailed, parts[3]
+	default:
+		return order.Status{}, fmt.Errorf("settled order %d of voucher %d: malformed %q", orderID, voucherID, v)
+	}
+	return s, nil
+}
+
+func orderField(orderID int64) string { return "o:" + strconv.FormatInt(orderID, 10) }
+func userField(userID int64) string   { return "u:" + strconv.FormatInt(userID, 10) }
+
+// RecordSettled records the final status of settled orders in their sales'
+// state, one script per voucher (a batch's orders are of a few vouchers:
+// the events are keyed by voucher). A sale no longer in Redis records
+// nothing: its lookups read MySQL.
+func (s *Store) RecordSettled(ctx context.Context, statuses []order.Status) error {
+	fields := map[int64][]any{}
+	for _, st := range statuses {
+		fields[st.VoucherID] = append(fields[st.VoucherID], orderField(st.ID), encodeStatus(st))
+		if st.Status == order.StatusFailed {
+			fields[st.VoucherID] = append(fields[st.VoucherID], userField(st.UserID), st.ID)
+		}
+	}
+	for voucher, f := range fields {
+		k := s.KeysOf(voucher)
+		if err := lua.RecordSettled.Run(ctx, s.rdb, []string{k.Voucher, k.Settled}, f...).Err(); err != nil {
+			return fmt.Errorf("record %d settled orders of voucher %d: %w", len(f)/2, voucher, err)
+		}
+	}
+	return nil
+}
+
+// FindInSales is order orderID as an active sale records it: pending (its
+// reservation) or settled (the writer's record). The reservation is read
+// before the record, in one pipeline: the writer records an order before it
+// removes the reservation, so an order on its way is in one of them.
+func (s *Store) FindInSales(ctx context.Context, orderID int64) (order.Status, bool, error) {
+	ids, err := s.rdb.SMembers(ctx, s.ActiveVouchers()).Result()
+	if err != nil {
+		return order.Status{}, false, fmt.Errorf("active vouchers: %w", err)
+	}
+	if len(ids) == 0 {
+		return order.Status{}, false, nil
+	}
+	id := strconv.FormatInt(orderID, 10)
+	type reads struct {
+		voucher          int64
+		pending, settled *redis.StringCmd
+	}
+	rs := make([]reads, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, v := range ids {
+			rs[i].voucher, _ = strconv.ParseInt(v, 10, 64)
+			k := s.KeysOf(rs[i].voucher)
+			rs[i].pending = p.HGet(ctx, k.Pending, id)
+			rs[i].settled = p.HGet(ctx, k.Settled, orderField(orderID))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return order.Status{}, false, fmt.Errorf("find order %d in the sales: %w", orderID, err)
+	}
+	for _, r := range rs {
+		if v, err := r.pending.Result(); err == nil {
+			e, err := parseReservation(r.voucher, orderID, v)
+			if err != nil {
+				return order.Status{}, false, err
+			}
+			return order.Status{ID: orderID, UserID: e.UserID, VoucherID: e.VoucherID, Status: order.StatusPending,
+				CreateTime: time.UnixMilli(e.AcceptedAt).UTC()}, true, nil
+		}
+		if v, err := r.settled.Result(); err == nil {
+			st, err := decodeStatus(orderID, r.voucher, v)
+			return st, err == nil, err
+		}
+	}
+	return order.Status{}, false, nil
+}
+
+// FindBuyerOrder is the order voucherID's sale records for userID: the one
+// the gate took for the user, else the user's latest failed one. live
+// reports whether the sale's state is in Redis at all: while it is, a user
+// it records nothing of has no order for the voucher.
+func (s *Store) FindBuyerOrder(ctx context.Context, voucherID, userID int64) (orderID int64, found, live bool, err error) {
+	k := s.KeysOf(voucherID)
+	var bought, failed *redis.StringCmd
+	var exists *redis.IntCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		bought = p.HGet(ctx, k.Buyers, strconv.FormatInt(userID, 10))
+		failed = p.HGet(ctx, k.Settled, userField(userID))
+		exists = p.Exists(ctx, k.Voucher)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, false, false, fmt.Errorf("buyer %d of voucher %d: %w", userID, voucherID, err)
+	}
+	live = exists.Val() == 1
+	for _, c := range []*redis.StringCmd{bought, failed} {
+		if id, err := c.Int64(); err == nil {
+			return id, true, live, nil
+		}
+	}
+	return 0, false, live, nil
+}

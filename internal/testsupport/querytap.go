@@ -1,0 +1,108 @@
+package testsupport
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// QueryTap stands between a program and MySQL and keeps the text of every
+// statement the program sends: what a test counts to show how often a path
+// reaches the database, on MySQL and MariaDB alike (a server's global
+// Com_select counts every test's statements at once). It reads the client's
+// side of the protocol only: each command starts a packet sequence at 0,
+// and a COM_QUERY carries its statement's text (mysqldb interpolates the
+// parameters, so no statement is prepared).
+type QueryTap struct {
+	Addr   string
+	target string
+
+	mu      sync.Mutex
+	queries []string
+}
+
+// comQuery is the protocol's COM_QUERY command byte.
+const comQuery = 0x03
+
+// MustQueryTap forwards to the MySQL server at target until the test ends.
+func MustQueryTap(tb testing.TB, target string) *QueryTap {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t := &QueryTap{Addr: ln.Addr().String(), target: target}
+	var conns sync.WaitGroup
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() { t.forward(client) })
+		}
+	}()
+	tb.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	return t
+}
+
+// Count is how many statements sent so far contain every one of parts
+// (case-insensitive).
+func (t *QueryTap) Count(parts ...string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, q := range t.queries {
+		q = strings.ToLower(q)
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(q, strings.ToLower(p))
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+func (t *QueryTap) forward(client net.Conn) {
+	defer client.Close()
+	server, err := net.Dial("tcp", t.target)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	go func() {
+		_, _ = io.Copy(client, server)
+		client.Close()
+	}()
+	r := bufio.NewReader(client)
+	header := make([]byte, 4)
+	for {
+		if _, err := io.ReadFull(r, header); err != nil {
+			return
+		}
+		n := int(header[0]) | int(header[1])<<8 | int(header[2])<<16
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return
+		}
+		if seq := header[3]; seq == 0 && n > 0 && payload[0] == comQuery {
+			t.mu.Lock()
+			t.queries = append(t.queries, string(payload[1:]))
+			t.mu.Unlock()
+		}
+		if _, err := server.Write(append(header, payload...)); err != nil {
+			return
+		}
+	}
+}
+
