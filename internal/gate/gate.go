@@ -17,11 +17,11 @@ import (
 )
 
 var (
-	_ order.Gate              = (*Store)(nil)
-	_ order.Confirmer         = (*Store)(nil)
-	_ order.SaleRecords       = (*Store)(nil)
-	_ order.SettledRecorder   = (*Store)(nil)
-	_ voucher.Sale            = (*Store)(nil)
+	_ order.Gate            = (*Store)(nil)
+	_ order.Confirmer       = (*Store)(nil)
+	_ order.SaleRecords     = (*Store)(nil)
+	_ order.SettledRecorder = (*Store)(nil)
+	_ voucher.Sale          = (*Store)(nil)
 )
 
 // outcomes are the script's answers by the number it returns.

@@ -24,9 +24,9 @@ type Outcome struct {
 	// New are the orders this batch inserted, and Stock each voucher's
 	// stock in MySQL after it (read under the row lock): what the writer
 	// checks Redis against.
-	New     []order.Event
-	Stock   map[int64]int64
-	Failed  map[string]int // by reason
+	New    []order.Event
+	Stock  map[int64]int64
+	Failed map[string]int // by reason
 	// Settled is each order this batch settled, as its owner reads it:
 	// confirmed, or failed with the reason.
 	Settled []order.Status

@@ -32,8 +32,8 @@ type Writer struct {
 	// Records keeps each settled order's status where lookups read it
 	// while its sale runs; nil records nothing (lookups then read MySQL).
 	Records order.SettledRecorder
-	Logger       *slog.Logger
-	Metrics      *Metrics
+	Logger  *slog.Logger
+	Metrics *Metrics
 	// Sale and Guard check, after each batch, that Redis still holds what
 	// MySQL just committed; nil Guard skips the check.
 	Sale  SaleInspector

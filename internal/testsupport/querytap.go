@@ -105,4 +105,3 @@ func (t *QueryTap) forward(client net.Conn) {
 		}
 	}
 }
-
