@@ -1,8 +1,10 @@
 package api_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/user"
@@ -129,5 +131,45 @@ func TestServerFaultHidesInternals(t *testing.T) {
 	logs := a.Logs.String()
 	if id == "" || !strings.Contains(logs, "request_id="+id) || !strings.Contains(logs, "tb_user") {
 		t.Fatalf("the log lacks the request id %q and the cause:\n%s", id, logs)
+	}
+}
+
+// Every number an admin sends is bounded at the edge by what its column
+// and the business accept: a 400 that names the field, never a 500 from
+// the database.
+func TestNumericInputsAreBounded(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
+	admin := map[string]string{"X-Admin-Token": testAdminToken}
+	now := time.Now()
+	open := a.createVoucher(t, 5, now.Add(-time.Hour), now.Add(time.Hour))
+	window := fmt.Sprintf(`"beginTime":%q,"endTime":%q`, now.UTC().Format(time.RFC3339), now.Add(time.Hour).UTC().Format(time.RFC3339))
+	shop := func(field string) string {
+		return `{"name":"n","typeId":1,"x":120.1,"y":30.3,` + field + `}`
+	}
+	for _, tc := range []struct {
+		name, method, path, body, field string
+	}{
+		{"AddStockOverflowsINT", "PUT", "/voucher/seckill/" + open, `{"addStock":3000000000}`, "addStock"},
+		{"AddStockAboveTheCap", "PUT", "/voucher/seckill/" + open, `{"addStock":100000001}`, "addStock"},
+		{"AddStockPastTheCapInTotal", "PUT", "/voucher/seckill/" + open, `{"addStock":99999999}`, "addStock"},
+		{"AddStockBelowTheCap", "PUT", "/voucher/seckill/" + open, `{"addStock":-3000000000}`, "addStock"},
+		{"AddStockOnAnUnknownVoucher", "PUT", "/voucher/seckill/987654321", `{"addStock":3000000000}`, "addStock"},
+		{"StockAboveTheCap", "POST", "/voucher/seckill", `{"shopId":1,"title":"t","payValue":1,"actualValue":2,"stock":3000000000,` + window + `}`, "stock"},
+		{"PayValueNegative", "POST", "/voucher/seckill", `{"shopId":1,"title":"t","payValue":-1,"actualValue":2,"stock":1,` + window + `}`, "payValue"},
+		{"ActualValueHuge", "POST", "/voucher", `{"shopId":1,"title":"t","payValue":1,"actualValue":1000000000000000}`, "actualValue"},
+		{"ShopIDHuge", "POST", "/voucher", `{"shopId":9223372036854775807,"title":"t","payValue":1,"actualValue":2}`, "shopId"},
+		{"ShopSoldOverflowsINT", "POST", "/shop", shop(`"sold":5000000000`), "sold"},
+		{"ShopCommentsOverflowsINT", "POST", "/shop", shop(`"comments":5000000000`), "comments"},
+		{"ShopAvgPriceHuge", "POST", "/shop", shop(`"avgPrice":1000000000000000`), "avgPrice"},
+		{"ShopLongitude", "POST", "/shop", `{"name":"n","typeId":1,"x":181,"y":30}`, "x"},
+		{"ShopLatitude", "PUT", "/shop", `{"id":1,"name":"n","typeId":1,"x":120,"y":-91}`, "y"},
+		{"ShopTypeIDHuge", "POST", "/shop", `{"name":"n","typeId":9223372036854775807,"x":1,"y":1}`, "typeId"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := call(t, tc.method, a.URL+tc.path, admin, tc.body)
+			if res.Status != 400 || res.Body.Success || !strings.Contains(res.Body.ErrorMsg, tc.field) {
+				t.Fatalf("%d %s, want 400 naming %s", res.Status, res.Raw, tc.field)
+			}
+		})
 	}
 }

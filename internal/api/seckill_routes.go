@@ -45,8 +45,8 @@ func (s *Server) changeSale(c echo.Context) error {
 	if err := bindJSON(c, &ch); err != nil {
 		return err
 	}
-	if ch.AddStock == 0 && ch.BeginTime == nil && ch.EndTime == nil {
-		return apperr.Errorf(apperr.Invalid, "nothing to change: send addStock, beginTime or endTime")
+	if err := ch.Validate(); err != nil {
+		return err
 	}
 	stock, err := s.deps.Vouchers.ChangeSale(c.Request().Context(), id, ch)
 	if err != nil {

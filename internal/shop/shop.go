@@ -48,20 +48,38 @@ var (
 	ErrInvalid  = apperr.New(apperr.Invalid, "invalid shop")
 )
 
-// Validate checks what the columns would not.
+// The bounds of a shop's numbers: ids a JavaScript client keeps exact,
+// counts within the INT UNSIGNED columns, coordinates on the globe.
+const (
+	maxID       = 1<<53 - 1
+	maxCount    = 1<<32 - 1
+	maxAvgPrice = 100_000_000
+)
+
+// Validate checks what the columns would not, and bounds every number.
 func (s Shop) Validate() error {
 	bad := func(why string) error { return ErrInvalid.With("%s", why) }
 	switch {
 	case s.Name == "" || len(s.Name) > 128:
 		return bad("name must have 1 to 128 characters")
-	case s.TypeID <= 0:
-		return bad("typeId must be a positive id")
+	case s.ID < 0 || s.ID > maxID:
+		return bad("id must be a positive id up to 9007199254740991")
+	case s.TypeID <= 0 || s.TypeID > maxID:
+		return bad("typeId must be a positive id up to 9007199254740991")
 	case len(s.Images) > 1024 || len(s.Address) > 255 || len(s.Area) > 128 || len(s.OpenHours) > 32:
 		return bad("images, address, area or openHours too long")
 	case s.Score < 0 || s.Score > 50:
 		return bad("score is out of 50")
-	case s.Sold < 0 || s.Comments < 0 || (s.AvgPrice != nil && *s.AvgPrice < 0):
-		return bad("sold, comments and avgPrice must not be negative")
+	case s.Sold < 0 || s.Sold > maxCount:
+		return bad("sold must be from 0 to 4294967295")
+	case s.Comments < 0 || s.Comments > maxCount:
+		return bad("comments must be from 0 to 4294967295")
+	case s.AvgPrice != nil && (*s.AvgPrice < 0 || *s.AvgPrice > maxAvgPrice):
+		return bad("avgPrice must be from 0 to 100000000 (yuan)")
+	case s.X < -180 || s.X > 180:
+		return bad("x must be a longitude, from -180 to 180")
+	case s.Y < -90 || s.Y > 90:
+		return bad("y must be a latitude, from -90 to 90")
 	}
 	return nil
 }

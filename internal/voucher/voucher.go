@@ -57,24 +57,37 @@ var (
 	ErrFrozen = apperr.New(apperr.Conflict, "the sale is being reconciled: try again in a moment").Retry(2 * time.Second)
 )
 
-// Validate checks what the database would not.
+// The bounds of what an admin may send, the same at creation and at a
+// change: ids a JavaScript client keeps exact (the course's client reads
+// them as numbers), amounts in fen up to a hundred million yuan, and a
+// stock up to a hundred million units, far inside the INT stock column
+// even after changes.
+const (
+	MaxID    = 1<<53 - 1
+	MaxMoney = 10_000_000_000
+	MaxStock = 100_000_000
+)
+
+// Validate checks what the database would not, and bounds every number.
 func (v Voucher) Validate() error {
 	bad := func(why string) error { return ErrInvalid.With("%s", why) }
 	switch {
-	case v.ShopID <= 0:
-		return bad("shopId must be a positive id")
+	case v.ShopID <= 0 || v.ShopID > MaxID:
+		return bad("shopId must be a positive id up to 9007199254740991")
 	case v.Title == "" || len(v.Title) > 255:
 		return bad("title must have 1 to 255 characters")
 	case len(v.SubTitle) > 255 || len(v.Rules) > 1024:
 		return bad("subTitle or rules too long")
-	case v.PayValue < 0 || v.ActualValue < 0:
-		return bad("payValue and actualValue must not be negative")
+	case v.PayValue < 0 || v.PayValue > MaxMoney:
+		return bad("payValue must be from 0 to 10000000000 (fen)")
+	case v.ActualValue < 0 || v.ActualValue > MaxMoney:
+		return bad("actualValue must be from 0 to 10000000000 (fen)")
 	}
 	if v.Type != TypeSeckill {
 		return nil
 	}
 	switch {
-	case v.Stock == nil || *v.Stock < 0 || *v.Stock > 100_000_000:
+	case v.Stock == nil || *v.Stock < 0 || *v.Stock > MaxStock:
 		return bad("a flash-sale voucher needs a stock from 0 to 100000000")
 	case v.BeginTime == nil || v.EndTime == nil:
 		return bad("a flash-sale voucher needs beginTime and endTime")
@@ -175,6 +188,17 @@ type Change struct {
 	EndTime   *time.Time `json:"endTime"`
 }
 
+// Validate bounds the change's numbers, before any store is asked.
+func (c Change) Validate() error {
+	if c.AddStock < -MaxStock || c.AddStock > MaxStock {
+		return ErrInvalid.With("addStock must be from -100000000 to 100000000")
+	}
+	if c.AddStock == 0 && c.BeginTime == nil && c.EndTime == nil {
+		return ErrInvalid.With("nothing to change: send addStock, beginTime or endTime")
+	}
+	return nil
+}
+
 // ErrStoresDisagree: a change reached one store and could not be undone
 // in it; the message says how they differ. Redis is rebuilt from MySQL by
 // `seckillctl reconcile <id>`.
@@ -191,8 +215,12 @@ var ErrStoresDisagree = apperr.New(apperr.Unavailable, "the change is only half 
 // API instance that saw the voucher sold out keeps answering so for at most
 // its sold-out TTL.
 func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock int64, err error) {
+	if err := c.Validate(); err != nil {
+		return 0, err
+	}
 	var begin, end time.Time
-	if err := vs.DB.QueryRowContext(ctx, "SELECT begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&begin, &end); err != nil {
+	var current int64
+	if err := vs.DB.QueryRowContext(ctx, "SELECT begin_time, end_time, stock FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&begin, &end, &current); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, ErrNotFound
 		}
@@ -211,6 +239,9 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 	}
 	if begin.Before(minTime) || end.After(maxTime) {
 		return 0, ErrInvalid.With("beginTime and endTime must lie between 1970-01-02 and 2038-01-18")
+	}
+	if current+c.AddStock > MaxStock {
+		return 0, ErrInvalid.With("addStock: the stock would be %d, above 100000000", current+c.AddStock)
 	}
 	if c.AddStock > 0 {
 		return vs.restock(ctx, id, c.AddStock, next, old)
@@ -261,12 +292,12 @@ func (vs *Vouchers) reduce(ctx context.Context, id, n int64, next, old window) (
 func (vs *Vouchers) changeMySQL(ctx context.Context, id, n int64, w window) error {
 	res, err := vs.DB.ExecContext(ctx, `UPDATE tb_seckill_voucher SET stock = stock + ?,
 		begin_time = COALESCE(?, begin_time), end_time = COALESCE(?, end_time)
-		WHERE voucher_id = ? AND stock + ? >= 0`, n, nullTime(w.begin), nullTime(w.end), id, n)
+		WHERE voucher_id = ? AND stock + ? BETWEEN 0 AND ?`, n, nullTime(w.begin), nullTime(w.end), id, n, MaxStock)
 	if err != nil {
 		return fmt.Errorf("change voucher %d in MySQL: %w", id, err)
 	}
 	if rows, _ := res.RowsAffected(); rows != 1 {
-		return fmt.Errorf("change voucher %d in MySQL: refused (stock would go below zero)", id)
+		return fmt.Errorf("change voucher %d in MySQL: refused (stock would leave 0..%d)", id, MaxStock)
 	}
 	return nil
 }
