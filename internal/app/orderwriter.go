@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/broker"
@@ -76,7 +77,10 @@ func (m *OrderWriter) Run(context.Context) error {
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
 
-	checks := &orderwriter.SaleChecks{DB: db, Sale: store, Guard: guard, Interval: c.SaleChecks, Logger: m.logger}
+	checkErrors := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_sale_check_errors_total",
+		Help: "Vouchers whose periodic sale check could not be made (the others were checked)."})
+	b.reg.MustRegister(checkErrors)
+	checks := &orderwriter.SaleChecks{DB: db, Sale: store, Guard: guard, Interval: c.SaleChecks, Logger: m.logger, Errors: checkErrors}
 	// A new replication id pauses every sale at the gate: check them all at
 	// once, which reconciles them.
 	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger).CountChanges(b.reg)

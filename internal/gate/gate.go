@@ -38,6 +38,11 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (orde
 	}
 	res, err := lua.Seckill.Run(ctx, s.gate, s.KeysOf(voucherID).list(),
 		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), epoch).Int64Slice()
+	if isOutdatedLayout(err) {
+		// A sale written by an earlier release: the order-writer's check
+		// finds it and reconciles it into today's layout.
+		return order.Decision{Err: order.ErrPaused}, nil
+	}
 	if err != nil {
 		return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
 	}
@@ -46,6 +51,11 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (orde
 	}
 	return order.Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3]}, nil
 }
+
+// isOutdatedLayout reports whether err is Redis refusing a command on a key
+// of another type than today's code writes: a sale left by an earlier
+// release (its buyers a set where they are now a hash).
+func isOutdatedLayout(err error) bool { return redis.HasErrorPrefix(err, "WRONGTYPE") }
 
 // Warm puts a new voucher's sale into Redis: its stock and window, and an
 // empty buyer set and no reservations (keys left by an earlier database

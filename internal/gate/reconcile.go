@@ -154,6 +154,9 @@ func (s *Store) Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, 
 		buyers = p.HLen(ctx, k.Buyers)
 		return nil
 	})
+	if isOutdatedLayout(fields.Err()) || isOutdatedLayout(buyers.Err()) {
+		return reconcile.SaleSize{Exists: true, Outdated: true}, nil
+	}
 	if err != nil {
 		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: %w", voucherID, err)
 	}

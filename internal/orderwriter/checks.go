@@ -3,10 +3,13 @@ package orderwriter
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/internal/reconcile"
 )
@@ -37,6 +40,8 @@ type SaleChecks struct {
 	Guard    Violations
 	Interval time.Duration
 	Logger   *slog.Logger
+	// Errors, when set, counts the vouchers whose check could not be made.
+	Errors prometheus.Counter
 
 	once  sync.Once
 	asked chan struct{}
@@ -112,20 +117,41 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Each voucher on its own: one that cannot be read (a key no code
+	// expects) must not switch the checks off for the others.
+	var failed []error
 	for _, s := range sales {
-		r, err := c.Sale.Size(ctx, s.voucher)
-		switch {
-		case err != nil:
-			return 0, err
-		case !r.Exists:
-			c.Guard.Violated(s.voucher, reconcile.CheckVoucherMissing)
-		case r.Epoch != "" && r.Epoch != epoch:
-			c.Guard.Violated(s.voucher, reconcile.CheckEpochChanged, "built_under", r.Epoch, "redis_now", epoch)
-		case r.Stock > s.stock:
-			c.Guard.Violated(s.voucher, reconcile.CheckStockAboveMySQL, "redis_stock", r.Stock, "mysql_stock", s.stock)
-		case r.Buyers < s.orders:
-			c.Guard.Violated(s.voucher, reconcile.CheckBuyersLost, "redis_buyers", r.Buyers, "mysql_orders", s.orders)
+		if err := c.checkOne(ctx, s.voucher, s.stock, s.orders, epoch); err != nil {
+			failed = append(failed, err)
+			c.Logger.Warn("a voucher's sale check failed; the others are checked", "voucher", s.voucher, "err", err)
+			if c.Errors != nil {
+				c.Errors.Inc()
+			}
 		}
 	}
-	return len(sales), nil
+	if len(failed) > 0 && len(failed) == len(sales) {
+		// Redis as a whole (still loading its data after a restart): the
+		// round is worth trying again soon.
+		return 0, fmt.Errorf("every sale check failed: %w", errors.Join(failed...))
+	}
+	return len(sales) - len(failed), nil
+}
+
+func (c *SaleChecks) checkOne(ctx context.Context, voucher, stock, orders int64, epoch string) error {
+	r, err := c.Sale.Size(ctx, voucher)
+	switch {
+	case err != nil:
+		return err
+	case !r.Exists:
+		c.Guard.Violated(voucher, reconcile.CheckVoucherMissing)
+	case r.Outdated:
+		c.Guard.Violated(voucher, reconcile.CheckLayoutOutdated)
+	case r.Epoch != "" && r.Epoch != epoch:
+		c.Guard.Violated(voucher, reconcile.CheckEpochChanged, "built_under", r.Epoch, "redis_now", epoch)
+	case r.Stock > stock:
+		c.Guard.Violated(voucher, reconcile.CheckStockAboveMySQL, "redis_stock", r.Stock, "mysql_stock", stock)
+	case r.Buyers < orders:
+		c.Guard.Violated(voucher, reconcile.CheckBuyersLost, "redis_buyers", r.Buyers, "mysql_orders", orders)
+	}
+	return nil
 }

@@ -156,3 +156,57 @@ func placeOnceResumed(t *testing.T, svc *order.Service, userID, voucherID int64,
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A sale written by the release before (its buyers a set, not a hash of
+// user -> order id) neither breaks the checks of the other vouchers nor
+// stays: the writer's check finds the old layout and reconciles the
+// voucher, which rewrites it from MySQL and the reservations; until then
+// the gate answers "paused". A voucher whose check cannot be made (a
+// stock that is no number) is logged and counted, and the others are
+// still checked: another voucher's lost stock is reconciled.
+func TestWriterMigratesASaleOfThePreviousRelease(t *testing.T) {
+	const old, other, broken, stock = 67, 68, 69, 10
+	p := newPipeline(t)
+	p.warm(t, old, stock)
+	p.warm(t, other, stock)
+	p.warm(t, broken, stock)
+	ctx := context.Background()
+	ids := p.acceptOrders(t, old, 3)
+	k := p.store.KeysOf(old)
+	// The previous release's layout: a set of buyers, no epoch stamp.
+	p.r.Client.Del(ctx, k.Buyers)
+	p.r.Client.SAdd(ctx, k.Buyers, 1, 2, 3)
+	p.r.Client.HDel(ctx, k.Voucher, "epoch")
+	p.r.Client.HSet(ctx, p.store.KeysOf(broken).Voucher, "stock", "x")
+	// The other voucher's sale lost a unit's worth of orders: stock above MySQL's.
+	p.acceptOrders(t, other, 2)
+	p.writerEnv = map[string]string{"SECKILL_SALE_CHECK_INTERVAL": "200ms"}
+	p.startWriter(t)
+	p.waitOrders(t, old, 3)
+	p.waitOrders(t, other, 2)
+	p.r.Client.HSet(ctx, p.store.KeysOf(other).Voucher, "stock", stock)
+
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store, Publisher: p.pub, Logger: p.logger}
+	placeOnceResumed(t, svc, 4, old, order.ErrPaused)
+	testsupport.Wait(t, 30*time.Second, "the other voucher's stock reconciled to MySQL's", func() bool {
+		n, _ := p.r.Client.HGet(ctx, p.store.KeysOf(other).Voucher, "stock").Int64()
+		return n == stock-2
+	})
+	if typ := p.r.Client.Type(ctx, k.Buyers).Val(); typ != "hash" {
+		t.Fatalf("buyers key is a %s after the migration, want a hash", typ)
+	}
+	for u, id := range ids {
+		if got, _ := p.r.Client.HGet(ctx, k.Buyers, strconv.FormatInt(u, 10)).Int64(); got != id {
+			t.Fatalf("buyer %d recorded with order %d, want %d", u, got, id)
+		}
+	}
+	if _, err := svc.Place(ctx, 2, old); !errors.Is(err, order.ErrAlreadyBought) {
+		t.Fatalf("an earlier buyer after the migration: %v, want already bought", err)
+	}
+	p.waitOrders(t, old, 4)
+	metrics := testsupport.Eventually(t, p.admin+"/metrics", 200, 5*time.Second)
+	if !regexp.MustCompile(`(?m)^seckill_sale_check_errors_total [1-9]`).MatchString(metrics) ||
+		!regexp.MustCompile(`(?m)^seckill_invariant_violations_total\{check="layout_outdated"\} [1-9]`).MatchString(metrics) {
+		t.Fatalf("metrics do not count the broken voucher's check and the old layout:\n%s", metrics)
+	}
+}

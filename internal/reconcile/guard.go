@@ -22,6 +22,9 @@ const (
 	// than the one Redis has now (a restart, a restore, a failover), so it
 	// may miss acknowledged writes; the gate pauses it.
 	CheckEpochChanged = "epoch_changed"
+	// CheckLayoutOutdated: the sale's keys have the layout of an earlier
+	// release (its buyers a set); the reconcile rewrites them in today's.
+	CheckLayoutOutdated = "layout_outdated"
 )
 
 // SaleSize is a voucher's sale in Redis as the periodic check reads it.
@@ -30,6 +33,8 @@ type SaleSize struct {
 	Stock  int64
 	Buyers int64
 	Epoch  string // the replication id it was built under; "" if unknown
+	// Outdated: a key of the sale has the type an earlier release wrote.
+	Outdated bool
 }
 
 // Guard turns a violated invariant — Redis lost writes: a failover to a
