@@ -11,12 +11,23 @@ import (
 
 var _ reconcile.Records = (*Orders)(nil)
 
+// afterFirstTruthRead is a test's seam between SaleTruth's reads.
+var afterFirstTruthRead = func() {}
+
 // SaleTruth is MySQL's record of a flash-sale voucher: its stock and
 // window, who holds an order, and which of the pending order ids MySQL has
-// settled (in either table).
+// settled (in either table). Every read is of one snapshot (a read-only
+// REPEATABLE READ transaction: InnoDB takes it at the first read), so a
+// batch the writer commits meanwhile is wholly in the truth or wholly out:
+// never its holder without its unit, or its unit without its holder.
 func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64) (reconcile.Truth, bool, error) {
 	t := reconcile.Truth{Holders: map[int64]int64{}, Settled: map[int64]bool{}}
-	err := o.DB.QueryRowContext(ctx, "SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).
+	tx, err := o.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return t, false, fmt.Errorf("read voucher %d: begin a snapshot: %w", voucherID, err)
+	}
+	defer tx.Rollback()
+	err = tx.QueryRowContext(ctx, "SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).
 		Scan(&t.Stock, &t.Begin, &t.End)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, false, nil
@@ -24,11 +35,12 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 	if err != nil {
 		return t, false, fmt.Errorf("read voucher %d: %w", voucherID, err)
 	}
-	if err := o.DB.QueryRowContext(ctx, `SELECT GREATEST(COALESCE((SELECT MAX(id) FROM tb_voucher_order), 0),
+	afterFirstTruthRead()
+	if err := tx.QueryRowContext(ctx, `SELECT GREATEST(COALESCE((SELECT MAX(id) FROM tb_voucher_order), 0),
 		COALESCE((SELECT MAX(order_id) FROM tb_voucher_order_failure), 0))`).Scan(&t.MaxOrderID); err != nil {
 		return t, false, fmt.Errorf("largest order id: %w", err)
 	}
-	rows, err := o.DB.QueryContext(ctx, "SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ?", voucherID)
+	rows, err := tx.QueryContext(ctx, "SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ?", voucherID)
 	if err != nil {
 		return t, false, fmt.Errorf("order holders of voucher %d: %w", voucherID, err)
 	}
@@ -43,6 +55,7 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 	if err := rows.Err(); err != nil {
 		return t, false, fmt.Errorf("order holders of voucher %d: %w", voucherID, err)
 	}
+	rows.Close()
 	const chunk = 1000
 	for start := 0; start < len(pending); start += chunk {
 		ids := pending[start:min(start+chunk, len(pending))]
@@ -52,7 +65,7 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 		}
 		args = append(args, args...)
 		in := placeholders(len(ids), 1)
-		settled, err := o.DB.QueryContext(ctx, "SELECT id FROM tb_voucher_order WHERE id IN "+in+
+		settled, err := tx.QueryContext(ctx, "SELECT id FROM tb_voucher_order WHERE id IN "+in+
 			" UNION ALL SELECT order_id FROM tb_voucher_order_failure WHERE order_id IN "+in, args...)
 		if err != nil {
 			return t, false, fmt.Errorf("settled orders of voucher %d: %w", voucherID, err)
@@ -70,6 +83,9 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 		if err != nil {
 			return t, false, fmt.Errorf("settled orders of voucher %d: %w", voucherID, err)
 		}
+	}
+	if err := tx.Commit(); err != nil {
+		return t, false, fmt.Errorf("read voucher %d: end the snapshot: %w", voucherID, err)
 	}
 	return t, true, nil
 }
