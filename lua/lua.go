@@ -48,8 +48,13 @@ var VerifyCode = mustLoad("verify_code.lua")
 // RetireSale puts an expiry on an ended, settled sale's keys.
 var RetireSale = mustLoad("retire_sale.lua")
 
-// ReconcileSale puts a rebuilt sale in place and unfreezes it.
+// ReconcileSale puts a rebuilt sale in place and unfreezes it, once per
+// reconcile, refusing a stale fencing token.
 var ReconcileSale = mustLoad("reconcile_sale.lua")
+
+// FreezeSale freezes or unfreezes a sale for a reconcile, refusing a stale
+// fencing token.
+var FreezeSale = mustLoad("freeze_sale.lua")
 
 // IDLease leases a block of a day's id sequence, skipping a margin under
 // a new replication id.

@@ -1,11 +1,17 @@
 -- Puts a voucher's rebuilt sale state in place and unfreezes it: the last
--- step of a reconcile, whose buyers were written to a key of their own
--- beforehand. Running it twice changes nothing more (the second finds no
--- rebuilt buyers to move).
+-- step of a reconcile, whose buyers were written to a key of its own
+-- beforehand.
 --
--- KEYS[1]  seckill:voucher:{id}         hash {stock, begin, end, frozen, epoch}
+-- Idempotent by the reconcile's id: sent again (go-redis re-sends a command
+-- whose reply timed out) after the first run unfroze the sale and orders
+-- were taken, it changes nothing, rather than put the plan's stock back
+-- over them. Fenced: a reconcile whose fencing token is below the largest
+-- one the voucher has seen (its lock expired while it was paused and a
+-- newer reconcile ran) is refused, its rebuilt buyers dropped.
+--
+-- KEYS[1]  seckill:voucher:{id}            hash {stock, begin, end, frozen, epoch, fence, reconciled}
 -- KEYS[2]  seckill:buyers:{id}
--- KEYS[3]  seckill:buyers-rebuilt:{id}  the rebuilt buyers
+-- KEYS[3]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
 -- KEYS[4]  seckill:pending:{id}
 -- KEYS[5]  seckill:pending-at:{id}
 -- ARGV[1]  stock
@@ -13,16 +19,32 @@
 -- ARGV[3]  end, ms
 -- ARGV[4]  "1" when there are no buyers at all
 -- ARGV[5]  this Redis's replication id: the state is now built under it
+-- ARGV[6]  the reconcile's id
+-- ARGV[7]  its fencing token; 0 for a reconcile without one (never refused)
 --
--- Returns 1.
+-- Returns 1 in place (now, or by an earlier run of this reconcile); -1
+-- refused: a newer reconcile's token is there; -2 the rebuilt buyers are
+-- missing (expired while the reconcile was paused): nothing changed.
+if redis.call('HGET', KEYS[1], 'reconciled') == ARGV[6] then
+  return 1
+end
+local fence = tonumber(ARGV[7])
+local seen = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+if fence > 0 and fence < seen then
+  redis.call('DEL', KEYS[3])
+  return -1
+end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('RENAME', KEYS[3], KEYS[2])
 elseif ARGV[4] == '1' then
   redis.call('DEL', KEYS[2])
+else
+  return -2
 end
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5])
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5],
+  'reconciled', ARGV[6], 'fence', math.max(fence, seen))
 redis.call('HDEL', KEYS[1], 'frozen')
-for i = 1, #KEYS do
+for _, i in ipairs({1, 2, 4, 5}) do
   redis.call('PERSIST', KEYS[i])
 end
 return 1

@@ -73,7 +73,7 @@ func TestGatePausesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 	}
 
 	plan := reconcile.Plan{Stock: 9, Buyers: map[int64]int64{1: 101}}
-	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := store.Try(ctx, voucher, 2, 102); err != nil || d.Err != nil {

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,19 +17,31 @@ import (
 
 var _ reconcile.Sale = (*Store)(nil)
 
+// beforeRebuildScript is a test's seam: what happens to Redis just before
+// a rebuild's last step.
+var beforeRebuildScript = func() {}
+
 // Freeze makes the gate answer "paused" for voucherID, taking nothing,
 // and stock changes wait; a voucher with no sale in Redis stays unknown.
-func (s *Store) Freeze(ctx context.Context, voucherID int64) error {
-	if err := s.rdb.HSet(ctx, s.KeysOf(voucherID).Voucher, "frozen", 1).Err(); err != nil {
-		return fmt.Errorf("freeze voucher %d: %w", voucherID, err)
-	}
-	return nil
+// fence is the reconcile's fencing token (0: none): a token below one the
+// voucher has seen is refused with reconcile.ErrFenced.
+func (s *Store) Freeze(ctx context.Context, voucherID, fence int64) error {
+	return s.freeze(ctx, voucherID, fence, "1")
 }
 
-// Unfreeze lets the gate decide for voucherID again.
-func (s *Store) Unfreeze(ctx context.Context, voucherID int64) error {
-	if err := s.rdb.HDel(ctx, s.KeysOf(voucherID).Voucher, "frozen").Err(); err != nil {
-		return fmt.Errorf("unfreeze voucher %d: %w", voucherID, err)
+// Unfreeze lets the gate decide for voucherID again, fenced as Freeze.
+func (s *Store) Unfreeze(ctx context.Context, voucherID, fence int64) error {
+	return s.freeze(ctx, voucherID, fence, "0")
+}
+
+func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) error {
+	what := map[string]string{"1": "freeze", "0": "unfreeze"}[on]
+	res, err := lua.FreezeSale.Run(ctx, s.rdb, []string{s.KeysOf(voucherID).Voucher}, fence, on).Int()
+	if err != nil {
+		return fmt.Errorf("%s voucher %d: %w", what, voucherID, err)
+	}
+	if res == -1 {
+		return fmt.Errorf("%s voucher %d with fencing token %d: %w", what, voucherID, fence, reconcile.ErrFenced)
 	}
 	return nil
 }
@@ -57,15 +70,20 @@ func (s *Store) Pending(ctx context.Context, voucherID int64) ([]order.Event, er
 // rebuildChunk is how many buyers go to Redis per command.
 const rebuildChunk = 1000
 
+// rebuiltTTL bounds how long a reconcile's rebuilt buyers wait for its
+// last step: past it, a reconcile paused that long finds them gone and
+// changes nothing.
+const rebuiltTTL = 10 * time.Minute
+
 // Rebuild puts a reconcile's plan in place: the buyers (written aside,
 // then moved in), the stock and window, the settled reservations dropped;
-// then the voucher is unfrozen and among the active ones again.
-func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, begin, end time.Time) error {
+// then the voucher is unfrozen and among the active ones again. The last
+// step runs once per call, whatever go-redis resends, and is refused with
+// reconcile.ErrFenced when fence is below a token the voucher has seen.
+func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, begin, end time.Time, fence int64) error {
 	k := s.KeysOf(voucherID)
-	rebuilt := s.prefix + "seckill:buyers-rebuilt:{" + strconv.FormatInt(voucherID, 10) + "}"
-	if err := s.rdb.Del(ctx, rebuilt).Err(); err != nil {
-		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
-	}
+	id := rand.Text()
+	rebuilt := s.prefix + "seckill:buyers-rebuilt:{" + strconv.FormatInt(voucherID, 10) + "}:" + id
 	_, err := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		chunk := make([]any, 0, 2*rebuildChunk)
 		for u, o := range p.Buyers {
@@ -78,6 +96,7 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 		if len(chunk) > 0 {
 			pl.HSet(ctx, rebuilt, chunk...)
 		}
+		pl.PExpire(ctx, rebuilt, rebuiltTTL)
 		return nil
 	})
 	if err != nil {
@@ -94,9 +113,16 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 	if err != nil {
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
 	}
-	if err := lua.ReconcileSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, rebuilt, k.Pending, k.PendingAt},
-		p.Stock, begin.UnixMilli(), end.UnixMilli(), none, epoch).Err(); err != nil {
+	beforeRebuildScript()
+	res, err := lua.ReconcileSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, rebuilt, k.Pending, k.PendingAt},
+		p.Stock, begin.UnixMilli(), end.UnixMilli(), none, epoch, id, fence).Int()
+	switch {
+	case err != nil:
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	case res == -1:
+		return fmt.Errorf("rebuild voucher %d with fencing token %d: %w", voucherID, fence, reconcile.ErrFenced)
+	case res == -2:
+		return fmt.Errorf("rebuild voucher %d: its rebuilt buyers expired before the last step (paused over %v)", voucherID, rebuiltTTL)
 	}
 	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
 		return fmt.Errorf("rebuild voucher %d: among the active vouchers: %w", voucherID, err)

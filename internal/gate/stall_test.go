@@ -2,12 +2,16 @@ package gate_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -74,5 +78,103 @@ func TestStockChangeAppliesOnceWhenRedisStalls(t *testing.T) {
 	got, _ := r.Client.HGet(ctx, store.KeysOf(voucher).Voucher, "stock").Int64()
 	if stock != 8 || got != 8 {
 		t.Fatalf("after +3 on 5: answered %d, Redis holds %d; want 8 and 8", stock, got)
+	}
+}
+
+// The reconcile's last step, resent after a stall (go-redis sends a
+// command again when its reply times out), runs twice. An order the gate
+// takes during the stall, paused or accepted depending on which of the
+// runs Redis reads first, keeps its unit: the stock afterwards is the
+// plan's less the orders taken. (Which run comes first is Redis's choice;
+// TestRebuildAppliesOnceWhenResent pins the order down.)
+func TestRebuildAppliesOnceWhenRedisStalls(t *testing.T) {
+	r, store, voucher := stalledVoucher(t, 5)
+	ctx := context.Background()
+	if err := store.Freeze(ctx, voucher, 0); err != nil {
+		t.Fatal(err)
+	}
+	buyer := gate.NewStore(r.Client, "") // an API instance: its own connection
+	answered := make(chan error, 1)
+	var done <-chan struct{}
+	defer gate.SetBeforeRebuildScript(func() {
+		done = testsupport.StallRedis(t, r.Addr, stall)
+		go func() {
+			time.Sleep(stall / 3)
+			d, err := buyer.Try(ctx, voucher, 99, 9999)
+			if err == nil {
+				err = d.Err
+			}
+			answered <- err
+		}()
+	})()
+	plan := reconcile.Plan{Stock: 5, Buyers: map[int64]int64{}}
+	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	taken := 1
+	if err := <-answered; errors.Is(err, order.ErrPaused) {
+		taken = 0
+	} else if err != nil {
+		t.Fatalf("the order sent during the stall: %v", err)
+	}
+	k := store.KeysOf(voucher)
+	if stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int(); stock != 5-taken {
+		t.Fatalf("stock %d after the rebuild (5) and %d order taken, want %d", stock, taken, 5-taken)
+	}
+	if r.Client.HExists(ctx, k.Voucher, "frozen").Val() {
+		t.Fatal("still frozen after the rebuild")
+	}
+}
+
+// resends records the arguments of every EVALSHA a client sends, so that
+// a test can send one again as go-redis does after a timed-out reply.
+type resends struct{ args [][]any }
+
+func (h *resends) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *resends) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *resends) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			h.args = append(h.args, slices.Clone(cmd.Args()))
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// The reconcile's last step sent again after an order was taken on the
+// sale it unfroze changes nothing: the order keeps its unit and its buyer.
+func TestRebuildAppliesOnceWhenResent(t *testing.T) {
+	r, store, voucher := warmedVoucher(t, 5)
+	ctx := context.Background()
+	rec := &resends{}
+	client := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer client.Close()
+	client.AddHook(rec)
+	rebuilding := gate.NewStore(client, r.Prefix)
+	if err := rebuilding.Freeze(ctx, voucher, 0); err != nil {
+		t.Fatal(err)
+	}
+	plan := reconcile.Plan{Stock: 5, Buyers: map[int64]int64{1: 11}}
+	if err := rebuilding.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := store.Try(ctx, voucher, 99, 9999); err != nil || d.Err != nil {
+		t.Fatalf("order after the rebuild: %+v %v", d, err)
+	}
+	last := rec.args[len(rec.args)-1]
+	if err := r.Client.Do(ctx, last...).Err(); err != nil {
+		t.Fatalf("the rebuild's last step sent again: %v", err)
+	}
+	k := store.KeysOf(voucher)
+	if stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int(); stock != 4 {
+		t.Fatalf("stock %d after the rebuild (5), one order and the resend, want 4", stock)
+	}
+	for _, u := range []string{"1", "99"} {
+		if !r.Client.HExists(ctx, k.Buyers, u).Val() {
+			t.Fatalf("buyer %s lost by the resend", u)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -14,13 +15,17 @@ import (
 
 // Sale is a voucher's state where the gate decides.
 type Sale interface {
-	// Freeze makes the gate answer "paused" for the voucher, taking nothing.
-	Freeze(ctx context.Context, voucherID int64) error
-	Unfreeze(ctx context.Context, voucherID int64) error
+	// Freeze makes the gate answer "paused" for the voucher, taking
+	// nothing. Freeze, Unfreeze and Rebuild carry the reconcile's fencing
+	// token (0: none) and answer ErrFenced when the voucher has seen a
+	// larger one: Redis is the resource that checks the token.
+	Freeze(ctx context.Context, voucherID, fence int64) error
+	Unfreeze(ctx context.Context, voucherID, fence int64) error
 	// Pending are the voucher's reservations.
 	Pending(ctx context.Context, voucherID int64) ([]order.Event, error)
-	// Rebuild puts the plan in place and unfreezes the voucher.
-	Rebuild(ctx context.Context, voucherID int64, p Plan, begin, end time.Time) error
+	// Rebuild puts the plan in place and unfreezes the voucher, once
+	// however often its last step is sent.
+	Rebuild(ctx context.Context, voucherID int64, p Plan, begin, end time.Time, fence int64) error
 }
 
 // Records is MySQL's side.
@@ -53,6 +58,10 @@ var (
 	// published before the freeze within the wait; MySQL's truth would be
 	// incomplete, so nothing was rebuilt (and the sale is unfrozen).
 	ErrWriterBehind = apperr.New(apperr.Unavailable, "reconcile: the order-writer has not caught up with the orders topic; is it running? try again")
+	// ErrFenced: a newer reconcile of the voucher has written it since
+	// this one's lock was taken (the lock expired while this one was
+	// paused); this one's writes were refused.
+	ErrFenced = apperr.New(apperr.Conflict, "reconcile: a newer reconcile of this voucher has run since this one's lock expired; nothing written")
 )
 
 // Locks take a lock in Redis (lock.Client).
@@ -94,6 +103,7 @@ type Report struct {
 // the sale is unfrozen as it was.
 func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err error) {
 	rep.VoucherID = voucherID
+	var fence int64
 	if r.Locks != nil {
 		l, err := r.Locks.Acquire(ctx, "reconcile:"+strconv.FormatInt(voucherID, 10), lock.Options{
 			TTL: 10 * time.Second, Watchdog: true, RetryMin: 50 * time.Millisecond, RetryMax: time.Second, RetryFor: r.Wait})
@@ -110,15 +120,17 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		defer cancel()
 		// A lost lock (Redis away past its TTL) ends the reconcile, unfrozen.
 		defer context.AfterFunc(l.Context(), cancel)()
+		fence = l.Fence
 	}
-	if err := r.Sale.Freeze(ctx, voucherID); err != nil {
+	if err := r.Sale.Freeze(ctx, voucherID, fence); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)
 	}
 	defer func() {
-		if err != nil {
+		// A fenced reconcile leaves the freeze to the newer one.
+		if err != nil && !errors.Is(err, ErrFenced) {
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if uerr := r.Sale.Unfreeze(uctx, voucherID); uerr != nil {
+			if uerr := r.Sale.Unfreeze(uctx, voucherID, fence); uerr != nil && !errors.Is(uerr, ErrFenced) {
 				r.Logger.Error("reconcile failed and the sale is still frozen: run it again", "voucher", voucherID, "err", uerr)
 			}
 		}
@@ -155,7 +167,7 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 			}
 		}
 	}
-	if err := r.Sale.Rebuild(ctx, voucherID, rep.Plan, truth.Begin, truth.End); err != nil {
+	if err := r.Sale.Rebuild(ctx, voucherID, rep.Plan, truth.Begin, truth.End, fence); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
 	r.Logger.Info("voucher reconciled from MySQL", "voucher", voucherID, "stock", rep.Plan.Stock, "buyers", len(rep.Plan.Buyers),

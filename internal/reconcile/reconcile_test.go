@@ -144,7 +144,7 @@ func TestFrozenSaleTakesNothing(t *testing.T) {
 	if err := g.store.Warm(ctx, v, 3, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.store.Freeze(ctx, v); err != nil {
+	if err := g.store.Freeze(ctx, v, 0); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := g.store.Try(ctx, v, 1, 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
@@ -156,7 +156,7 @@ func TestFrozenSaleTakesNothing(t *testing.T) {
 	if g.stock(t, v) != 3 {
 		t.Fatalf("stock %d while frozen, want 3", g.stock(t, v))
 	}
-	if err := g.store.Unfreeze(ctx, v); err != nil {
+	if err := g.store.Unfreeze(ctx, v, 0); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := g.store.Try(ctx, v, 1, 1); err != nil || d.Err != nil {
@@ -236,14 +236,14 @@ type turns struct {
 	inside, overlap int
 }
 
-func (s *turns) Freeze(ctx context.Context, v int64) error {
+func (s *turns) Freeze(ctx context.Context, v, fence int64) error {
 	s.mu.Lock()
 	s.inside++
 	if s.inside > 1 {
 		s.overlap++
 	}
 	s.mu.Unlock()
-	return s.Sale.Freeze(ctx, v)
+	return s.Sale.Freeze(ctx, v, fence)
 }
 
 func (s *turns) leave() {
@@ -252,14 +252,14 @@ func (s *turns) leave() {
 	s.mu.Unlock()
 }
 
-func (s *turns) Rebuild(ctx context.Context, v int64, p reconcile.Plan, begin, end time.Time) error {
+func (s *turns) Rebuild(ctx context.Context, v int64, p reconcile.Plan, begin, end time.Time, fence int64) error {
 	defer s.leave()
-	return s.Sale.Rebuild(ctx, v, p, begin, end)
+	return s.Sale.Rebuild(ctx, v, p, begin, end, fence)
 }
 
-func (s *turns) Unfreeze(ctx context.Context, v int64) error {
+func (s *turns) Unfreeze(ctx context.Context, v, fence int64) error {
 	defer s.leave()
-	return s.Sale.Unfreeze(ctx, v)
+	return s.Sale.Unfreeze(ctx, v, fence)
 }
 
 // Reconciles of one voucher from several processes (two order-writers that
