@@ -83,16 +83,27 @@ func (c *Cache[T]) Get(ctx context.Context, id string, load Loader[T]) (T, bool,
 		v     T
 		found bool
 	}
-	r, err, _ := c.group.Do(key, func() (any, error) {
-		v, found, err := c.get(ctx, key, load)
+	// The flight is shared: it runs on a deadline of its own, with the
+	// first caller's values (its request id) but not its cancellation, so
+	// that one caller hanging up does not fail every caller sharing it.
+	// Each caller still stops waiting when its own context ends.
+	flight := c.group.DoChan(key, func() (any, error) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.s.Wait+c.s.Lease)
+		defer cancel()
+		v, found, err := c.get(fctx, key, load)
 		return result{v, found}, err
 	})
-	if err != nil {
-		var zero T
-		return zero, false, err
+	var zero T
+	select {
+	case <-ctx.Done():
+		return zero, false, ctx.Err()
+	case r := <-flight:
+		if r.Err != nil {
+			return zero, false, r.Err
+		}
+		res := r.Val.(result)
+		return res.v, res.found, nil
 	}
-	res := r.(result)
-	return res.v, res.found, nil
 }
 
 func (c *Cache[T]) get(ctx context.Context, key string, load Loader[T]) (T, bool, error) {

@@ -216,3 +216,54 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 		t.Fatalf("entry %q after the stuck owner came back", raw)
 	}
 }
+
+// A shared rebuild does not die with the caller that started it: the
+// first caller hangs up (its context cancelled) while the load runs; the
+// second caller, sharing the flight, still gets the value, and the value
+// is cached.
+func TestFlightOutlivesTheCallerThatStartedIt(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	c := newCache(r, plain)
+	release := make(chan struct{})
+	var loads atomic.Int64
+	load := func(ctx context.Context) (shop, bool, error) {
+		loads.Add(1)
+		select {
+		case <-release:
+			return shop{ID: 7, Name: "seven"}, true, nil
+		case <-ctx.Done():
+			return shop{}, false, ctx.Err()
+		}
+	}
+	first, hangUp := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(first, "7", load)
+		firstErr <- err
+	}()
+	testsupport.Wait(t, 5*time.Second, "the first caller's load started", func() bool { return loads.Load() == 1 })
+	second := make(chan error, 1)
+	var got shop
+	go func() {
+		v, _, err := c.Get(context.Background(), "7", load)
+		got = v
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the second joins the flight
+	hangUp()
+	if err := <-firstErr; err == nil {
+		t.Fatal("the caller that hung up got an answer, want its context's error")
+	}
+	close(release)
+	if err := <-second; err != nil || got.Name != "seven" {
+		t.Fatalf("the second caller: %+v %v, want the value (the first caller's hang-up must not fail it)", got, err)
+	}
+	if loads.Load() != 1 {
+		t.Fatalf("%d loads, want the one shared", loads.Load())
+	}
+	if _, ok, err := c.Get(context.Background(), "7", func(context.Context) (shop, bool, error) {
+		return shop{}, false, nil
+	}); err != nil || !ok {
+		t.Fatalf("the value was not cached: %v %v", ok, err)
+	}
+}
