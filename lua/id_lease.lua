@@ -8,18 +8,23 @@
 -- margin is small beside the 2^32 numbers of a day.
 -- KEYS[2] is KEYS[1] in a hash tag: the same slot on Redis Cluster.
 --
+-- The replication id is the server's own, read here: a caller's copy may
+-- still be the old master's for a moment after a failover, and equal to
+-- the stamp the promoted replica copied from it. On Redis Cluster it is
+-- the id of the master that owns the counter's slot.
+--
 -- KEYS[1]  id:{kind}:{day}          the day's sequence counter
 -- KEYS[2]  {id:{kind}:{day}}:epoch  the replication id of its last lease
 -- ARGV[1]  the block size
--- ARGV[2]  the caller's replication id of this Redis, or "" not to stamp
+-- ARGV[2]  "1" to stamp the lease, "" not to
 -- ARGV[3]  the margin
 --
 -- Returns the counter after: the block is (result - block, result].
 if ARGV[2] ~= '' then
-  local stamped = redis.call('GET', KEYS[2])
-  if stamped ~= ARGV[2] then
+  local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
+  if redis.call('GET', KEYS[2]) ~= replid then
     redis.call('INCRBY', KEYS[1], ARGV[3])
-    redis.call('SET', KEYS[2], ARGV[2])
+    redis.call('SET', KEYS[2], replid)
   end
   redis.call('PERSIST', KEYS[2])
 end

@@ -106,7 +106,7 @@ func (m *API) Run(ctx context.Context) error {
 		Shops:    shops,
 		Vouchers: &voucher.Vouchers{DB: db, Sale: store},
 		Orders: &order.Service{
-			IDs: orderIDs(b.rdb, c.Sale).WithEpoch(epoch.Current), Gate: store, Publisher: publisher,
+			IDs: orderIDs(b.rdb, c.Sale).WithReplicationStamp(), Gate: store, Publisher: publisher,
 			PipelineUp: func() bool { return b.monitor.Up(daemon.KafkaCheck) },
 			SoldOut:    order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger,
 		},

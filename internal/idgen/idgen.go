@@ -28,7 +28,7 @@ type Generator struct {
 	kind  string
 	block int64
 	now   func() time.Time
-	epoch func() string
+	stamp bool
 
 	mu   sync.Mutex
 	day  string // the day the current block was leased for
@@ -46,11 +46,12 @@ func New(rdb redis.Cmdable, kind string, block int64) *Generator {
 // second or two of writes Redis can lose.
 const LeaseMargin = 1 << 20
 
-// WithEpoch stamps each lease with epoch's replication id; the first lease
-// under a new one skips LeaseMargin numbers, in case the counter rolled
-// back with the writes Redis lost.
-func (g *Generator) WithEpoch(epoch func() string) *Generator {
-	g.epoch = epoch
+// WithReplicationStamp stamps each lease with the replication id of the
+// Redis that leases it (read by the script itself); the first lease under
+// a new one skips LeaseMargin numbers, in case the counter rolled back
+// with the writes Redis lost.
+func (g *Generator) WithReplicationStamp() *Generator {
+	g.stamp = true
 	return g
 }
 
@@ -101,11 +102,11 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 
 func (g *Generator) lease(ctx context.Context, day string) error {
 	key := "id:" + g.kind + ":" + day
-	epoch := ""
-	if g.epoch != nil {
-		epoch = g.epoch()
+	stamp := ""
+	if g.stamp {
+		stamp = "1"
 	}
-	end, err := lua.IDLease.Run(ctx, g.rdb, []string{key, "{" + key + "}:epoch"}, g.block, epoch, LeaseMargin).Int64()
+	end, err := lua.IDLease.Run(ctx, g.rdb, []string{key, "{" + key + "}:epoch"}, g.block, stamp, LeaseMargin).Int64()
 	if err != nil {
 		return fmt.Errorf("idgen: lease a block of %s ids: %w", g.kind, err)
 	}

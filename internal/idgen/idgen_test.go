@@ -93,9 +93,9 @@ func TestLeaseUnderANewReplicationIDSkipsAMargin(t *testing.T) {
 	ctx := context.Background()
 	kind := r.Key("order")
 	counter := "id:" + kind + ":" + time.Now().UTC().Format("20060102")
-	t.Cleanup(func() { r.Client.Del(ctx, "{"+counter+"}:epoch") })
-	replID := "master-a"
-	g := idgen.New(r.Client, kind, 10).WithEpoch(func() string { return replID })
+	stamp := "{" + counter + "}:epoch"
+	t.Cleanup(func() { r.Client.Del(ctx, stamp) })
+	g := idgen.New(r.Client, kind, 10).WithReplicationStamp()
 	seen := map[int64]bool{}
 	var last int64
 	take := func(n int) {
@@ -111,6 +111,9 @@ func TestLeaseUnderANewReplicationIDSkipsAMargin(t *testing.T) {
 		}
 	}
 	take(25)
+	if got := r.Client.Get(ctx, stamp).Val(); len(got) != 40 {
+		t.Fatalf("lease stamped %q, want this Redis's 40-character replication id", got)
+	}
 	before, _ := r.Client.Get(ctx, counter).Int64()
 	take(10) // under the same replication id the next block follows on
 	if after, _ := r.Client.Get(ctx, counter).Int64(); after != before+10 {
@@ -118,11 +121,38 @@ func TestLeaseUnderANewReplicationIDSkipsAMargin(t *testing.T) {
 	}
 
 	// A failover to a replica that missed the last lease: the counter is
-	// back where it was before it, and the replication id is new.
+	// back where it was before it, and its stamp is another server's id.
 	r.Client.Set(ctx, counter, before, 0)
-	replID = "replica-b"
+	r.Client.Set(ctx, stamp, "another-master", 0)
 	take(15)
 	if seq := last & (1<<32 - 1); seq < before+idgen.LeaseMargin {
 		t.Fatalf("sequence %d after the rollback, want above %d + the margin", seq, before)
+	}
+}
+
+// Right after a failover, an API instance still holds the old master's
+// replication id for up to one epoch interval, and the stamp the promoted
+// replica copied from its old master is that same id: a lease checked
+// against the caller's id skips no margin and repeats ids. The script
+// compares the stamp with the server's own id instead.
+func TestLeaseRightAfterAFailoverSkipsAMarginWhateverTheCallerThinks(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	kind := r.Key("order")
+	counter := "id:" + kind + ":" + time.Now().UTC().Format("20060102")
+	stamp := "{" + counter + "}:epoch"
+	t.Cleanup(func() { r.Client.Del(ctx, stamp) })
+	const oldMaster = "0123456789abcdef0123456789abcdef01234567"
+	// The promoted replica: the counter and the stamp as its old master
+	// last replicated them, its own replication id new.
+	r.Client.Set(ctx, counter, 500, 0)
+	r.Client.Set(ctx, stamp, oldMaster, 0)
+	g := idgen.New(r.Client, kind, 10).WithReplicationStamp()
+	id, err := g.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := id & (1<<32 - 1); seq < 500+idgen.LeaseMargin {
+		t.Fatalf("sequence %d right after the failover, want above 500 + the margin", seq)
 	}
 }
