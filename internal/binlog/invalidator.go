@@ -73,6 +73,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // errPurged is the server's "position no longer in the binlog" (1236).
 const errPurged = 1236
 
+// purged reports whether err is the server saying the position asked for
+// is no longer in its binlog: by the server error's code, which go-mysql's
+// traced errors unwrap to, never by the text (a port or a position may
+// contain 1236).
+func purged(err error) bool {
+	var me *mysql.MyError
+	return errors.As(err, &me) && me.Code == errPurged
+}
+
 // Run follows the binlog until ctx ends: from the saved position, or the
 // server's current one on a first start. It restarts the follower with
 // backoff after errors (a MySQL restart), and after a purged position
@@ -84,8 +93,7 @@ func (inv *Invalidator) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return inv.Positions.Flush()
 		}
-		var me *mysql.MyError
-		if errors.As(err, &me) && me.Code == errPurged || err != nil && strings.Contains(err.Error(), "1236") {
+		if purged(err) {
 			inv.Logger.Error("the saved binlog position is no longer on the server; flushing the cached families and continuing from the current position", "err", firstLine(err))
 			if ferr := inv.flushFamilies(ctx); ferr != nil {
 				inv.Logger.Error("flushing the cached families failed", "err", ferr)
