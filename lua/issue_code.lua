@@ -1,23 +1,34 @@
--- Issues a login code for one phone, atomically with its limits: at most one
--- code per cooldown and dailyMax codes per day. A new code replaces the old
--- one and resets its wrong tries.
+-- Issues a login code for one phone asked from one client address,
+-- atomically with its limits. Everything of a code is per (phone,
+-- address): its cooldown, its daily count, the code itself and its wrong
+-- tries, so that requests and wrong tries from other addresses can
+-- neither burn the owner's code nor use up the owner's codes. Above them
+-- a per-phone ceiling bounds what one phone receives in a day from all
+-- addresses (SMS bombing); it does not apply to an address the phone has
+-- logged in from (the owner's), which keeps only its own daily count.
+-- A new code replaces the address's old one and resets its wrong tries.
 --
 -- Idempotent by the request's id: the same request sent again (go-redis
 -- re-sends a command whose reply timed out) is answered "issued" again
 -- instead of "wait for the cooldown" that it started itself.
 --
--- KEYS[1]  login:code:{phone}       hash {code, tries, issued}
--- KEYS[2]  login:code:last:{phone}  set while the cooldown runs
--- KEYS[3]  login:code:day:{phone}   codes issued today
+-- KEYS[1]  login:code:{phone}:<addr>      hash {code, tries, issued, last}
+-- KEYS[2]  login:code:last:{phone}:<addr> set while the cooldown runs
+-- KEYS[3]  login:code:day:{phone}:<addr>  codes issued today to this address
+-- KEYS[4]  login:code:day:{phone}         codes issued today to the phone
+-- KEYS[5]  login:trusted:{phone}          set of addresses the phone logged in from
 -- ARGV[1]  the code
 -- ARGV[2]  the code's lifetime, ms
 -- ARGV[3]  the cooldown, ms
--- ARGV[4]  dailyMax
+-- ARGV[4]  codes per address per day
 -- ARGV[5]  ms until the day ends
 -- ARGV[6]  the request's id
+-- ARGV[7]  codes per phone per day from addresses it has not logged in from
+-- ARGV[8]  the client address
 --
 -- Returns {1, 0} when issued; {0, ms} when the cooldown has ms to run;
--- {-1, ms} when today's codes are used up, for ms more.
+-- {-1, ms} when the address's codes for today are used up, for ms more;
+-- {-2, ms} when the phone's ceiling is reached, for ms more.
 if redis.call('HGET', KEYS[1], 'issued') == ARGV[6] then
   return {1, 0}
 end
@@ -25,12 +36,17 @@ local cooldown = redis.call('PTTL', KEYS[2])
 if cooldown > 0 then
   return {0, cooldown}
 end
-local sent = tonumber(redis.call('GET', KEYS[3]) or '0')
-if sent >= tonumber(ARGV[4]) then
+if tonumber(redis.call('GET', KEYS[3]) or '0') >= tonumber(ARGV[4]) then
   return {-1, redis.call('PTTL', KEYS[3])}
 end
-if redis.call('INCR', KEYS[3]) == 1 then
-  redis.call('PEXPIRE', KEYS[3], ARGV[5])
+if redis.call('SISMEMBER', KEYS[5], ARGV[8]) == 0 and
+    tonumber(redis.call('GET', KEYS[4]) or '0') >= tonumber(ARGV[7]) then
+  return {-2, redis.call('PTTL', KEYS[4])}
+end
+for _, k in ipairs({KEYS[3], KEYS[4]}) do
+  if redis.call('INCR', k) == 1 then
+    redis.call('PEXPIRE', k, ARGV[5])
+  end
 end
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
 redis.call('DEL', KEYS[1])

@@ -6,10 +6,18 @@
 -- re-sends a command whose reply timed out) gets the first answer, so a
 -- right code is not answered "no code" and a wrong try is counted once.
 --
--- KEYS[1]  login:code:{phone}  hash {code, tries, last}
+-- The code is the one issued to the client address the attempt comes
+-- from: wrong tries from elsewhere cannot burn it. A right code makes the
+-- address one the phone has logged in from (the per-phone ceiling of
+-- issue_code.lua no longer applies to it) for ARGV[5] ms.
+--
+-- KEYS[1]  login:code:{phone}:<addr>  hash {code, tries, last}
+-- KEYS[2]  login:trusted:{phone}      set of addresses the phone logged in from
 -- ARGV[1]  the code the user sent
 -- ARGV[2]  maxTries
 -- ARGV[3]  the attempt's id
+-- ARGV[4]  the client address
+-- ARGV[5]  how long the address stays trusted, ms
 --
 -- Returns 1 right code (now used up); 0 wrong code, still usable;
 -- -1 no code (never issued, expired, used or burned);
@@ -30,6 +38,8 @@ local function answer(a)
 end
 if h[1] == ARGV[1] then
   redis.call('HDEL', KEYS[1], 'code', 'tries')
+  redis.call('SADD', KEYS[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
   return answer(1)
 end
 if redis.call('HINCRBY', KEYS[1], 'tries', 1) >= tonumber(ARGV[2]) then

@@ -18,7 +18,7 @@ func TestLoginCodesAreNeverLoggedByDefault(t *testing.T) {
 	if res.Status != http.StatusServiceUnavailable || res.Body.Success || res.Body.ErrorMsg != user.ErrNoSender.Message {
 		t.Fatalf("code without a sender: %d %s, want 503 ErrNoSender", res.Status, res.Raw)
 	}
-	if strings.Contains(a.Logs.String(), "code=") || a.Redis.Client.Exists(t.Context(), user.Keys{Prefix: a.Redis.Prefix}.Code(phone)).Val() != 0 {
+	if strings.Contains(a.Logs.String(), "code=") || a.Redis.Client.Exists(t.Context(), user.Keys{Prefix: a.Redis.Prefix}.Code(phone, "127.0.0.1")).Val() != 0 {
 		t.Fatalf("a code was made or logged without a sender:\n%s", a.Logs.String())
 	}
 }
@@ -30,7 +30,7 @@ func TestDevelopmentModeLogsCodesAndSaysSo(t *testing.T) {
 	if res := call(t, "POST", a.URL+"/user/code?phone="+phone, nil, nil); res.Status != 200 || !res.Body.Success {
 		t.Fatalf("code in development mode: %d %s", res.Status, res.Raw)
 	}
-	code := a.Redis.Client.HGet(t.Context(), user.Keys{Prefix: a.Redis.Prefix}.Code(phone), "code").Val()
+	code := a.Redis.Client.HGet(t.Context(), user.Keys{Prefix: a.Redis.Prefix}.Code(phone, "127.0.0.1"), "code").Val()
 	logs := a.Logs.String()
 	if code == "" || !strings.Contains(logs, "code="+code) || !strings.Contains(logs, "DEVELOPMENT MODE") {
 		t.Fatalf("development mode: code %q, logs:\n%s", code, logs)

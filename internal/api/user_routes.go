@@ -15,7 +15,7 @@ func (s *Server) sendCode(c echo.Context) error {
 	if phone == "" {
 		return apperr.Errorf(apperr.Invalid, "missing query parameter: phone")
 	}
-	if err := s.deps.Users.SendCode(c.Request().Context(), phone); err != nil {
+	if err := s.deps.Users.SendCode(c.Request().Context(), phone, c.RealIP()); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, OK(nil))
@@ -44,7 +44,7 @@ func (s *Server) login(c echo.Context) error {
 		}
 		return apperr.Errorf(apperr.Invalid, "missing field: code")
 	}
-	token, err := s.deps.Users.Login(c.Request().Context(), *f.Phone, *f.Code)
+	token, err := s.deps.Users.Login(c.Request().Context(), *f.Phone, c.RealIP(), *f.Code)
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,8 @@ func TestLoginFlow(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9]{6}$`).MatchString(code) {
 		t.Fatalf("code %q is not six digits", code)
 	}
-	if stored := a.Redis.Client.HGet(t.Context(), user.Keys{Prefix: a.Redis.Prefix}.Code(phone), "code").Val(); stored != code {
-		t.Fatalf("login:code:{%s} holds %q, the phone got %q", phone, stored, code)
+	if stored := a.Redis.Client.HGet(t.Context(), user.Keys{Prefix: a.Redis.Prefix}.Code(phone, "127.0.0.1"), "code").Val(); stored != code {
+		t.Fatalf("login:code:{%s}:127.0.0.1 holds %q, the phone got %q", phone, stored, code)
 	}
 
 	res = a.login(t, phone, code)

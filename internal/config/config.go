@@ -264,6 +264,7 @@ func loadHTTP(r *Reader) api.Config {
 	c.CodePolicy.TTL = r.Duration("SECKILL_CODE_TTL", c.CodePolicy.TTL)
 	c.CodePolicy.Cooldown = r.Duration("SECKILL_CODE_COOLDOWN", c.CodePolicy.Cooldown)
 	c.CodePolicy.DailyMax = r.Int("SECKILL_CODE_DAILY_MAX", c.CodePolicy.DailyMax, 1, 1000)
+	c.CodePolicy.PhoneDailyMax = r.Int("SECKILL_CODE_PHONE_DAILY_MAX", c.CodePolicy.PhoneDailyMax, 1, 10000)
 	c.CodePolicy.MaxTries = r.Int("SECKILL_CODE_MAX_TRIES", c.CodePolicy.MaxTries, 1, 100)
 	return c
 }

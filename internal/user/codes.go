@@ -29,35 +29,55 @@ func (s LogSender) SendCode(_ context.Context, phone, code string) error {
 	return nil
 }
 
-// CodePolicy bounds the login codes of one phone.
+// CodePolicy bounds the login codes of one phone. A code, its cooldown,
+// its daily count and its wrong tries belong to the phone and the client
+// address that asked for it, so that others cannot burn the owner's code
+// or use up the owner's codes; PhoneDailyMax bounds what the phone gets
+// from all addresses but those it has logged in from.
 type CodePolicy struct {
-	TTL      time.Duration // a code's lifetime
-	Cooldown time.Duration // between two codes for one phone
-	DailyMax int           // codes per phone per day
-	MaxTries int           // wrong tries that burn a code
+	TTL           time.Duration // a code's lifetime
+	Cooldown      time.Duration // between two codes for one phone and address
+	DailyMax      int           // codes per phone and address per day
+	PhoneDailyMax int           // codes per phone per day from addresses it has not logged in from
+	MaxTries      int           // wrong tries that burn a code
+	// Trust is how long an address the phone logged in from stays exempt
+	// from PhoneDailyMax after the last login from it.
+	Trust time.Duration
 	// Day is the time zone whose calendar days DailyMax counts.
 	Day *time.Location
 }
 
-// DefaultCodePolicy: 5-minute codes, one a minute, ten a day (China's
-// calendar day), burned by the fifth wrong try.
+// DefaultCodePolicy: 5-minute codes, one a minute and ten a day per
+// address (China's calendar day), thirty a day per phone from new
+// addresses, burned by the fifth wrong try; an address stays trusted 30
+// days after a login.
 var DefaultCodePolicy = CodePolicy{
-	TTL: 5 * time.Minute, Cooldown: time.Minute, DailyMax: 10, MaxTries: 5,
-	Day: time.FixedZone("UTC+8", 8*60*60),
+	TTL: 5 * time.Minute, Cooldown: time.Minute, DailyMax: 10, PhoneDailyMax: 30, MaxTries: 5,
+	Trust: 30 * 24 * time.Hour, Day: time.FixedZone("UTC+8", 8*60*60),
 }
 
 // Keys are the login family's Redis keys under the deployment's prefix:
-// login:code:{phone} (the code, and its tries), login:code:last:{phone}
-// (the cooldown), login:code:day:{phone} (the daily count) and
-// login:token:{token} (a session). A phone's keys share its hash tag.
+// login:code:{phone}:<addr> (the code asked from addr, and its tries),
+// login:code:last:{phone}:<addr> (its cooldown), login:code:day:{phone}:<addr>
+// and login:code:day:{phone} (the daily counts), login:trusted:{phone}
+// (the addresses the phone logged in from) and login:token:{token} (a
+// session). A phone's keys share its hash tag.
 type Keys struct{ Prefix string }
 
-// Code is the key of phone's current code.
-func (k Keys) Code(phone string) string { return k.Prefix + "login:code:{" + phone + "}" }
+// Code is the key of phone's current code asked from addr.
+func (k Keys) Code(phone, addr string) string { return k.Prefix + "login:code:{" + phone + "}:" + addr }
 
-func (k Keys) codeLast(phone string) string { return k.Prefix + "login:code:last:{" + phone + "}" }
+func (k Keys) codeLast(phone, addr string) string {
+	return k.Prefix + "login:code:last:{" + phone + "}:" + addr
+}
 
-func (k Keys) codeDay(phone string) string { return k.Prefix + "login:code:day:{" + phone + "}" }
+func (k Keys) codeDay(phone, addr string) string {
+	return k.Prefix + "login:code:day:{" + phone + "}:" + addr
+}
+
+func (k Keys) phoneDay(phone string) string { return k.Prefix + "login:code:day:{" + phone + "}" }
+
+func (k Keys) trusted(phone string) string { return k.Prefix + "login:trusted:{" + phone + "}" }
 
 // Logouts is the channel on which API instances announce logouts to each
 // other's session caches.
@@ -79,9 +99,10 @@ func NewCodes(rdb redis.Scripter, keys Keys, policy CodePolicy) *Codes {
 	return &Codes{rdb: rdb, keys: keys, policy: policy, now: time.Now}
 }
 
-// Issue stores a fresh code for phone and returns it, or ErrCodeCooldown
-// or ErrCodeDailyMax when the phone's limits say no.
-func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
+// Issue stores a fresh code for phone asked from the client address addr
+// and returns it, or ErrCodeCooldown, ErrCodeDailyMax or
+// ErrCodePhoneDailyMax when the limits say no.
+func (c *Codes) Issue(ctx context.Context, phone, addr string) (string, error) {
 	code, err := newCode()
 	if err != nil {
 		return "", err
@@ -89,9 +110,11 @@ func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
 	now := c.now().In(c.policy.Day)
 	y, m, d := now.Date()
 	dayEnds := time.Date(y, m, d+1, 0, 0, 0, 0, c.policy.Day).Sub(now)
-	keys := []string{c.keys.Code(phone), c.keys.codeLast(phone), c.keys.codeDay(phone)}
+	keys := []string{c.keys.Code(phone, addr), c.keys.codeLast(phone, addr), c.keys.codeDay(phone, addr),
+		c.keys.phoneDay(phone), c.keys.trusted(phone)}
 	res, err := lua.IssueCode.Run(ctx, c.rdb, keys, code, c.policy.TTL.Milliseconds(),
-		c.policy.Cooldown.Milliseconds(), c.policy.DailyMax, max(dayEnds.Milliseconds(), 1), rand.Text()).Int64Slice()
+		c.policy.Cooldown.Milliseconds(), c.policy.DailyMax, max(dayEnds.Milliseconds(), 1), rand.Text(),
+		c.policy.PhoneDailyMax, addr).Int64Slice()
 	if err != nil {
 		return "", fmt.Errorf("issue login code: %w", err)
 	}
@@ -101,16 +124,20 @@ func (c *Codes) Issue(ctx context.Context, phone string) (string, error) {
 		return code, nil
 	case 0:
 		return "", ErrCodeCooldown.Retry(wait)
-	default:
+	case -1:
 		return "", ErrCodeDailyMax.Retry(wait)
+	default:
+		return "", ErrCodePhoneDailyMax.Retry(wait)
 	}
 }
 
-// Verify checks code for phone: nil when right (and the code is used up),
-// ErrWrongCode, or ErrNoCode. Each call is one attempt with an id of its
-// own, so that a retry of the script is not a second attempt.
-func (c *Codes) Verify(ctx context.Context, phone, code string) error {
-	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{c.keys.Code(phone)}, code, c.policy.MaxTries, rand.Text()).Int64()
+// Verify checks code for phone against the code asked from addr: nil when
+// right (the code is used up, and addr trusted for the phone), ErrWrongCode,
+// or ErrNoCode. Each call is one attempt with an id of its own, so that a
+// retry of the script is not a second attempt.
+func (c *Codes) Verify(ctx context.Context, phone, addr, code string) error {
+	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{c.keys.Code(phone, addr), c.keys.trusted(phone)}, code, c.policy.MaxTries,
+		rand.Text(), addr, c.policy.Trust.Milliseconds()).Int64()
 	if err != nil {
 		return fmt.Errorf("verify login code: %w", err)
 	}
@@ -146,4 +173,8 @@ var (
 	// carry when the next one may be asked for.
 	ErrCodeCooldown = apperr.New(apperr.RateLimited, "a code was sent to this phone less than a minute ago: wait before asking again")
 	ErrCodeDailyMax = apperr.New(apperr.RateLimited, "this phone has had its codes for today: try again tomorrow")
+	// ErrCodePhoneDailyMax: the phone has had as many codes today as it
+	// may get from addresses it has not logged in from.
+	ErrCodePhoneDailyMax = apperr.New(apperr.RateLimited,
+		"this phone has had as many codes today as it may get from new addresses: try again tomorrow, or from where you logged in before")
 )

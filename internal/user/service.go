@@ -27,15 +27,16 @@ type Service struct {
 // code than one that ends up where someone else can read it.
 var ErrNoSender = apperr.New(apperr.Unavailable, "login codes cannot be sent right now: no SMS provider is configured")
 
-// SendCode issues a code for phone and sends it.
-func (s *Service) SendCode(ctx context.Context, phone string) error {
+// SendCode issues a code for phone, asked from the client address addr,
+// and sends it.
+func (s *Service) SendCode(ctx context.Context, phone, addr string) error {
 	if !ValidPhone(phone) {
 		return ErrInvalidPhone
 	}
 	if s.Sender == nil {
 		return ErrNoSender
 	}
-	code, err := s.Codes.Issue(ctx, phone)
+	code, err := s.Codes.Issue(ctx, phone, addr)
 	if err != nil {
 		return err
 	}
@@ -49,16 +50,17 @@ func (s *Service) SendCode(ctx context.Context, phone string) error {
 // wrong without asking Redis, and costs no try.
 const codeLength = 6
 
-// Login checks phone's code, finds or creates the user and starts a
-// session; it returns the session token.
-func (s *Service) Login(ctx context.Context, phone, code string) (string, error) {
+// Login checks phone's code, asked from the same client address addr,
+// finds or creates the user and starts a session; it returns the session
+// token.
+func (s *Service) Login(ctx context.Context, phone, addr, code string) (string, error) {
 	if !ValidPhone(phone) {
 		return "", ErrInvalidPhone
 	}
 	if len(code) != codeLength {
 		return "", ErrWrongCode
 	}
-	if err := s.Codes.Verify(ctx, phone, code); err != nil {
+	if err := s.Codes.Verify(ctx, phone, addr, code); err != nil {
 		return "", err
 	}
 	u, err := s.Users.FindOrCreate(ctx, phone)

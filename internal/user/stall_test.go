@@ -19,19 +19,19 @@ func TestLoginCodesWhenRedisStalls(t *testing.T) {
 	const stall = 1500 * time.Millisecond
 
 	done := testsupport.StallRedis(t, r.Addr, stall)
-	code, err := codes.Issue(ctx, "13800138000")
+	code, err := codes.Issue(ctx, "13800138000", addr)
 	<-done
 	if err != nil {
 		t.Fatalf("code asked for during a stall: %v; want the code", err)
 	}
 
 	done = testsupport.StallRedis(t, r.Addr, stall)
-	err = codes.Verify(ctx, "13800138000", code)
+	err = codes.Verify(ctx, "13800138000", addr, code)
 	<-done
 	if err != nil {
 		t.Fatalf("right code during a stall: %v; want logged in", err)
 	}
-	if err := codes.Verify(ctx, "13800138000", code); err == nil {
+	if err := codes.Verify(ctx, "13800138000", addr, code); err == nil {
 		t.Fatal("the code worked twice")
 	}
 }

@@ -53,20 +53,20 @@ func TestCodeIsSingleUseAndBoundToItsPhone(t *testing.T) {
 	ctx := context.Background()
 	codes := user.NewCodes(r.Client, user.Keys{Prefix: r.Prefix}, user.DefaultCodePolicy)
 	phone, other := randomPhone(), randomPhone()
-	code, err := codes.Issue(ctx, phone)
+	code, err := codes.Issue(ctx, phone, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(code) != 6 {
 		t.Fatalf("code %q is not six digits", code)
 	}
-	if err := codes.Verify(ctx, other, code); !errors.Is(err, user.ErrNoCode) {
+	if err := codes.Verify(ctx, other, addr, code); !errors.Is(err, user.ErrNoCode) {
 		t.Fatalf("another phone with this code: %v, want ErrNoCode", err)
 	}
-	if err := codes.Verify(ctx, phone, code); err != nil {
+	if err := codes.Verify(ctx, phone, addr, code); err != nil {
 		t.Fatalf("right code: %v", err)
 	}
-	if err := codes.Verify(ctx, phone, code); !errors.Is(err, user.ErrNoCode) {
+	if err := codes.Verify(ctx, phone, addr, code); !errors.Is(err, user.ErrNoCode) {
 		t.Fatalf("the same code a second time: %v, want ErrNoCode", err)
 	}
 }
@@ -80,46 +80,46 @@ func TestWrongTriesBurnTheCode(t *testing.T) {
 
 	t.Run("FourWrongThenRight", func(t *testing.T) {
 		phone := randomPhone()
-		code, _ := codes.Issue(ctx, phone)
+		code, _ := codes.Issue(ctx, phone, addr)
 		for i := range 4 {
-			if err := codes.Verify(ctx, phone, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
+			if err := codes.Verify(ctx, phone, addr, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
 				t.Fatalf("wrong try %d: %v, want ErrWrongCode", i+1, err)
 			}
 		}
-		if err := codes.Verify(ctx, phone, code); err != nil {
+		if err := codes.Verify(ctx, phone, addr, code); err != nil {
 			t.Fatalf("right code after 4 wrong tries: %v", err)
 		}
 	})
 	t.Run("FiveWrongBurnIt", func(t *testing.T) {
 		phone := randomPhone()
-		code, _ := codes.Issue(ctx, phone)
+		code, _ := codes.Issue(ctx, phone, addr)
 		for i := range 4 {
-			if err := codes.Verify(ctx, phone, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
+			if err := codes.Verify(ctx, phone, addr, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
 				t.Fatalf("wrong try %d: %v", i+1, err)
 			}
 		}
-		if err := codes.Verify(ctx, phone, wrong(code)); !errors.Is(err, user.ErrCodeBurned) {
+		if err := codes.Verify(ctx, phone, addr, wrong(code)); !errors.Is(err, user.ErrCodeBurned) {
 			t.Fatalf("5th wrong try: %v, want ErrCodeBurned", err)
 		}
-		if err := codes.Verify(ctx, phone, code); !errors.Is(err, user.ErrNoCode) {
+		if err := codes.Verify(ctx, phone, addr, code); !errors.Is(err, user.ErrNoCode) {
 			t.Fatalf("6th try, with the right code: %v, want ErrNoCode (burned)", err)
 		}
 	})
 	t.Run("ANewCodeResetsTheTries", func(t *testing.T) {
 		phone := randomPhone()
-		first, _ := codes.Issue(ctx, phone)
+		first, _ := codes.Issue(ctx, phone, addr)
 		for range 4 {
-			_ = codes.Verify(ctx, phone, wrong(first))
+			_ = codes.Verify(ctx, phone, addr, wrong(first))
 		}
 		time.Sleep(5 * time.Millisecond)
-		second, err := codes.Issue(ctx, phone)
+		second, err := codes.Issue(ctx, phone, addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := codes.Verify(ctx, phone, wrong(second)); !errors.Is(err, user.ErrWrongCode) {
+		if err := codes.Verify(ctx, phone, addr, wrong(second)); !errors.Is(err, user.ErrWrongCode) {
 			t.Fatalf("first wrong try on a new code: %v, want ErrWrongCode", err)
 		}
-		if err := codes.Verify(ctx, phone, second); err != nil {
+		if err := codes.Verify(ctx, phone, addr, second); err != nil {
 			t.Fatalf("new code: %v", err)
 		}
 	})
@@ -139,10 +139,10 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 	t.Run("Cooldown", func(t *testing.T) {
 		codes := user.NewCodes(r.Client, user.Keys{Prefix: r.Prefix}, user.DefaultCodePolicy)
 		phone := randomPhone()
-		if _, err := codes.Issue(ctx, phone); err != nil {
+		if _, err := codes.Issue(ctx, phone, addr); err != nil {
 			t.Fatal(err)
 		}
-		_, err := codes.Issue(ctx, phone)
+		_, err := codes.Issue(ctx, phone, addr)
 		exceeded, _ := apperr.As(err)
 		if !errors.Is(err, user.ErrCodeCooldown) {
 			t.Fatalf("second code within a minute: %v, want ErrCodeCooldown", err)
@@ -150,7 +150,7 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 		if exceeded.RetryAfter <= 55*time.Second || exceeded.RetryAfter > time.Minute {
 			t.Fatalf("RetryAfter = %v, want just under a minute", exceeded.RetryAfter)
 		}
-		if _, err := codes.Issue(ctx, randomPhone()); err != nil {
+		if _, err := codes.Issue(ctx, randomPhone(), addr); err != nil {
 			t.Fatalf("another phone is not limited: %v", err)
 		}
 	})
@@ -160,12 +160,12 @@ func TestCodeLimitsPerPhone(t *testing.T) {
 		codes := user.NewCodes(r.Client, user.Keys{Prefix: r.Prefix}, policy)
 		phone := randomPhone()
 		for i := range policy.DailyMax {
-			if _, err := codes.Issue(ctx, phone); err != nil {
+			if _, err := codes.Issue(ctx, phone, addr); err != nil {
 				t.Fatalf("code %d of %d: %v", i+1, policy.DailyMax, err)
 			}
 			time.Sleep(3 * time.Millisecond)
 		}
-		_, err := codes.Issue(ctx, phone)
+		_, err := codes.Issue(ctx, phone, addr)
 		exceeded, _ := apperr.As(err)
 		if !errors.Is(err, user.ErrCodeDailyMax) {
 			t.Fatalf("code %d in a day: %v, want ErrCodeDailyMax", policy.DailyMax+1, err)
@@ -261,3 +261,6 @@ func TestFindOrCreateMakesOneUserPerPhone(t *testing.T) {
 		t.Fatalf("nickname %q, want user_ and 10 random characters", u.NickName)
 	}
 }
+
+// addr is the client address of the tests' code requests and logins.
+const addr = "192.0.2.1"
