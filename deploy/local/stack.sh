@@ -9,9 +9,12 @@
 #                      create users and topics, print the addresses
 #   stack.sh up --with-replica   also a Redis replica of the master, as
 #                      production runs it (or SECKILL_REDIS_REPLICA=yes)
+#   stack.sh up --redis-cluster   also a Redis Cluster of 3 masters and 3
+#                      replicas beside the single node (or
+#                      SECKILL_REDIS_TOPOLOGY=cluster)
 #   stack.sh down      stop the processes this script started, by their pid
-#   stack.sh stop redis|redis-replica|mariadb|kafka   stop one of them (the
-#                      failure tests use it; `up` starts it again)
+#   stack.sh stop redis|redis-replica|redis-cluster|mariadb|kafka   stop one
+#                      of them (the failure tests use it; `up` starts it again)
 #   stack.sh status    which of them run, and where
 #   stack.sh logs [redis|mariadb|kafka]   tail their logs
 #
@@ -27,6 +30,12 @@ STACK_DIR=${SECKILL_STACK_DIR:-$repo/.stack}
 REDIS_PORT=${SECKILL_REDIS_PORT:-16379}
 REDIS_REPLICA_PORT=${SECKILL_REDIS_REPLICA_PORT:-16380}
 REDIS_REPLICA=${SECKILL_REDIS_REPLICA:-no}
+REDIS_TOPOLOGY=${SECKILL_REDIS_TOPOLOGY:-single}
+# The cluster's first client port; its six nodes take it and the next five,
+# their cluster buses the same + 10000: all below the ephemeral range
+# (32768) and clear of the single node's ports, so both can run at once.
+REDIS_CLUSTER_PORT=${SECKILL_REDIS_CLUSTER_PORT:-17001}
+REDIS_CLUSTER_NODES=6
 MYSQL_PORT=${SECKILL_MYSQL_PORT:-13306}
 KAFKA_PORT=${SECKILL_KAFKA_PORT:-19092}
 KAFKA_CONTROLLER_PORT=${SECKILL_KAFKA_CONTROLLER_PORT:-19093}
@@ -179,6 +188,104 @@ redis_replica_up() {
   wait_for "redis replica 127.0.0.1:$REDIS_REPLICA_PORT (in sync)" 60 bash -c \
     "redis-cli -h 127.0.0.1 -p $REDIS_REPLICA_PORT info replication | grep -q '^master_link_status:up'" \
     || die "the redis replica did not sync with the master; see $logs_dir/redis-replica.log"
+}
+
+# A Redis Cluster as operators run it: three masters, each with a replica
+# that the cluster promotes by itself when its master fails (no proxy, no
+# REPLICAOF by hand). cluster-node-timeout 2000: a master silent for 2 s is
+# failed over (about 3 s in all with the election); shorter makes a busy
+# machine's hiccup a failover. cluster-require-full-coverage no: while one
+# shard fails over, the others keep serving their slots. Each node keeps an
+# AOF, as the single node does.
+cluster_dir=$STACK_DIR/redis-cluster
+
+cluster_ports() { seq "$REDIS_CLUSTER_PORT" $((REDIS_CLUSTER_PORT + REDIS_CLUSTER_NODES - 1)); }
+cluster_seeds() { cluster_ports | sed 's/^/127.0.0.1:/' | paste -sd, -; }
+cluster_pid() { echo "$cluster_dir/$1/redis.pid"; }
+cluster_conf() { echo "$cluster_dir/$1/redis.conf"; }
+
+redis_cluster_node_up() {
+  local port=$1 dir=$cluster_dir/$1
+  mkdir -p "$dir" "$logs_dir"
+  cat > "$(cluster_conf "$port")" <<EOF
+bind 127.0.0.1
+port $port
+protected-mode yes
+daemonize yes
+pidfile $(cluster_pid "$port")
+logfile $logs_dir/redis-cluster-$port.log
+dir $dir
+cluster-enabled yes
+cluster-config-file nodes.conf
+cluster-node-timeout 2000
+cluster-require-full-coverage no
+appendonly yes
+appendfsync everysec
+save ""
+maxmemory 128mb
+maxmemory-policy volatile-lru
+EOF
+  pid_alive "$(cluster_pid "$port")" "$(cluster_conf "$port")" && return
+  redis-server "$(cluster_conf "$port")" || die "redis-server :$port did not start; see $logs_dir/redis-cluster-$port.log"
+  wait_for "redis cluster node 127.0.0.1:$port" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $port ping)\" = PONG ]" \
+    || die "redis cluster node :$port did not answer PING; see $logs_dir/redis-cluster-$port.log"
+}
+
+cluster_ok() {
+  local port
+  for port in $(cluster_ports); do
+    redis-cli -h 127.0.0.1 -p "$port" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+  done
+}
+
+# Every replica is linked to its master, so a failover has a copy to promote.
+cluster_replicas_linked() {
+  local port info n=0
+  for port in $(cluster_ports); do
+    info=$(redis-cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null) || return 1
+    if grep -q '^role:slave' <<<"$info"; then
+      grep -q '^master_link_status:up' <<<"$info" || return 1
+      n=$((n + 1))
+    fi
+  done
+  [ "$n" -ge 3 ]
+}
+
+redis_cluster_up() {
+  local port known
+  for port in $(cluster_ports); do
+    redis_cluster_node_up "$port"
+  done
+  known=$(redis-cli -h 127.0.0.1 -p "$REDIS_CLUSTER_PORT" cluster info | sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')
+  if [ "${known:-1}" = 1 ]; then
+    say "creating the Redis Cluster (3 masters, 3 replicas)"
+    # shellcheck disable=SC2046
+    redis-cli --cluster create $(cluster_ports | sed 's/^/127.0.0.1:/') --cluster-replicas 1 --cluster-yes \
+      >"$logs_dir/redis-cluster-create.log" 2>&1 || die "redis-cli --cluster create failed; see $logs_dir/redis-cluster-create.log"
+  fi
+  wait_for "redis cluster (cluster_state:ok on every node)" 60 cluster_ok \
+    || die "the Redis Cluster is not ok after 60 s; see $logs_dir/redis-cluster-*.log"
+  wait_for "redis cluster (every replica linked to its master)" 60 cluster_replicas_linked \
+    || die "the Redis Cluster's replicas are not all linked after 60 s; see $logs_dir/redis-cluster-*.log"
+}
+
+redis_cluster_down() {
+  local port
+  for port in $(cluster_ports); do
+    if pid_alive "$(cluster_pid "$port")" "$(cluster_conf "$port")"; then
+      stop_pid "redis cluster node :$port" "$(cluster_pid "$port")" "$(cluster_conf "$port")"
+    fi
+  done
+}
+
+redis_cluster_status() {
+  local port role
+  for port in $(cluster_ports); do
+    if pid_alive "$(cluster_pid "$port")" "$(cluster_conf "$port")"; then
+      role=$(redis-cli -h 127.0.0.1 -p "$port" role 2>/dev/null | head -1)
+      printf '%-8s running  pid %-7s %s:%s (cluster %s)\n' "rcluster" "$(cat "$(cluster_pid "$port")")" 127.0.0.1 "$port" "${role:-?}"
+    fi
+  done
 }
 
 # --- MariaDB ---------------------------------------------------------------
@@ -340,6 +447,11 @@ print_env() {
   cat <<EOF
 stack: up. Addresses (the programs' defaults; the tests read the SECKILL_TEST_* ones):
   REDIS_ADDR=127.0.0.1:$REDIS_PORT
+EOF
+  if [ "$REDIS_TOPOLOGY" = cluster ]; then
+    echo "  REDIS_CLUSTER=$(cluster_seeds)   (SECKILL_REDIS_CLUSTER: the cluster's seeds)"
+  fi
+  cat <<EOF
   MYSQL_DSN=$MYSQL_APP_USER:$MYSQL_APP_PASSWORD@tcp(127.0.0.1:$MYSQL_PORT)/$MYSQL_DATABASE
   BINLOG_USER=$MYSQL_CANAL_USER (password $MYSQL_CANAL_PASSWORD)
   KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT
@@ -352,6 +464,11 @@ cmd_up() {
   redis_up
   case "$REDIS_REPLICA" in
     yes | 1 | true) redis_replica_up ;;
+  esac
+  case "$REDIS_TOPOLOGY" in
+    single) ;;
+    cluster) redis_cluster_up ;;
+    *) die "SECKILL_REDIS_TOPOLOGY=$REDIS_TOPOLOGY: say single or cluster" ;;
   esac
   mariadb_up
   kafka_up
@@ -381,6 +498,7 @@ cmd_down() {
   stop_pid mariadb "$mysql_pid" "$mysql_cnf"
   stop_pid redis "$redis_pid" "$REDIS_PORT"
   pid_alive "$replica_pid" "$REDIS_REPLICA_PORT" && stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT"
+  redis_cluster_down
   return 0
 }
 
@@ -388,9 +506,10 @@ cmd_stop() {
   case "${1:-}" in
     redis) stop_pid redis "$redis_pid" "$REDIS_PORT" ;;
     redis-replica) stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT" ;;
+    redis-cluster) redis_cluster_down ;;
     mariadb) stop_pid mariadb "$mysql_pid" "$mysql_cnf" ;;
     kafka) stop_pid kafka "$kafka_pid" "$kafka_props" ;;
-    *) die "stop: which server? redis, redis-replica, mariadb or kafka" ;;
+    *) die "stop: which server? redis, redis-replica, redis-cluster, mariadb or kafka" ;;
   esac
 }
 
@@ -410,6 +529,7 @@ cmd_status() {
   if pid_alive "$replica_pid" "$REDIS_REPLICA_PORT"; then
     printf '%-8s running  pid %-7s %s:%s (replica of %s)\n' "replica" "$(cat "$replica_pid")" 127.0.0.1 "$REDIS_REPLICA_PORT" "$REDIS_PORT"
   fi
+  redis_cluster_status
   return $rc
 }
 
@@ -426,7 +546,14 @@ cmd_logs() {
 case "${1:-}" in
   install) cmd_install ;;
   up)
-    [ "${2:-}" = --with-replica ] && REDIS_REPLICA=yes
+    shift
+    for a in "$@"; do
+      case "$a" in
+        --with-replica) REDIS_REPLICA=yes ;;
+        --redis-cluster) REDIS_TOPOLOGY=cluster ;;
+        *) die "up: unknown option $a (--with-replica, --redis-cluster)" ;;
+      esac
+    done
     cmd_up ;;
   down) cmd_down ;;
   stop) shift; cmd_stop "$@" ;;

@@ -47,7 +47,7 @@ func NewAPI(cfg config.API, logs io.Writer) *API {
 // and starts serving.
 func (m *API) Run(ctx context.Context) error {
 	c := m.cfg
-	b, db, err := newSaleBase(c.Common, m.logger)
+	b, db, err := newSaleBase(ctx, c.Common, m.logger)
 	if err != nil {
 		return err
 	}

@@ -70,24 +70,31 @@ func closer(name string, c io.Closer) daemon.Step {
 // its dependency monitor, with Redis's readiness check.
 type base struct {
 	logger  *slog.Logger
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	reg     *prometheus.Registry
 	monitor *health.Monitor
 	closers []daemon.Step
 }
 
-func newBase(c daemon.Common, logger *slog.Logger) base {
-	b := base{logger: logger, rdb: daemon.NewRedis(c), reg: daemon.NewRegistry()}
+func newBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (base, error) {
+	rdb, err := daemon.OpenRedis(ctx, c, logger)
+	if err != nil {
+		return base{}, err
+	}
+	b := base{logger: logger, rdb: rdb, reg: daemon.NewRegistry()}
 	b.monitor = health.NewMonitor(logger, b.reg, health.Options{})
 	c.WatchRedis(b.monitor, b.rdb)
 	b.closers = []daemon.Step{closer("redis", b.rdb)}
-	return b
+	return b, nil
 }
 
 // newSaleBase is the base of a program on the order's path: Redis, MySQL
 // and Kafka, each with its readiness check; MySQL closes before Redis.
-func newSaleBase(c daemon.Common, logger *slog.Logger) (base, *sql.DB, error) {
-	b := newBase(c, logger)
+func newSaleBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (base, *sql.DB, error) {
+	b, err := newBase(ctx, c, logger)
+	if err != nil {
+		return b, nil, err
+	}
 	db, err := mysqldb.Open(c.MySQLDSN)
 	if err != nil {
 		return b, nil, abandon(fmt.Errorf("SECKILL_MYSQL_DSN: %w", err), b.closers)
@@ -100,7 +107,7 @@ func newSaleBase(c daemon.Common, logger *slog.Logger) (base, *sql.DB, error) {
 
 // orderIDs is the order-id generator every program shares: the API hands
 // ids out, a reconcile raises it above the ids in use.
-func orderIDs(rdb *redis.Client, sale config.Sale) *idgen.Generator {
+func orderIDs(rdb redis.UniversalClient, sale config.Sale) *idgen.Generator {
 	return idgen.New(rdb, sale.KeyPrefix+"order", sale.IDBlock)
 }
 

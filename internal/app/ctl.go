@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"time"
 
@@ -105,7 +106,7 @@ func schemaCtl(cmd, dsn string, out io.Writer) error {
 // reconcileCtl reconciles one voucher, waiting up to a minute for the
 // order-writer.
 func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
-	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb *redis.Client) error {
+	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb redis.UniversalClient) error {
 		r := &reconcile.Reconciler{
 			Sale:    gate.NewStore(rdb, cfg.Sale.KeyPrefix),
 			Records: &orderdb.Orders{DB: db},
@@ -127,23 +128,26 @@ func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
 
 // withStores runs a command that reads MySQL and Redis, within two
 // minutes.
-func withStores(cfg config.Ctl, run func(ctx context.Context, db *sql.DB, rdb *redis.Client) error) error {
+func withStores(cfg config.Ctl, run func(ctx context.Context, db *sql.DB, rdb redis.UniversalClient) error) error {
 	db, err := mysqldb.Open(cfg.MySQLDSN)
 	if err != nil {
 		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
 	}
 	defer db.Close()
-	rdb := daemon.NewRedis(cfg.Common)
-	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	rdb, err := daemon.OpenRedis(ctx, cfg.Common, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
 	return run(ctx, db, rdb)
 }
 
 // checkCtl runs the order-writer's sale checks once and reports what they
 // find.
 func checkCtl(cfg config.Ctl, out io.Writer) error {
-	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb *redis.Client) error {
+	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb redis.UniversalClient) error {
 		found := &violationReport{out: out}
 		checks := &orderwriter.SaleChecks{DB: db, Sale: gate.NewStore(rdb, cfg.Sale.KeyPrefix), Guard: found}
 		n, err := checks.Check(ctx)

@@ -32,9 +32,12 @@ func NewCacheInvalidator(cfg config.CacheInvalidator, logs io.Writer) *CacheInva
 
 // Run opens Redis, the binlog source and Kafka, binds the admin address
 // and starts the follower and the retry consumer.
-func (m *CacheInvalidator) Run(context.Context) error {
+func (m *CacheInvalidator) Run(ctx context.Context) error {
 	c := m.cfg
-	b := newBase(c.Common, m.logger)
+	b, err := newBase(ctx, c.Common, m.logger)
+	if err != nil {
+		return err
+	}
 	binlogDB, err := c.Binlog.Open()
 	if err != nil {
 		return abandon(err, b.closers)

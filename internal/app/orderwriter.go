@@ -37,9 +37,9 @@ func NewOrderWriter(cfg config.OrderWriter, logs io.Writer) *OrderWriter {
 
 // Run opens Redis, MySQL and Kafka, binds the admin address and starts
 // the consumer and the relay.
-func (m *OrderWriter) Run(context.Context) error {
+func (m *OrderWriter) Run(ctx context.Context) error {
 	c := m.cfg
-	b, db, err := newSaleBase(c.Common, m.logger)
+	b, db, err := newSaleBase(ctx, c.Common, m.logger)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ type Invalidator struct {
 	Database      string
 	Mapping       map[string]KeyFunc
 	Families      []string // key patterns flushed after a purged position
-	Redis         *redis.Client
+	Redis         redis.UniversalClient
 	Retry         *broker.Forwarder // failed deletes, to the retry topic
 	Positions     *PositionFile
 	DeleteTimeout time.Duration

@@ -19,7 +19,7 @@ import (
 // key; its attempt is the forwarded message's header.
 type Retrier struct {
 	Retry, DLQ    *broker.Forwarder
-	Redis         *redis.Client
+	Redis         redis.UniversalClient
 	MaxAttempts   int
 	DeleteTimeout time.Duration
 	Logger        *slog.Logger

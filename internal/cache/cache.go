@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Cache caches values of one key family.
 type Cache[T any] struct {
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	family  string
 	key     func(id string) string
 	s       Strategy
@@ -70,7 +70,7 @@ type Cache[T any] struct {
 }
 
 // New is the cache of family, whose key for id is key(id).
-func New[T any](rdb *redis.Client, family string, key func(id string) string, s Strategy, logger *slog.Logger, m *Metrics) *Cache[T] {
+func New[T any](rdb redis.UniversalClient, family string, key func(id string) string, s Strategy, logger *slog.Logger, m *Metrics) *Cache[T] {
 	return &Cache[T]{rdb: rdb, family: family, key: key, s: s, logger: logger, metrics: m}
 }
 

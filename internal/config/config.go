@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/user"
 )
 
@@ -181,15 +182,33 @@ func LoadCommon(lookup Lookup) (daemon.Common, Sale, error) {
 func loadCommon(r *Reader) daemon.Common {
 	c := daemon.Common{
 		LogFormat:       r.OneOf("SECKILL_LOG_FORMAT", "text", "text", "json"),
-		RedisAddr:       r.HostPort("SECKILL_REDIS_ADDR", "127.0.0.1:16379"),
-		RedisPassword:   r.String("SECKILL_REDIS_PASSWORD", ""),
-		RedisDB:         r.Int("SECKILL_REDIS_DB", 0, 0, 15),
+		Redis:           loadRedis(r),
 		MySQLDSN:        r.String("SECKILL_MYSQL_DSN", "seckill:seckill@tcp(127.0.0.1:13306)/seckill"),
 		KafkaBrokers:    r.HostPorts("SECKILL_KAFKA_BROKERS", "127.0.0.1:19092"),
 		ShutdownTimeout: r.Duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second),
 	}
 	level := r.OneOf("SECKILL_LOG_LEVEL", "info", "debug", "info", "warn", "error")
 	_ = c.LogLevel.UnmarshalText([]byte(level))
+	return c
+}
+
+// loadRedis reads the Redis topology: SECKILL_REDIS_CLUSTER (a cluster's
+// seeds) or SECKILL_REDIS_ADDR (one node, the local stack's by default);
+// naming both is refused.
+func loadRedis(r *Reader) redisconn.Config {
+	c := redisconn.Config{Password: r.String("SECKILL_REDIS_PASSWORD", ""), DB: r.Int("SECKILL_REDIS_DB", 0, 0, 15)}
+	_, addrSet := r.raw("SECKILL_REDIS_ADDR")
+	if _, clusterSet := r.raw("SECKILL_REDIS_CLUSTER"); clusterSet {
+		c.Cluster = r.HostPorts("SECKILL_REDIS_CLUSTER", "")
+		if addrSet {
+			c.Addr = r.HostPort("SECKILL_REDIS_ADDR", "")
+		}
+	} else {
+		c.Addr = r.HostPort("SECKILL_REDIS_ADDR", "127.0.0.1:16379")
+	}
+	if err := c.Validate(); err != nil && len(c.Cluster) > 0 {
+		r.Fail("SECKILL_REDIS_CLUSTER", strings.Join(c.Cluster, ","), err.Error())
+	}
 	return c
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/redisconn"
 )
 
 // Common are the settings of every program. The defaults point at the
@@ -31,9 +32,7 @@ import (
 type Common struct {
 	LogFormat       string
 	LogLevel        slog.Level
-	RedisAddr       string
-	RedisPassword   string
-	RedisDB         int
+	Redis           redisconn.Config
 	MySQLDSN        string
 	KafkaBrokers    []string
 	ShutdownTimeout time.Duration
@@ -49,19 +48,22 @@ func NewLogger(w io.Writer, format string, level slog.Level, program string) *sl
 	return slog.New(h).With("program", program)
 }
 
-// NewRedis is a client whose every call is bounded; go-redis redials by
-// itself after Redis restarts.
-func NewRedis(c Common) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr:         c.RedisAddr,
-		Password:     c.RedisPassword,
-		DB:           c.RedisDB,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  time.Second,
-		WriteTimeout: time.Second,
-		PoolTimeout:  2 * time.Second,
-		MaxRetries:   2,
-	})
+// OpenRedis is the client of c's Redis topology, refused at start when the
+// configuration cannot work (see redisconn.Open); a seed that does not
+// answer beside others that do is logged.
+func OpenRedis(ctx context.Context, c Common, logger *slog.Logger) (redis.UniversalClient, error) {
+	rdb, warnings, err := redisconn.Open(ctx, c.Redis)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		logger.Warn(w)
+	}
+	if err := redisconn.CheckNode(ctx, rdb); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return rdb, nil
 }
 
 // NewRegistry is a metrics registry with the Go and process collectors; one
@@ -141,9 +143,16 @@ func Shutdown(logger *slog.Logger, timeout time.Duration, steps ...Step) error {
 // monitor about before taking an order.
 const KafkaCheck = "kafka"
 
-// WatchRedis adds the readiness check of the Redis at c.RedisAddr.
-func (c Common) WatchRedis(m *health.Monitor, rdb *redis.Client) {
-	m.Add("redis", c.RedisAddr, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+// WatchRedis adds the readiness check of c's Redis. On a cluster it is
+// that some node answers, not every master: while one shard fails over
+// the others keep selling, and a load balancer should keep sending them
+// buyers.
+func (c Common) WatchRedis(m *health.Monitor, rdb redis.UniversalClient) {
+	where := c.Redis.Addr
+	if where == "" {
+		where = "cluster " + strings.Join(c.Redis.Cluster, ",")
+	}
+	m.Add("redis", where, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 }
 
 // WatchMySQL adds the readiness check of the MySQL of c.MySQLDSN.

@@ -13,14 +13,14 @@ import (
 // Store is the flash sale's state in Redis. Every key starts with prefix,
 // so that deployments (and tests) can share one Redis.
 type Store struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	gate   redis.Scripter
 	epoch  *Epoch
 	prefix string
 }
 
 // NewStore keeps the flash sale under prefix ("" in production).
-func NewStore(rdb *redis.Client, prefix string) *Store {
+func NewStore(rdb redis.UniversalClient, prefix string) *Store {
 	return &Store{rdb: rdb, gate: rdb, prefix: prefix}
 }
 

@@ -76,7 +76,7 @@ type Limiter struct {
 
 // New is a limiter whose counters live under prefix (all API instances of
 // one deployment must share it).
-func New(rdb *redis.Client, prefix string, logger *slog.Logger) *Limiter {
+func New(rdb redis.UniversalClient, prefix string, logger *slog.Logger) *Limiter {
 	return &Limiter{rl: redis_rate.NewLimiter(rdb), prefix: prefix, logger: logger}
 }
 

@@ -27,7 +27,7 @@ import (
 // While the bitmap is missing (a new deployment, a Redis that lost it)
 // every id is "maybe", and the first lookup rebuilds it from MySQL.
 type Filter struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	db     *sql.DB
 	key    string
 	m      uint64 // bits
@@ -44,7 +44,7 @@ const falsePositives = 0.01
 // (1,000,000 ids: 1.2 MB). Its key names its size, so that programs
 // configured with different capacities can never set each other's bits
 // at the wrong places.
-func NewFilter(rdb *redis.Client, db *sql.DB, keys Keys, capacity uint, logger *slog.Logger) *Filter {
+func NewFilter(rdb redis.UniversalClient, db *sql.DB, keys Keys, capacity uint, logger *slog.Logger) *Filter {
 	m, k := bloom.EstimateParameters(capacity, falsePositives)
 	key := keys.Filter() + ":" + strconv.FormatUint(uint64(m), 10) + ":" + strconv.FormatUint(uint64(k), 10)
 	return &Filter{rdb: rdb, db: db, key: key, m: uint64(m), k: k, logger: logger}

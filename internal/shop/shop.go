@@ -116,7 +116,7 @@ type Service struct {
 }
 
 // NewService caches shops and the type list with their strategies.
-func NewService(db *sql.DB, rdb *redis.Client, keys Keys, shops, types cache.Strategy, logger *slog.Logger, m *cache.Metrics) *Service {
+func NewService(db *sql.DB, rdb redis.UniversalClient, keys Keys, shops, types cache.Strategy, logger *slog.Logger, m *cache.Metrics) *Service {
 	return &Service{
 		db: db, logger: logger,
 		shops: cache.New[Shop](rdb, "shop", func(id string) string {

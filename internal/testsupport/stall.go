@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/redisconn"
 )
 
 // MustProductionClient is a client of the Redis at addr configured as the
@@ -17,7 +17,11 @@ import (
 // a serving program has: what a stall test must go through.
 func MustProductionClient(tb testing.TB, addr string) *redis.Client {
 	tb.Helper()
-	rdb := daemon.NewRedis(daemon.Common{RedisAddr: addr})
+	client, err := redisconn.New(redisconn.Config{Addr: addr})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rdb := client.(*redis.Client)
 	tb.Cleanup(func() { rdb.Close() })
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		tb.Fatal(err)

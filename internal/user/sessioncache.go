@@ -18,7 +18,7 @@ import (
 // everywhere within the cache TTL, and within milliseconds normally.
 type CachedSessions struct {
 	*Sessions
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	ttl     time.Duration
 	channel string
 	logger  *slog.Logger
@@ -38,7 +38,7 @@ const maxCached = 1 << 20
 
 // NewCachedSessions caches s's sessions for ttl; logouts travel on the
 // channel keys.Logouts().
-func NewCachedSessions(s *Sessions, rdb *redis.Client, ttl time.Duration, logger *slog.Logger) *CachedSessions {
+func NewCachedSessions(s *Sessions, rdb redis.UniversalClient, ttl time.Duration, logger *slog.Logger) *CachedSessions {
 	return &CachedSessions{Sessions: s, rdb: rdb, ttl: ttl, channel: s.keys.Logouts(), logger: logger,
 		entries: map[string]cachedSession{}}
 }

@@ -30,7 +30,7 @@ type LoginConfig struct {
 // needs a fresh code per request, so the codes are issued beforehand
 // through the code store itself (with its cooldown lifted), the way
 // /user/code would, and not counted in the run.
-func Login(ctx context.Context, rdb *redis.Client, cfg LoginConfig) ([]Report, error) {
+func Login(ctx context.Context, rdb redis.UniversalClient, cfg LoginConfig) ([]Report, error) {
 	// Phones in 199xxxxxxxx with a random block, so reruns meet new users.
 	base := rand.IntN(90_000_000)
 	phones := make([]string, cfg.Users)

@@ -21,7 +21,7 @@ import (
 type Sale struct {
 	API        string
 	AdminToken string
-	Redis      *redis.Client
+	Redis      redis.UniversalClient
 	DB         *sql.DB
 	Store      *gate.Store // under the API's key prefix
 	KeyPrefix  string      // the API's SECKILL_KEY_PREFIX, for the sessions

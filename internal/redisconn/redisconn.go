@@ -1,0 +1,213 @@
+// Package redisconn opens the programs' Redis — one node or a Redis
+// Cluster — as one redis.UniversalClient, and holds the few operations
+// whose meaning depends on the topology: visiting every master (key scans,
+// replication ids). Everything else is topology-blind: every script and
+// multi-key command keeps its keys under one hash tag, so it runs the same
+// on one node and on the master that owns the tag's slot.
+package redisconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config names one topology: a node's address, or a cluster's seeds.
+type Config struct {
+	Addr     string   // one node (SECKILL_REDIS_ADDR)
+	Cluster  []string // a cluster's seed addresses (SECKILL_REDIS_CLUSTER)
+	Password string
+	DB       int // one node only: a cluster has database 0 alone
+}
+
+// Every call is bounded; go-redis redials by itself after a node restarts.
+const (
+	dialTimeout = 2 * time.Second
+	ioTimeout   = time.Second
+	poolTimeout = 2 * time.Second
+	maxRetries  = 2
+	// stateReload bounds how stale the cluster client's slot map gets: the
+	// client reloads it (one CLUSTER SLOTS) when a command finds it older
+	// than this. go-redis's default is 60 s (redis/go-redis#3979): a
+	// failover Redis finishes in about 3 s would leave the promoted
+	// replica's slots unserved for up to a minute, the client dialling the
+	// dead master. A MOVED reply reloads at once; a dead master answers
+	// nothing, so this interval is what follows a failover: within a second
+	// of the promotion.
+	stateReload = time.Second
+	// checkTimeout bounds the start-up checks of a cluster's seeds.
+	checkTimeout = 3 * time.Second
+)
+
+// Validate tells a configuration that names no topology, or both.
+func (c Config) Validate() error {
+	switch {
+	case c.Addr != "" && len(c.Cluster) > 0:
+		return errors.New("SECKILL_REDIS_ADDR and SECKILL_REDIS_CLUSTER are both set: name one topology (a node's address, or a cluster's seeds)")
+	case c.Addr == "" && len(c.Cluster) == 0:
+		return errors.New("no Redis: set SECKILL_REDIS_ADDR (one node) or SECKILL_REDIS_CLUSTER (a cluster's seeds)")
+	case len(c.Cluster) > 0 && c.DB != 0:
+		return errors.New("SECKILL_REDIS_DB is not 0: a Redis Cluster has database 0 only")
+	}
+	return nil
+}
+
+// New is the client of c's topology, not yet checked (see Check).
+func New(c Config) (redis.UniversalClient, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if len(c.Cluster) > 0 {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: c.Cluster, Password: c.Password,
+			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
+			MaxRetries: maxRetries, ClusterStateReloadInterval: stateReload,
+		}), nil
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: c.Addr, Password: c.Password, DB: c.DB,
+		DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
+		MaxRetries: maxRetries,
+	}), nil
+}
+
+// Open is New, checked: a cluster is refused at start unless some seed
+// answers and every seed that answers is a node of a cluster whose
+// cluster_state is ok. A seed that does not answer beside others that do
+// is not fatal — after a failover the dead master's address stays among
+// the seeds — and is returned in warnings. One node is not checked: the
+// program starts and waits for it, as its readiness check tells.
+func Open(ctx context.Context, c Config) (rdb redis.UniversalClient, warnings []string, err error) {
+	rdb, err = New(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(c.Cluster) == 0 {
+		return rdb, nil, nil
+	}
+	if warnings, err = checkSeeds(ctx, c); err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return rdb, warnings, nil
+}
+
+func checkSeeds(ctx context.Context, c Config) (warnings []string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	answered := 0
+	for _, addr := range c.Cluster {
+		node := redis.NewClient(&redis.Options{Addr: addr, Password: c.Password, DialTimeout: time.Second,
+			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+		info, err := node.ClusterInfo(ctx).Result()
+		_ = node.Close()
+		switch {
+		case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
+			return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER: %s is not a cluster node (cluster-enabled no): set SECKILL_REDIS_ADDR for one node", addr)
+		case err != nil:
+			warnings = append(warnings, fmt.Sprintf("SECKILL_REDIS_CLUSTER: seed %s does not answer: %v", addr, err))
+			continue
+		}
+		answered++
+		if state := field(info, "cluster_state"); state != "ok" {
+			return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER: the cluster is not serving: %s says cluster_state:%s (slots assigned %s, ok %s, failing %s)",
+				addr, state, field(info, "cluster_slots_assigned"), field(info, "cluster_slots_ok"), field(info, "cluster_slots_fail"))
+		}
+	}
+	if answered == 0 {
+		return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER: no seed answers (%s): %s", strings.Join(c.Cluster, ", "), strings.Join(warnings, "; "))
+	}
+	return warnings, nil
+}
+
+// CheckNode refuses, at start, a node address that is a cluster node: one
+// node's client cannot follow the cluster's MOVED replies. A node that
+// does not answer is not refused here (see Open).
+func CheckNode(ctx context.Context, rdb redis.UniversalClient) error {
+	node, ok := rdb.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	info, err := node.Info(ctx, "cluster").Result()
+	if err != nil {
+		return nil
+	}
+	if field(info, "cluster_enabled") == "1" {
+		return fmt.Errorf("SECKILL_REDIS_ADDR: %s is a Redis Cluster node: set SECKILL_REDIS_CLUSTER to the cluster's seeds instead", node.Options().Addr)
+	}
+	return nil
+}
+
+// field is the value of name in an INFO-style "name:value" text.
+func field(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// EachMaster runs fn on every master: the node itself, or each master of
+// the cluster (concurrently). Scans and replication ids are per master.
+func EachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, master *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	default:
+		return fmt.Errorf("redisconn: %T is neither a node's nor a cluster's client", rdb)
+	}
+}
+
+// Scan calls fn with every key that matches pattern, on every master.
+func Scan(ctx context.Context, rdb redis.UniversalClient, pattern string, fn func(ctx context.Context, key string) error) error {
+	return EachMaster(ctx, rdb, func(ctx context.Context, master *redis.Client) error {
+		iter := master.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			if err := fn(ctx, iter.Val()); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	})
+}
+
+// ReplicationID is the master_replid of node. Redis draws a new one
+// whenever its data may have moved under it: a restart, a replica
+// promoted by a failover.
+func ReplicationID(ctx context.Context, node *redis.Client) (string, error) {
+	info, err := node.Info(ctx, "replication").Result()
+	if err != nil {
+		return "", fmt.Errorf("redis replication id of %s: %w", node.Options().Addr, err)
+	}
+	if id := field(info, "master_replid"); id != "" {
+		return id, nil
+	}
+	return "", fmt.Errorf("redis replication id of %s: INFO replication has no master_replid", node.Options().Addr)
+}
+
+// ReplicationIDs is the replication id of every master, by its address.
+func ReplicationIDs(ctx context.Context, rdb redis.UniversalClient) (map[string]string, error) {
+	var mu sync.Mutex
+	ids := map[string]string{}
+	err := EachMaster(ctx, rdb, func(ctx context.Context, master *redis.Client) error {
+		id, err := ReplicationID(ctx, master)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		ids[master.Options().Addr] = id
+		mu.Unlock()
+		return nil
+	})
+	return ids, err
+}
