@@ -66,6 +66,14 @@ var IDFloor = mustLoad("id_floor.lua")
 // BloomAdd sets an item's bits in an existing Bloom filter.
 var BloomAdd = mustLoad("bloom_add.lua")
 
+// WarmSale puts a new voucher's sale in place, stamped with its server's
+// replication id.
+var WarmSale = mustLoad("warm_sale.lua")
+
+// SaleSize reads a sale's stock, stamp and buyer count with its server's
+// replication id.
+var SaleSize = mustLoad("sale_size.lua")
+
 // RecordSettled records settled orders' final status in a sale's state.
 var RecordSettled = mustLoad("record_settled.lua")
 

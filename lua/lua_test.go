@@ -4,10 +4,12 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/lua"
 )
@@ -35,27 +37,44 @@ func TestScriptRunsByEVALSHAAndSurvivesScriptFlush(t *testing.T) {
 	if err := r.Client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if cached := r.Client.ScriptExists(ctx, lua.LockExtend.Hash()).Val(); cached[0] {
-		t.Fatal("script still cached after SCRIPT FLUSH")
+	if n := testsupport.ScriptCachedOn(t, r.Client, lua.LockExtend); n != 0 {
+		t.Fatalf("script still cached on %d masters after SCRIPT FLUSH", n)
 	}
 	if n, err := lua.LockExtend.Run(ctx, r.Client, []string{key}, "me", 60000).Int64(); err != nil || n != 1 {
 		t.Fatalf("run after flush = %d, %v", n, err)
 	}
-	if cached := r.Client.ScriptExists(ctx, lua.LockExtend.Hash()).Val(); !cached[0] {
-		t.Fatal("the NOSCRIPT fallback did not load the script again")
+	if n := testsupport.ScriptCachedOn(t, r.Client, lua.LockExtend); n != 1 {
+		t.Fatalf("script cached on %d masters after the NOSCRIPT fallback, want 1: the one that ran it", n)
 	}
 }
 
-func evalshaCalls(t *testing.T, c *redis.Client) int64 {
+func evalshaCalls(t *testing.T, c redis.UniversalClient) int64 {
 	t.Helper()
-	info := c.Info(context.Background(), "commandstats").Val()
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+	var mu sync.Mutex
+	var calls int64
+	err := redisconn.EachMaster(context.Background(), c, func(ctx context.Context, m *redis.Client) error {
+		n := commandCalls(m.Info(ctx, "commandstats").Val(), "evalsha")
+		mu.Lock()
+		calls += n
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return calls
+}
+
+// commandCalls is the calls= count of command in INFO commandstats.
+func commandCalls(info, command string) int64 {
+	for line := range strings.Lines(info) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+command+":")
+		if !ok {
 			continue
 		}
-		for _, field := range strings.Split(strings.TrimPrefix(line, "cmdstat_evalsha:"), ",") {
+		for field := range strings.SplitSeq(rest, ",") {
 			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n, _ := strconv.ParseInt(v, 10, 64)
 				return n
 			}
 		}

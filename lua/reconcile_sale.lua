@@ -18,17 +18,20 @@
 -- ARGV[2]  begin, ms
 -- ARGV[3]  end, ms
 -- ARGV[4]  "1" when there are no buyers at all
--- ARGV[5]  this Redis's replication id: the state is now built under it
--- ARGV[6]  the reconcile's id
--- ARGV[7]  its fencing token; 0 for a reconcile without one (never refused)
+-- ARGV[5]  the reconcile's id
+-- ARGV[6]  its fencing token; 0 for a reconcile without one (never refused)
+--
+-- The state is stamped with the replication id of the server that runs
+-- this, read here: on Redis Cluster, the master that owns the voucher's
+-- slot, whatever a caller last knew of it.
 --
 -- Returns 1 in place (now, or by an earlier run of this reconcile); -1
 -- refused: a newer reconcile's token is there; -2 the rebuilt buyers are
 -- missing (expired while the reconcile was paused): nothing changed.
-if redis.call('HGET', KEYS[1], 'reconciled') == ARGV[6] then
+if redis.call('HGET', KEYS[1], 'reconciled') == ARGV[5] then
   return 1
 end
-local fence = tonumber(ARGV[7])
+local fence = tonumber(ARGV[6])
 local seen = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
 if fence > 0 and fence < seen then
   redis.call('DEL', KEYS[3])
@@ -41,8 +44,9 @@ elseif ARGV[4] == '1' then
 else
   return -2
 end
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', ARGV[5],
-  'reconciled', ARGV[6], 'fence', math.max(fence, seen))
+local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid,
+  'reconciled', ARGV[5], 'fence', math.max(fence, seen))
 redis.call('HDEL', KEYS[1], 'frozen')
 for _, i in ipairs({1, 2, 4, 5}) do
   redis.call('PERSIST', KEYS[i])

@@ -12,16 +12,27 @@
 -- KEYS[4]  seckill:pending-at:{id}  zset order id by acceptedMs
 -- ARGV[1]  user id
 -- ARGV[2]  order id
--- ARGV[3]  the replication id of this Redis as the caller last read it,
---          or "" not to check it
+--
+-- A sale is stamped with the replication id of the server its state was
+-- built under. Under another one (a restart, a restore, a failover: on
+-- Redis Cluster, of the master that owns this voucher's slot) it may miss
+-- acknowledged writes — a lost unit taken would be sold twice — so no unit
+-- is taken until the sale is reconciled. The id is the server's own, read
+-- here, only when a unit is about to be taken: a caller's copy lags a
+-- failover, and the refusals a crowd gets after the stock is gone (most
+-- attempts) need not pay for INFO. A refusal read from a state that lost
+-- writes stands until the reconcile that follows: lost writes are units
+-- taken and buyers recorded, which make no refusal; only a restock lost in
+-- the last second before a crash makes a "sold out" that the reconcile
+-- lifts.
 --
 -- Returns {outcome, stock left, ms, order id}. Outcome: 0 accepted (one
 -- unit taken, buyer and reservation recorded; ms is when it was accepted);
 -- 1 unknown voucher; 2 not started; 3 ended; 4 already bought (order id is
 -- the buyer's order); 5 sold out; 6 paused (frozen while its state is
 -- rebuilt from MySQL, or built under another replication id than this
--- Redis's — a restart or a failover may have lost writes — and not yet
--- reconciled: nothing taken). ms is the server's clock otherwise.
+-- server's and not yet reconciled: nothing taken). ms is the server's clock
+-- otherwise.
 local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen', 'epoch')
 if not v[1] then
   return {1, 0, 0, 0}
@@ -36,7 +47,7 @@ if bought == ARGV[2] then
   local at = r and tonumber(string.match(r, ':(%d+)$')) or now
   return {0, stock, at, bought}
 end
-if v[4] or (ARGV[3] and ARGV[3] ~= '' and v[5] and v[5] ~= ARGV[3]) then
+if v[4] then
   return {6, stock, now, 0}
 end
 if now < tonumber(v[2]) then
@@ -50,6 +61,9 @@ if bought then
 end
 if stock <= 0 then
   return {5, 0, now, 0}
+end
+if v[5] and v[5] ~= string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') then
+  return {6, stock, now, 0}
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -1)
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])

@@ -68,8 +68,12 @@ func startAPIWith(t *testing.T, env map[string]string, withInbox bool) *testAPI 
 	k := testsupport.MustKafka(t)
 	vars := map[string]string{
 		"SECKILL_API_ADDR": "127.0.0.1:0", "SECKILL_ADMIN_ADDR": "127.0.0.1:0", "SECKILL_RATE_PREFIX": r.Key("rate:"), "SECKILL_KEY_PREFIX": r.Prefix,
-		"SECKILL_REDIS_ADDR": r.Addr, "SECKILL_MYSQL_DSN": m.DSN, "SECKILL_KAFKA_BROKERS": strings.Join(k.Brokers, ","),
+		"SECKILL_MYSQL_DSN": m.DSN, "SECKILL_KAFKA_BROKERS": strings.Join(k.Brokers, ","),
 		"SECKILL_ORDERS_TOPIC": k.MustTopic(t, 3), "SECKILL_SOLDOUT_TTL": "1s", "SECKILL_ID_BLOCK": "100",
+	}
+	maps.Copy(vars, r.Env())
+	if _, own := env["SECKILL_REDIS_ADDR"]; own {
+		delete(vars, "SECKILL_REDIS_CLUSTER") // a test's Redis of its own
 	}
 	maps.Copy(vars, env)
 	cfg, err := config.LoadAPI(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -52,14 +51,7 @@ func (m *API) Run(ctx context.Context) error {
 		return err
 	}
 
-	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger).CountChanges(b.reg)
-	ectx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = epoch.Refresh(ectx)
-	cancel()
-	if err != nil {
-		m.logger.Warn("redis replication id not read yet: sales are not checked against it until it is", "err", err)
-	}
-	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix).WithEpoch(epoch)
+	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
 	var hot *redis.AutoPipeliner
 	if c.AutoPipeline {
 		// Closed with the client.
@@ -91,7 +83,7 @@ func (m *API) Run(ctx context.Context) error {
 		api.SessionStore
 		user.SessionCreator
 	} = user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot)
-	workers := []daemon.Worker{{Name: "http server", Run: m.serve}, {Name: "redis epoch", Run: epoch.Run}}
+	workers := []daemon.Worker{{Name: "http server", Run: m.serve}}
 	if c.HTTP.SessionCache > 0 {
 		cached := user.NewCachedSessions(user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot), b.rdb, c.HTTP.SessionCache, m.logger)
 		sessions = cached

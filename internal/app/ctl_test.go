@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +16,9 @@ import (
 // lost; after a reconcile it finds nothing.
 func TestCtlCheckThenReconcile(t *testing.T) {
 	r, m, k := testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)
-	vars := map[string]string{"SECKILL_MYSQL_DSN": m.DSN, "SECKILL_REDIS_ADDR": r.Addr, "SECKILL_KEY_PREFIX": r.Prefix,
+	vars := map[string]string{"SECKILL_MYSQL_DSN": m.DSN, "SECKILL_KEY_PREFIX": r.Prefix,
 		"SECKILL_KAFKA_BROKERS": strings.Join(k.Brokers, ","), "SECKILL_ORDERS_TOPIC": k.MustTopic(t, 1), "SECKILL_ORDER_GROUP": testsupport.Group(t)}
+	maps.Copy(vars, r.Env())
 	lookup := func(key string) (string, bool) { v, ok := vars[key]; return v, ok }
 	m.MustSeedVoucher(t, 8, 5) // on sale in MySQL, never warmed
 	m.MustSeedVoucher(t, 9, 5)

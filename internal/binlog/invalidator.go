@@ -18,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/redisconn"
 )
 
 // Invalidator follows the binlog of Database's mapped tables and deletes
@@ -150,17 +151,14 @@ func firstLine(err error) string {
 	return line
 }
 
-// flushFamilies deletes every key of the mapped families: after a purged
-// position the changes in between are unknown.
+// flushFamilies deletes every key of the mapped families, on every master:
+// after a purged position the changes in between are unknown.
 func (inv *Invalidator) flushFamilies(ctx context.Context) error {
 	for _, pattern := range inv.Families {
-		iter := inv.Redis.Scan(ctx, 0, pattern, 500).Iterator()
-		for iter.Next(ctx) {
-			if err := inv.Redis.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		if err := iter.Err(); err != nil {
+		err := redisconn.Scan(ctx, inv.Redis, pattern, func(ctx context.Context, key string) error {
+			return inv.Redis.Del(ctx, key).Err()
+		})
+		if err != nil {
 			return err
 		}
 	}

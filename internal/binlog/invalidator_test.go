@@ -46,7 +46,7 @@ func newRig(t *testing.T) *rig {
 
 // start runs an invalidator (deleting through rdb) until the returned
 // stop, and returns once it is seen following the binlog.
-func (g *rig) start(t *testing.T, rdb *redis.Client) (stop func()) {
+func (g *rig) start(t *testing.T, rdb redis.UniversalClient) (stop func()) {
 	stop = g.startNoWarmup(t, rdb)
 	// Following once a change is seen.
 	deadline := time.Now().Add(15 * time.Second)
@@ -237,7 +237,7 @@ func TestFailedDeletesAreRetried(t *testing.T) {
 
 // startNoWarmup runs an invalidator until the returned stop (also run when
 // the test ends).
-func (g *rig) startNoWarmup(t *testing.T, rdb *redis.Client) (stop func()) {
+func (g *rig) startNoWarmup(t *testing.T, rdb redis.UniversalClient) (stop func()) {
 	src := source(t, g.m)
 	src.ServerID = g.serverID
 	w := broker.NewWriter(g.k.Brokers, g.retry)

@@ -203,7 +203,16 @@ func (c *Cache[T]) Invalidate(ctx context.Context, ids ...string) error {
 	for i, id := range ids {
 		keys[i] = c.key(id)
 	}
-	if err := c.rdb.Del(ctx, keys...).Err(); err != nil {
+	// One DEL per key: on Redis Cluster the entries sit in different slots,
+	// which one multi-key DEL refuses (CROSSSLOT); the pipeline sends them
+	// to each key's master together.
+	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Del(ctx, k)
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("invalidate %v: %w", keys, err)
 	}
 	return nil

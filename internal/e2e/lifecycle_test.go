@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -22,8 +23,7 @@ type stack struct {
 }
 
 func (s stack) env() map[string]string {
-	return map[string]string{
-		"SECKILL_REDIS_ADDR":       s.redis.Addr,
+	env := map[string]string{
 		"SECKILL_MYSQL_DSN":        s.mysql.DSN,
 		"SECKILL_KAFKA_BROKERS":    strings.Join(s.kafka.Brokers, ","),
 		"SECKILL_BINLOG_ADDR":      s.mysql.Addr,
@@ -37,6 +37,8 @@ func (s stack) env() map[string]string {
 		"SECKILL_BINLOG_POSITION_FILE": filepath.Join(os.TempDir(), "seckill-"+s.mysql.Database+".pos"),
 		"SECKILL_KEY_PREFIX":           s.redis.Prefix,
 	}
+	maps.Copy(env, s.redis.Env())
+	return env
 }
 
 // programs are the three daemons: where they listen, and which dependency

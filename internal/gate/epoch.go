@@ -2,58 +2,43 @@ package gate
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"strings"
-	"sync/atomic"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/redisconn"
 )
 
-// ReplicationID is the master_replid of the Redis rdb talks to. Redis
-// draws a new one whenever its data may have moved under it: a restart
-// (whatever it loaded: AOF, a backup, nothing), a replica promoted by a
-// failover. A sale's state in Redis is stamped with the id it was built
-// under; under another id it may be missing acknowledged writes, so the
-// gate does not sell it until it is reconciled from MySQL.
-func ReplicationID(ctx context.Context, rdb redis.Cmdable) (string, error) {
-	info, err := rdb.Info(ctx, "replication").Result()
-	if err != nil {
-		return "", fmt.Errorf("redis replication id: %w", err)
-	}
-	for line := range strings.Lines(info) {
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "master_replid:"); ok && id != "" {
-			return id, nil
-		}
-	}
-	return "", errors.New("redis replication id: INFO replication has no master_replid")
-}
-
-// ReplicationID is the replication id of the store's Redis now.
-func (s *Store) ReplicationID(ctx context.Context) (string, error) { return ReplicationID(ctx, s.rdb) }
-
-// Epoch follows the replication id of the Redis a program talks to, so
-// that the gate can refuse a sale whose state was built under another
-// one without asking for it on every attempt.
+// Epoch follows the replication id of every Redis master (the one node, or
+// each master of a cluster). Redis draws a new id whenever a server's data
+// may have moved under it: a restart (whatever it loaded), a replica
+// promoted by a failover. A sale is stamped with the id of the server that
+// holds it, and the gate itself compares the stamp with its server's id;
+// Epoch is how the order-writer hears of a change at once and checks the
+// sales (the sales of the shard that changed are the ones it reconciles),
+// rather than at its next round.
 type Epoch struct {
-	rdb      redis.Cmdable
+	rdb      redis.UniversalClient
 	interval time.Duration
 	logger   *slog.Logger
-	current  atomic.Pointer[string]
+
+	mu   sync.Mutex
+	last map[string]string // master address -> replication id
 	// Changes, when set, counts the changes seen (not the first read).
 	Changes prometheus.Counter
 	// OnChange, when set, runs after every read that found another id than
-	// the last one read, the first successful read included (a program
-	// that starts during an outage cannot know the id before it): the
-	// order-writer checks every sale then.
+	// the last one read on some master, a master that was not there before
+	// included, and after the first successful read (a program that starts
+	// during an outage cannot know the ids before it).
 	OnChange func(ctx context.Context)
 }
 
-// NewEpoch reads rdb's replication id every interval.
-func NewEpoch(rdb redis.Cmdable, interval time.Duration, logger *slog.Logger) *Epoch {
+// NewEpoch reads the masters' replication ids every interval.
+func NewEpoch(rdb redis.UniversalClient, interval time.Duration, logger *slog.Logger) *Epoch {
 	return &Epoch{rdb: rdb, interval: interval, logger: logger}
 }
 
@@ -61,41 +46,51 @@ func NewEpoch(rdb redis.Cmdable, interval time.Duration, logger *slog.Logger) *E
 // seckill_redis_replication_id_changes_total.
 func (e *Epoch) CountChanges(reg prometheus.Registerer) *Epoch {
 	e.Changes = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_redis_replication_id_changes_total",
-		Help: "Times Redis's replication id changed (a restart, a restore, a failover: writes may be lost); sales built under the old id pause until reconciled."})
+		Help: "Times a Redis master's replication id changed (a restart, a restore, a failover: writes may be lost); the sales it holds pause until reconciled."})
 	reg.MustRegister(e.Changes)
 	return e
 }
 
-// Current is the last id read; "" before the first read succeeded.
-func (e *Epoch) Current() string {
-	if id := e.current.Load(); id != nil {
-		return *id
-	}
-	return ""
+// Current is the replication id of each master as last read, by address.
+func (e *Epoch) Current() map[string]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.last)
 }
 
-// Refresh reads the id now and reports whether it changed since the last
-// read (the first read is no change).
+// Refresh reads the ids now and reports whether any changed since the
+// last read (the first read is no change). A master that cannot be read
+// (one shard failing over) leaves its last id in place; the others are
+// compared.
 func (e *Epoch) Refresh(ctx context.Context) (bool, error) {
-	id, err := ReplicationID(ctx, e.rdb)
-	if err != nil {
+	ids, err := redisconn.ReplicationIDs(ctx, e.rdb)
+	if len(ids) == 0 {
 		return false, err
 	}
-	old := e.current.Swap(&id)
-	if old != nil && *old == id {
-		return false, nil
+	e.mu.Lock()
+	first := e.last == nil
+	var moved []any
+	if first {
+		e.last = map[string]string{}
 	}
-	if old != nil {
+	for addr, id := range ids {
+		if old, ok := e.last[addr]; ok && old != id || !ok && !first {
+			moved = append(moved, addr, old+" -> "+id)
+		}
+		e.last[addr] = id
+	}
+	e.mu.Unlock()
+	if len(moved) > 0 {
 		if e.Changes != nil {
 			e.Changes.Inc()
 		}
-		e.logger.Warn("Redis has a new replication id (a restart, a restore or a failover): it may have lost writes; "+
-			"each sale pauses until it is reconciled from MySQL", "old", *old, "new", id)
+		e.logger.Warn("a Redis master has a new replication id (a restart, a restore or a failover): it may have lost writes; "+
+			"each sale it holds pauses until it is reconciled from MySQL", moved...)
 	}
-	if e.OnChange != nil {
+	if (first || len(moved) > 0) && e.OnChange != nil {
 		e.OnChange(ctx)
 	}
-	return old != nil, nil
+	return len(moved) > 0, err
 }
 
 // Run refreshes every interval until ctx ends; a failed read is retried
@@ -111,7 +106,7 @@ func (e *Epoch) Run(ctx context.Context) error {
 		}
 		rctx, cancel := context.WithTimeout(ctx, max(e.interval, time.Second))
 		if _, err := e.Refresh(rctx); err != nil && ctx.Err() == nil {
-			e.logger.Debug("redis replication id: read failed; trying again", "err", err)
+			e.logger.Debug("redis replication ids: a read failed; trying again", "err", err)
 		}
 		cancel()
 	}

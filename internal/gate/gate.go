@@ -32,12 +32,8 @@ var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.
 // same attempt again (same order id) gets the same decision: a retry after
 // a timeout cannot take a second unit or refuse the buyer's own order.
 func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (order.Decision, error) {
-	epoch := ""
-	if s.epoch != nil {
-		epoch = s.epoch.Current()
-	}
 	res, err := lua.Seckill.Run(ctx, s.gate, s.KeysOf(voucherID).list(),
-		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), epoch).Int64Slice()
+		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)).Int64Slice()
 	if isOutdatedLayout(err) {
 		// A sale written by an earlier release: the order-writer's check
 		// finds it and reconciles it into today's layout.
@@ -60,21 +56,18 @@ func isOutdatedLayout(err error) bool { return redis.HasErrorPrefix(err, "WRONGT
 // Warm puts a new voucher's sale into Redis: its stock and window, and an
 // empty buyer set and no reservations (keys left by an earlier database
 // with the same voucher id would otherwise leak into the new sale),
-// stamped with this Redis's replication id.
+// stamped with the replication id of the server that holds it; then
+// lists it among the active vouchers (another slot on a cluster: a second
+// step, which a retry of Warm repeats harmlessly).
 func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
 	k := s.KeysOf(voucherID)
-	epoch, err := ReplicationID(ctx, s.rdb)
+	err := lua.WarmSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled},
+		stock, begin.UnixMilli(), end.UnixMilli()).Err()
 	if err != nil {
 		return fmt.Errorf("warm voucher %d in Redis: %w", voucherID, err)
 	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled)
-		p.HSet(ctx, k.Voucher, "stock", stock, "begin", begin.UnixMilli(), "end", end.UnixMilli(), "epoch", epoch)
-		p.SAdd(ctx, s.ActiveVouchers(), voucherID)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("warm voucher %d in Redis: %w", voucherID, err)
+	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
+		return fmt.Errorf("warm voucher %d: among the active vouchers: %w", voucherID, err)
 	}
 	return nil
 }

@@ -15,20 +15,12 @@ import (
 type Store struct {
 	rdb    redis.UniversalClient
 	gate   redis.Scripter
-	epoch  *Epoch
 	prefix string
 }
 
 // NewStore keeps the flash sale under prefix ("" in production).
 func NewStore(rdb redis.UniversalClient, prefix string) *Store {
 	return &Store{rdb: rdb, gate: rdb, prefix: prefix}
-}
-
-// WithEpoch makes the gate pause a sale whose state was built under
-// another replication id than e's current one, until it is reconciled.
-func (s *Store) WithEpoch(e *Epoch) *Store {
-	s.epoch = e
-	return s
 }
 
 // WithAutoPipeline sends the gate's decisions through ap (the client's

@@ -109,13 +109,9 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 	if len(p.Buyers) == 0 {
 		none = "1"
 	}
-	epoch, err := ReplicationID(ctx, s.rdb)
-	if err != nil {
-		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
-	}
 	beforeRebuildScript()
 	res, err := lua.ReconcileSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, rebuilt, k.Pending, k.PendingAt},
-		p.Stock, begin.UnixMilli(), end.UnixMilli(), none, epoch, id, fence).Int()
+		p.Stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
@@ -173,27 +169,25 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 // was built under.
 func (s *Store) Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, error) {
 	k := s.KeysOf(voucherID)
-	var fields *redis.SliceCmd
-	var buyers *redis.IntCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HMGet(ctx, k.Voucher, "stock", "epoch")
-		buyers = p.HLen(ctx, k.Buyers)
-		return nil
-	})
-	if isOutdatedLayout(fields.Err()) || isOutdatedLayout(buyers.Err()) {
+	v, err := lua.SaleSize.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers}).Slice()
+	if isOutdatedLayout(err) {
 		return reconcile.SaleSize{Exists: true, Outdated: true}, nil
 	}
 	if err != nil {
 		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: %w", voucherID, err)
 	}
-	v := fields.Val()
+	if len(v) != 4 {
+		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: unknown answer %v", voucherID, v)
+	}
+	now, _ := v[3].(string)
 	if v[0] == nil {
-		return reconcile.SaleSize{}, nil
+		return reconcile.SaleSize{RedisNow: now}, nil
 	}
 	stock, err := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
 	if err != nil {
 		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: stock %v", voucherID, v[0])
 	}
 	epoch, _ := v[1].(string)
-	return reconcile.SaleSize{Exists: true, Stock: stock, Buyers: buyers.Val(), Epoch: epoch}, nil
+	buyers, _ := v[2].(int64)
+	return reconcile.SaleSize{Exists: true, Stock: stock, Buyers: buyers, Epoch: epoch, RedisNow: now}, nil
 }

@@ -28,7 +28,7 @@ func stalledVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store
 }
 
 // stalledVoucherOn is stalledVoucher with the store newStore makes.
-func stalledVoucherOn(tb testing.TB, newStore func(testing.TB, *redis.Client, string) *gate.Store, stock int64) (*testsupport.Redis, *gate.Store, int64) {
+func stalledVoucherOn(tb testing.TB, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store, stock int64) (*testsupport.Redis, *gate.Store, int64) {
 	r, _ := testsupport.MustPrivateRedis(tb)
 	store := newStore(tb, testsupport.MustProductionClient(tb, r.Addr), "")
 	const voucher = 1
@@ -47,7 +47,7 @@ func TestGateDecidesOnceWhenRedisStalls(t *testing.T) {
 	}
 }
 
-func testGateDecidesOnceWhenRedisStalls(t *testing.T, newStore func(testing.TB, *redis.Client, string) *gate.Store) {
+func testGateDecidesOnceWhenRedisStalls(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store) {
 	r, store, voucher := stalledVoucherOn(t, newStore, 5)
 	ctx := context.Background()
 	done := testsupport.StallRedis(t, r.Addr, stall)
@@ -150,8 +150,7 @@ func TestRebuildAppliesOnceWhenResent(t *testing.T) {
 	r, store, voucher := warmedVoucher(t, 5)
 	ctx := context.Background()
 	rec := &resends{}
-	client := redis.NewClient(&redis.Options{Addr: r.Addr})
-	defer client.Close()
+	client := r.NewClient(t)
 	client.AddHook(rec)
 	rebuilding := gate.NewStore(client, r.Prefix)
 	if err := rebuilding.Freeze(ctx, voucher, 0); err != nil {

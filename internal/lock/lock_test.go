@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -20,7 +22,7 @@ var patient = lock.Options{TTL: 2 * time.Second, RetryMin: time.Millisecond, Ret
 
 // increment is a critical section that loses updates unless it runs alone:
 // read, pause, write.
-func increment(ctx context.Context, rdb *redis.Client, key string) error {
+func increment(ctx context.Context, rdb redis.UniversalClient, key string) error {
 	n, err := rdb.Get(ctx, key).Int()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
@@ -61,14 +63,22 @@ func TestMutualExclusionAcrossGoroutines(t *testing.T) {
 // The helper process: the test binary run again, incrementing under the
 // lock named by the environment.
 func TestMain(m *testing.M) {
-	if addr := os.Getenv("LOCK_HELPER_REDIS"); addr != "" {
-		os.Exit(helper(addr, os.Getenv("LOCK_HELPER_PREFIX")))
+	if addr, cluster := os.Getenv("LOCK_HELPER_REDIS"), os.Getenv("LOCK_HELPER_CLUSTER"); addr != "" || cluster != "" {
+		cfg := redisconn.Config{Addr: addr}
+		if cluster != "" {
+			cfg.Cluster = strings.Split(cluster, ",")
+		}
+		os.Exit(helper(cfg, os.Getenv("LOCK_HELPER_PREFIX")))
 	}
 	os.Exit(m.Run())
 }
 
-func helper(addr, prefix string) int {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+func helper(cfg redisconn.Config, prefix string) int {
+	rdb, err := redisconn.New(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	defer rdb.Close()
 	c := lock.New(rdb, prefix)
 	ctx := context.Background()
@@ -95,7 +105,7 @@ func TestMutualExclusionAcrossProcesses(t *testing.T) {
 	var cmds []*exec.Cmd
 	for range 2 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "LOCK_HELPER_REDIS="+r.Addr, "LOCK_HELPER_PREFIX="+r.Prefix)
+		cmd.Env = append(os.Environ(), "LOCK_HELPER_REDIS="+r.Addr, "LOCK_HELPER_CLUSTER="+strings.Join(r.Cluster, ","), "LOCK_HELPER_PREFIX="+r.Prefix)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

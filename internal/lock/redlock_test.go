@@ -16,7 +16,7 @@ import (
 // startRedisNode runs a private redis-server, stopped when the test ends.
 func startRedisNode(t *testing.T) (*redis.Client, *exec.Cmd) {
 	r, cmd := testsupport.MustPrivateRedis(t)
-	return r.Client, cmd
+	return r.Node(t), cmd
 }
 
 // Redlock on 3 nodes: it holds with all up and with 1 down (a majority

@@ -52,11 +52,12 @@ func newPipeline(t *testing.T) *pipeline {
 // cmd/order-writer does) in the test until the returned stop.
 func (p *pipeline) startWriter(t *testing.T) (stop func()) {
 	vars := map[string]string{
-		"SECKILL_REDIS_ADDR": p.r.Addr, "SECKILL_MYSQL_DSN": p.m.DSN, "SECKILL_KAFKA_BROKERS": strings.Join(p.k.Brokers, ","),
+		"SECKILL_MYSQL_DSN": p.m.DSN, "SECKILL_KAFKA_BROKERS": strings.Join(p.k.Brokers, ","),
 		"SECKILL_KEY_PREFIX": p.r.Prefix, "SECKILL_ORDERS_TOPIC": p.topic, "SECKILL_ORDERS_DLQ_TOPIC": p.dlq,
 		"SECKILL_ORDER_GROUP": p.group, "SECKILL_ADMIN_ADDR": "127.0.0.1:0", "SECKILL_ORDER_BATCH_SIZE": "100",
 		"SECKILL_RELAY_INTERVAL": "1h",
 	}
+	maps.Copy(vars, p.r.Env())
 	maps.Copy(vars, p.writerEnv)
 	cfg, err := config.LoadOrderWriter(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {

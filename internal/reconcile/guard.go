@@ -33,6 +33,9 @@ type SaleSize struct {
 	Stock  int64
 	Buyers int64
 	Epoch  string // the replication id it was built under; "" if unknown
+	// RedisNow is the replication id of the server that holds the sale
+	// (on a cluster, the master of its slot), read with it.
+	RedisNow string
 	// Outdated: a key of the sale has the type an earlier release wrote.
 	Outdated bool
 }

@@ -128,7 +128,9 @@ func (f *Filter) Rebuild(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tmp := f.key + ":building:" + rand.Text()
+	// The key in a hash tag: in f.key's slot on Redis Cluster, which a
+	// RENAME and a BITOP between the two need.
+	tmp := "{" + f.key + "}:building:" + rand.Text()
 	if _, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, tmp, first, 0)
 		p.Rename(ctx, tmp, f.key)

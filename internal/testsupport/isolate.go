@@ -6,8 +6,10 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/schema"
 )
 
@@ -32,35 +35,115 @@ func unique(tb testing.TB) string {
 	return name + "_" + hex.EncodeToString(b)
 }
 
-// Redis is a client and the key prefix this test owns.
+// Redis is a client and the key prefix this test owns, on one node (Addr)
+// or a Redis Cluster (Cluster, its seeds).
 type Redis struct {
-	Client *redis.Client
-	Addr   string
-	Prefix string
+	Client  redis.UniversalClient
+	Addr    string
+	Cluster []string
+	Prefix  string
 }
 
 // Key is name under the test's prefix.
 func (r *Redis) Key(name string) string { return r.Prefix + name }
 
-// MustRedis connects to the test Redis; the test's keys are deleted when it
-// ends.
+// Env is what points a program at this Redis: SECKILL_REDIS_ADDR or
+// SECKILL_REDIS_CLUSTER.
+func (r *Redis) Env() map[string]string {
+	if len(r.Cluster) > 0 {
+		return map[string]string{"SECKILL_REDIS_CLUSTER": strings.Join(r.Cluster, ",")}
+	}
+	return map[string]string{"SECKILL_REDIS_ADDR": r.Addr}
+}
+
+// NewClient is another client of the same Redis, closed when the test
+// ends: for a test that hooks or breaks its own connections.
+func (r *Redis) NewClient(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	c, err := redisconn.New(redisconn.Config{Addr: r.Addr, Cluster: r.Cluster})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ScriptCachedOn is how many masters have s in their script cache.
+func ScriptCachedOn(tb testing.TB, c redis.UniversalClient, s *redis.Script) int {
+	tb.Helper()
+	var n atomic.Int32
+	err := redisconn.EachMaster(context.Background(), c, func(ctx context.Context, m *redis.Client) error {
+		cached, err := m.ScriptExists(ctx, s.Hash()).Result()
+		if err == nil && cached[0] {
+			n.Add(1)
+		}
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return int(n.Load())
+}
+
+// Node is the client of one node, for a test about what a single server
+// does (a stall, a replica): r.Client itself, or a failure on a cluster.
+func (r *Redis) Node(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c, ok := r.Client.(*redis.Client)
+	if !ok {
+		tb.Fatal("this test needs one Redis node: use MustNodeRedis")
+	}
+	return c
+}
+
+// MustRedis connects to the test Redis — a Redis Cluster when
+// SECKILL_TEST_REDIS_CLUSTER names its seeds, the test node otherwise; the
+// test's keys are deleted when it ends.
 func MustRedis(tb testing.TB) *Redis {
 	tb.Helper()
-	addr := redisAddr(tb)
-	client := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	if seeds := RedisCluster(); len(seeds) > 0 {
+		return mustRedis(tb, redisconn.Config{Cluster: seeds})
+	}
+	return MustNodeRedis(tb)
+}
+
+// MustNodeRedis is MustRedis on the test node whatever the topology under
+// test: for tests of what one server does (stalls, timeouts, replicas).
+func MustNodeRedis(tb testing.TB) *Redis {
+	tb.Helper()
+	return mustRedis(tb, redisconn.Config{Addr: redisAddr(tb)})
+}
+
+// RedisCluster is the seeds of the test cluster, SECKILL_TEST_REDIS_CLUSTER;
+// none when the tests run on one node.
+func RedisCluster() []string {
+	var seeds []string
+	for s := range strings.SplitSeq(os.Getenv("SECKILL_TEST_REDIS_CLUSTER"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	return seeds
+}
+
+func mustRedis(tb testing.TB, cfg redisconn.Config) *Redis {
+	tb.Helper()
+	client, err := redisconn.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		tb.Fatalf("test Redis at %s does not answer PING: %v", addr, err)
+	if err := redisconn.EachMaster(ctx, client, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() }); err != nil {
+		tb.Fatalf("test Redis %v%v does not answer PING: %v", cfg.Addr, cfg.Cluster, err)
 	}
-	r := &Redis{Client: client, Addr: addr, Prefix: "t:" + unique(tb) + ":"}
+	r := &Redis{Client: client, Addr: cfg.Addr, Cluster: cfg.Cluster, Prefix: "t:" + unique(tb) + ":"}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := client.Scan(ctx, 0, r.Prefix+"*", 500).Iterator()
-		for iter.Next(ctx) {
-			client.Del(ctx, iter.Val())
-		}
+		_ = redisconn.Scan(ctx, client, r.Prefix+"*", func(ctx context.Context, key string) error {
+			return client.Del(ctx, key).Err()
+		})
 		_ = client.Close()
 	})
 	return r

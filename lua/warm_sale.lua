@@ -1,0 +1,15 @@
+-- Puts a new voucher's sale in place: its stock and window, no buyers and
+-- no reservations (keys left by an earlier database with the same voucher
+-- id would otherwise leak into the new sale), stamped with the replication
+-- id of the server that runs this: on Redis Cluster, the master that owns
+-- the voucher's slot.
+--
+-- KEYS[1]  seckill:voucher:{id}
+-- KEYS[2..] the sale's other keys, deleted
+-- ARGV[1]  stock
+-- ARGV[2]  begin, ms
+-- ARGV[3]  end, ms
+redis.call('DEL', unpack(KEYS))
+local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid)
+return 1
