@@ -15,6 +15,10 @@ TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/' \
 	SECKILL_TEST_MYSQL_FLAVOR=mariadb \
 	SECKILL_TEST_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT)
+# The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
+# and the packages whose tests use Redis, which make test runs on it too.
+REDIS_CLUSTER_SEEDS ?= 127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
+REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
 RUN_ENV := SECKILL_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/seckill' \
 	SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
@@ -69,9 +73,13 @@ run: seed
 FUZZ := internal/api:FuzzDecodeLoginForm internal/user:FuzzValidPhone
 FUZZTIME ?= 30000x
 
+# make test starts the Redis Cluster beside the single node.
+test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: migrate
 	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
 	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
+	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
+	$(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -timeout 15m $(REDIS_PACKAGES)
 	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1)"
 	$(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) $(GO) test -tags chaos -race -count=1 -p 1 -timeout 10m -run '^TestChaos' ./internal/e2e/
 	@for f in $(FUZZ); do \

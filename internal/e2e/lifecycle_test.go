@@ -159,3 +159,37 @@ func TestInvalidConfigurationStopsTheStartNamingTheVariable(t *testing.T) {
 		})
 	}
 }
+
+// A Redis configuration that cannot work stops each program at start with
+// a message that names the problem, rather than a program that serves
+// errors.
+func TestBadRedisTopologyStopsTheStart(t *testing.T) {
+	dead := testsupport.FreeAddr(t)
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"both topologies", map[string]string{"SECKILL_REDIS_ADDR": "127.0.0.1:16379", "SECKILL_REDIS_CLUSTER": "127.0.0.1:17001"},
+			[]string{"SECKILL_REDIS_ADDR and SECKILL_REDIS_CLUSTER are both set"}},
+		{"no seed answers", map[string]string{"SECKILL_REDIS_CLUSTER": dead}, []string{"no seed answers", dead}},
+	}
+	for _, p := range programs {
+		bin := testsupport.MustBuild(t, p.dir)
+		for _, c := range cases {
+			t.Run(p.dir[len("../../cmd/"):]+"/"+c.name, func(t *testing.T) {
+				proc := testsupport.Start(t, bin, c.env)
+				code, err := proc.Wait(exitBound)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := proc.Output()
+				for _, w := range c.want {
+					if code == 0 || !strings.Contains(out, w) {
+						t.Fatalf("exit %d, output:\n%s\nwant a non-zero exit saying %q", code, out, w)
+					}
+				}
+			})
+		}
+	}
+}

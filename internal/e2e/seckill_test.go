@@ -294,11 +294,15 @@ func TestTwoWritersShareTheSales(t *testing.T) {
 	s.startWriter(t)
 	s.waitForGroupOf(t, 2)
 	tokens := s.sessions(t, 1, 50)
+	var keys []string
 	for range 12 {
 		voucher := s.voucher(t, 50, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+		keys = append(keys, s.redis.Key("seckill:voucher:{"+strconv.FormatInt(voucher, 10)+"}"))
 		accepted, _, _ := s.buy(t, voucher, tokens)
 		s.audit(t, voucher, accepted, 50, 0)
 	}
+	s.redis.MustSpread(t, keys...)
+	t.Logf("12 sales on %d Redis masters", s.redis.MastersOf(t, keys...))
 	for _, admin := range []string{first, second} {
 		metrics := testsupport.Eventually(t, "http://"+admin+"/metrics", 200, 5*time.Second)
 		var inserted float64

@@ -3,12 +3,15 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
@@ -170,6 +173,56 @@ func testGateUnderConcurrency(t *testing.T, newStore func(testing.TB, redis.Univ
 	}
 	if n := r.Client.HLen(ctx, k.Pending).Val(); n != 50 {
 		t.Fatalf("%d reservations, want 50", n)
+	}
+}
+
+// Twenty sales at once, on every master of a cluster: each sells exactly
+// its stock, one unit per user, whichever shard holds it.
+func TestGateSellsManySalesAtOnce(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	store := gate.NewStore(r.Client, r.Prefix)
+	ctx := context.Background()
+	const sales, stock, users = 20, 10, 30
+	vouchers := make([]int64, sales)
+	var keys []string
+	for i := range vouchers {
+		vouchers[i] = int64(1000 + i)
+		if err := store.Warm(ctx, vouchers[i], stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, store.KeysOf(vouchers[i]).Voucher)
+	}
+	r.MustSpread(t, keys...)
+	t.Logf("%d sales on %d masters", sales, r.MastersOf(t, keys...))
+	var mu sync.Mutex
+	accepted := map[int64]map[int64]bool{}
+	var g errgroup.Group
+	for i, v := range vouchers {
+		accepted[v] = map[int64]bool{}
+		for u := range int64(users) {
+			g.Go(func() error {
+				d, err := store.Try(ctx, v, u+1, int64(i*users)+u+1)
+				if err != nil || d.Err != nil {
+					return err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if accepted[v][u] {
+					return fmt.Errorf("user %d got two units of voucher %d", u, v)
+				}
+				accepted[v][u] = true
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vouchers {
+		size, err := store.Size(ctx, v)
+		if err != nil || len(accepted[v]) != stock || size.Stock != 0 || size.Buyers != stock || size.Epoch != size.RedisNow {
+			t.Fatalf("voucher %d: %d accepted, %+v, %v; want %d sold, stock 0, stamped with its master's id", v, len(accepted[v]), size, err, stock)
+		}
 	}
 }
 

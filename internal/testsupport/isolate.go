@@ -85,6 +85,36 @@ func ScriptCachedOn(tb testing.TB, c redis.UniversalClient, s *redis.Script) int
 	return int(n.Load())
 }
 
+// MastersOf is how many masters own the slots of keys: 1 on one node.
+func (r *Redis) MastersOf(tb testing.TB, keys ...string) int {
+	tb.Helper()
+	cluster, ok := r.Client.(*redis.ClusterClient)
+	if !ok {
+		return 1
+	}
+	masters := map[string]bool{}
+	for _, k := range keys {
+		m, err := cluster.MasterForKey(context.Background(), k)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+	}
+	return len(masters)
+}
+
+// MustSpread fails a test on a cluster whose keys sit on fewer than two
+// masters: it would prove nothing about the cluster.
+func (r *Redis) MustSpread(tb testing.TB, keys ...string) {
+	tb.Helper()
+	if len(r.Cluster) == 0 {
+		return
+	}
+	if n := r.MastersOf(tb, keys...); n < 2 {
+		tb.Fatalf("the test's %d keys sit on %d master: it proves nothing about the cluster", len(keys), n)
+	}
+}
+
 // Node is the client of one node, for a test about what a single server
 // does (a stall, a replica): r.Client itself, or a failure on a cluster.
 func (r *Redis) Node(tb testing.TB) *redis.Client {

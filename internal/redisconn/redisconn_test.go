@@ -1,0 +1,105 @@
+package redisconn_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+func TestValidateNamesOneTopology(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  redisconn.Config
+		want string // in the error; "" for none
+	}{
+		{"one node", redisconn.Config{Addr: "127.0.0.1:6379"}, ""},
+		{"a cluster", redisconn.Config{Cluster: []string{"127.0.0.1:7001", "127.0.0.1:7002"}}, ""},
+		{"both", redisconn.Config{Addr: "127.0.0.1:6379", Cluster: []string{"127.0.0.1:7001"}}, "both set"},
+		{"neither", redisconn.Config{}, "no Redis"},
+		{"a database on a cluster", redisconn.Config{Cluster: []string{"127.0.0.1:7001"}, DB: 3}, "database 0 only"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.cfg.Validate()
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Fatalf("Validate() = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// What cannot work stops the start with a message that names the problem;
+// a seed that does not answer beside one that does is only a warning (a
+// dead master's address stays among the seeds after its failover).
+func TestOpenRefusesAClusterThatCannotServe(t *testing.T) {
+	ctx := context.Background()
+	node, _ := testsupport.MustPrivateRedis(t)
+	// A cluster node with no slots assigned: cluster_state:fail.
+	lonely, _ := testsupport.MustPrivateRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	dead := testsupport.FreeAddr(t)
+	for _, c := range []struct {
+		name  string
+		seeds []string
+		want  []string
+	}{
+		{"no seed answers", []string{dead}, []string{"no seed answers", dead}},
+		{"a seed is not a cluster node", []string{node.Addr}, []string{node.Addr, "not a cluster node", "SECKILL_REDIS_ADDR"}},
+		{"the cluster is not ok", []string{lonely.Addr}, []string{lonely.Addr, "cluster_state:fail"}},
+		{"a dead seed beside a failing one", []string{dead, lonely.Addr}, []string{"cluster_state:fail"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rdb, _, err := redisconn.Open(ctx, redisconn.Config{Cluster: c.seeds})
+			if err == nil {
+				rdb.Close()
+				t.Fatal("opened; want refused")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+
+	rdb, _, err := redisconn.Open(ctx, redisconn.Config{Addr: lonely.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if err := redisconn.CheckNode(ctx, rdb); err == nil || !strings.Contains(err.Error(), "SECKILL_REDIS_CLUSTER") {
+		t.Fatalf("a cluster node given as one node: %v; want refused, pointing at SECKILL_REDIS_CLUSTER", err)
+	}
+}
+
+// On a running cluster: a dead seed beside live ones is a warning, and
+// every master is visited.
+func TestOpenWarnsOfADeadSeedAndVisitsEveryMaster(t *testing.T) {
+	seeds := testsupport.RedisCluster()
+	if len(seeds) == 0 {
+		seeds = []string{testsupport.MustNodeRedis(t).Addr}
+	}
+	ctx := context.Background()
+	dead := testsupport.FreeAddr(t)
+	cfg := redisconn.Config{Cluster: append([]string{dead}, seeds...)}
+	if len(testsupport.RedisCluster()) == 0 {
+		cfg = redisconn.Config{Addr: seeds[0]}
+	}
+	rdb, warnings, err := redisconn.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if len(cfg.Cluster) > 0 && (len(warnings) != 1 || !strings.Contains(warnings[0], dead)) {
+		t.Fatalf("warnings %q; want one naming the dead seed %s", warnings, dead)
+	}
+	ids, err := redisconn.ReplicationIDs(ctx, rdb)
+	want := 1
+	if len(cfg.Cluster) > 0 {
+		want = 3
+	}
+	if err != nil || len(ids) != want {
+		t.Fatalf("replication ids %v, %v; want one for each of %d masters", ids, err, want)
+	}
+}
