@@ -5,6 +5,7 @@
 package lua
 
 import (
+	"context"
 	"embed"
 	"fmt"
 
@@ -77,11 +78,30 @@ var SaleSize = mustLoad("sale_size.lua")
 // RecordSettled records settled orders' final status in a sale's state.
 var RecordSettled = mustLoad("record_settled.lua")
 
+// all is every script, for LoadAll.
+var all []*redis.Script
+
 func mustLoad(name string) *redis.Script {
 	src, err := files.ReadFile(name)
 	if err != nil {
 		// The file is embedded at build time: failing here is a build defect.
 		panic(fmt.Sprintf("lua: embedded script %s: %v", name, err))
 	}
-	return redis.NewScript(string(src))
+	s := redis.NewScript(string(src))
+	all = append(all, s)
+	return s
+}
+
+// LoadAll puts every script in the script cache of every node: on Redis
+// Cluster go-redis sends SCRIPT LOAD to each master and each replica, so a
+// replica promoted later has them too. It saves the first call of each
+// script on each node its NOSCRIPT round trip; a node that lost its cache
+// since (a restart) gets each script again by EVALSHA's fallback to EVAL.
+func LoadAll(ctx context.Context, rdb redis.Scripter) error {
+	for _, s := range all {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			return fmt.Errorf("load the Lua scripts: %w", err)
+		}
+	}
+	return nil
 }

@@ -48,6 +48,34 @@ func TestScriptRunsByEVALSHAAndSurvivesScriptFlush(t *testing.T) {
 	}
 }
 
+// LoadAll caches every script on every master (and on a cluster, every
+// replica, which a failover may promote).
+func TestLoadAllCachesEveryScriptOnEveryMaster(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	if err := r.Client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lua.LoadAll(ctx, r.Client); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := redisconn.ReplicationIDs(ctx, r.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masters := len(ids)
+	for _, s := range []*redis.Script{lua.Seckill, lua.WarmSale, lua.ReconcileSale, lua.IDLease, lua.CacheGet, lua.VerifyCode} {
+		if n := testsupport.ScriptCachedOn(t, r.Client, s); n != masters {
+			t.Fatalf("script %s cached on %d of %d masters", s.Hash(), n, masters)
+		}
+	}
+	if len(r.Cluster) > 0 {
+		if cached, err := r.Client.ScriptExists(ctx, lua.Seckill.Hash()).Result(); err != nil || !cached[0] {
+			t.Fatalf("SCRIPT EXISTS over every node: %v %v; want the gate cached on replicas too", cached, err)
+		}
+	}
+}
+
 func evalshaCalls(t *testing.T, c redis.UniversalClient) int64 {
 	t.Helper()
 	var mu sync.Mutex

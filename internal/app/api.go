@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/shop"
 	"github.com/seckill/seckill/internal/user"
 	"github.com/seckill/seckill/internal/voucher"
@@ -55,10 +56,14 @@ func (m *API) Run(ctx context.Context) error {
 	var hot *redis.AutoPipeliner
 	if c.AutoPipeline {
 		// Closed with the client.
-		if hot, err = b.rdb.AsyncAutoPipeline(); err != nil {
+		if hot, err = redisconn.AutoPipeliner(b.rdb); err != nil {
 			return fmt.Errorf("redis autopipeliner: %w", err)
 		}
-		store.WithAutoPipeline(hot)
+		if hot != nil {
+			store.WithAutoPipeline(hot)
+		} else {
+			m.logger.Info("SECKILL_REDIS_AUTOPIPELINE: not on a Redis Cluster, where one frozen master would hold every pipelined call (docs/redis-cluster.md)")
+		}
 	}
 	orderWriter := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic)
 	orderWriter.BatchTimeout = c.Sale.PublishBatchWait

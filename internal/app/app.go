@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,7 @@ import (
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/lua"
 )
 
 // Program is a wired program.
@@ -81,6 +83,11 @@ func newBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (base, e
 	if err != nil {
 		return base{}, err
 	}
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	if err := lua.LoadAll(lctx, rdb); err != nil {
+		logger.Warn("the Lua scripts are not preloaded; each is loaded on its first call instead", "err", err)
+	}
+	cancel()
 	b := base{logger: logger, rdb: rdb, reg: daemon.NewRegistry()}
 	b.monitor = health.NewMonitor(logger, b.reg, health.Options{})
 	c.WatchRedis(b.monitor, b.rdb)

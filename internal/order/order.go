@@ -42,6 +42,12 @@ var (
 	// be down), so nothing was reserved.
 	ErrNotTaken = apperr.New(apperr.Unavailable, "flash sale temporarily unavailable: your order was not taken, try again shortly").
 			Retry(5 * time.Second)
+	// ErrUndecided: the gate could not be asked, or its answer was lost
+	// (Redis unreachable, a cluster shard failing over). The attempt may
+	// have taken a unit: a retry then answers "already bought" with the
+	// order's id, and the relay delivers that order.
+	ErrUndecided = apperr.New(apperr.Unavailable, "flash sale temporarily unavailable: try again shortly; if your order was taken, the answer says so").
+			Retry(time.Second)
 	// ErrNotPublished: the gate accepted the order but its event could not
 	// be published; its reservation stays in Redis and the relay publishes
 	// it later, so the order is delayed, not lost. The error carries the

@@ -60,11 +60,11 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 	ctx = context.WithoutCancel(ctx)
 	orderID, err := s.IDs.Next(ctx)
 	if err != nil {
-		return 0, err
+		return 0, ErrNotTaken.Wrap(err)
 	}
 	d, err := s.Gate.Try(ctx, voucherID, userID, orderID)
 	if err != nil {
-		return 0, err
+		return 0, ErrUndecided.Wrap(err)
 	}
 	if errors.Is(d.Err, ErrSoldOut) || d.Err == nil && d.StockLeft == 0 {
 		s.SoldOut.Mark(voucherID)

@@ -36,12 +36,18 @@ func MustProductionClient(tb testing.TB, addr string) *redis.Client {
 // (no persistence), which they override.
 func MustPrivateRedis(tb testing.TB, args ...string) (*Redis, *exec.Cmd) {
 	tb.Helper()
+	addr := FreeAddr(tb)
+	return mustRedisOn(tb, addr[strings.LastIndex(addr, ":")+1:], args...)
+}
+
+// mustRedisOn is MustPrivateRedis on port.
+func mustRedisOn(tb testing.TB, port string, args ...string) (*Redis, *exec.Cmd) {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		tb.Fatal("redis-server is not installed: this test runs a Redis of its own (deploy/local/stack.sh install puts it there)")
 	}
-	addr := FreeAddr(tb)
-	port := addr[strings.LastIndex(addr, ":")+1:]
+	addr := "127.0.0.1:" + port
 	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir()}, args...)...)
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)

@@ -1,0 +1,142 @@
+package testsupport
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/redisconn"
+)
+
+// Cluster is a Redis Cluster of the test's own: three masters, each with
+// a replica, which a test may kill, stop or fail over.
+type Cluster struct {
+	*Redis
+	Nodes map[string]*exec.Cmd // by address
+}
+
+// MustPrivateCluster starts six cluster-enabled redis-servers (AOF on, a
+// node timeout of 2 s, as deploy/local runs them), makes them a cluster of
+// three masters with a replica each, and waits until every node says
+// cluster_state:ok and every replica is linked. They are killed when the
+// test ends.
+func MustPrivateCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	c := &Cluster{Nodes: map[string]*exec.Cmd{}}
+	var addrs []string
+	for range 6 {
+		port := freeClusterPort(tb)
+		node, cmd := mustRedisOn(tb, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no", "--appendonly", "yes")
+		c.Nodes[node.Addr] = cmd
+		addrs = append(addrs, node.Addr)
+	}
+	create := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")...)
+	if out, err := create.CombinedOutput(); err != nil {
+		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	Wait(tb, 30*time.Second, "the private cluster is ok, every replica linked", func() bool {
+		replicas := 0
+		for _, a := range addrs {
+			n := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+			info, err1 := n.ClusterInfo(context.Background()).Result()
+			repl, err2 := n.Info(context.Background(), "replication").Result()
+			n.Close()
+			if err1 != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") {
+				return false
+			}
+			if strings.Contains(repl, "role:slave") {
+				if !strings.Contains(repl, "master_link_status:up") {
+					return false
+				}
+				replicas++
+			}
+		}
+		return replicas == 3
+	})
+	c.Redis = mustRedis(tb, redisconn.Config{Cluster: addrs})
+	return c
+}
+
+// MasterOf is the address of the master that owns key's slot now.
+func (c *Cluster) MasterOf(tb testing.TB, key string) string {
+	tb.Helper()
+	m, err := c.Client.(*redis.ClusterClient).MasterForKey(context.Background(), key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m.Options().Addr
+}
+
+// ReplicaOf is the address of the replica of master, as master reports it.
+func (c *Cluster) ReplicaOf(tb testing.TB, master string) string {
+	tb.Helper()
+	n := redis.NewClient(&redis.Options{Addr: master})
+	defer n.Close()
+	info := n.Info(context.Background(), "replication").Val()
+	for line := range strings.Lines(info) {
+		// slave0:ip=127.0.0.1,port=21234,state=online,offset=...,lag=0
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "slave0:"); ok {
+			var ip, port string
+			for f := range strings.SplitSeq(rest, ",") {
+				k, v, _ := strings.Cut(f, "=")
+				switch k {
+				case "ip":
+					ip = v
+				case "port":
+					port = v
+				}
+			}
+			return net.JoinHostPort(ip, port)
+		}
+	}
+	tb.Fatalf("master %s reports no replica:\n%s", master, info)
+	return ""
+}
+
+// freeClusterPort is a port free for a node and for its cluster bus (the
+// port + 10000), both below the ephemeral range.
+func freeClusterPort(tb testing.TB) string {
+	tb.Helper()
+	for range 100 {
+		p := 20000 + rand.IntN(2700)
+		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
+		a.Close()
+		if err != nil {
+			continue
+		}
+		b.Close()
+		return strconv.Itoa(p)
+	}
+	tb.Fatal("no free port pair for a cluster node")
+	return ""
+}
+
+// Describe is one line per node: its address, role and slots, for a log.
+func (c *Cluster) Describe(tb testing.TB) string {
+	tb.Helper()
+	var b strings.Builder
+	for addr := range c.Nodes {
+		n := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+		role, err := n.Do(context.Background(), "ROLE").Slice()
+		n.Close()
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", addr, err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %v\n", addr, role[0])
+	}
+	return b.String()
+}
