@@ -199,6 +199,11 @@ func runClusterFault(t *testing.T, f clusterFault) {
 		}
 	}
 	t.Logf("final answers: %v; 503s answered and tried again: %v", tally, retried)
+	for answer, n := range tally {
+		if !strings.HasPrefix(answer, "accepted") && !strings.HasPrefix(answer, "reserved") && !strings.HasPrefix(answer, "200 ") {
+			t.Errorf("%d buyers were finally answered %q: a failover must answer an order, a business refusal, or 503 to try again", n, answer)
+		}
+	}
 	var line strings.Builder
 	for at := range 24 {
 		sv, fl := timeline[true][at], timeline[false][at]
