@@ -19,7 +19,13 @@ TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 # and the packages whose tests use Redis, which make test runs on it too.
 REDIS_CLUSTER_SEEDS ?= 127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
 REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
-RUN_ENV := SECKILL_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
+# make run SECKILL_REDIS_TOPOLOGY=cluster: the programs on the Redis Cluster.
+ifeq ($(SECKILL_REDIS_TOPOLOGY),cluster)
+REDIS_RUN_ENV := SECKILL_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS)
+else
+REDIS_RUN_ENV := SECKILL_REDIS_ADDR=127.0.0.1:$(REDIS_PORT)
+endif
+RUN_ENV := $(REDIS_RUN_ENV) \
 	SECKILL_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/seckill' \
 	SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 	SECKILL_BINLOG_ADDR=127.0.0.1:$(MYSQL_PORT)

@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -64,7 +65,10 @@ func run(cmd string, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rdb := daemon.NewRedis(common)
+	rdb, err := daemon.OpenRedis(ctx, common, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	if cmd == "login" {
 		reports, err := loadgen.Login(ctx, rdb, loadgen.LoginConfig{API: *apiURL, Users: *users, Workers: *workers, KeyPrefix: sk.KeyPrefix})
@@ -108,7 +112,7 @@ func run(cmd string, args []string) error {
 			return err
 		}
 		return sale.Bench(ctx, os.Stdout, loadgen.BenchConfig{
-			Users: *users, Workers: *workers, RedisAddr: common.RedisAddr, RedisReqs: *redisReqs,
+			Users: *users, Workers: *workers, RedisAddr: common.Redis.Addr, RedisReqs: *redisReqs,
 			Brokers: common.KafkaBrokers, MySQLDSN: common.MySQLDSN, WriterBin: *writerBin, Drain: *drain, PlotDir: *plot,
 			Procs: measured,
 		})
