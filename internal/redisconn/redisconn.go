@@ -179,6 +179,23 @@ func AutoPipeliner(rdb redis.UniversalClient) (*redis.AutoPipeliner, error) {
 	return node.AsyncAutoPipeline()
 }
 
+// MasterFor is the address of the master that holds key: the node
+// itself, or the cluster master that owns key's slot now.
+func MasterFor(ctx context.Context, rdb redis.UniversalClient, key string) (string, error) {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return "", fmt.Errorf("master of %s: %w", key, err)
+		}
+		return m.Options().Addr, nil
+	case *redis.Client:
+		return c.Options().Addr, nil
+	default:
+		return "", fmt.Errorf("redisconn: %T is neither a node's nor a cluster's client", rdb)
+	}
+}
+
 // EachMaster runs fn on every master: the node itself, or each master of
 // the cluster (concurrently). Scans and replication ids are per master.
 func EachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, master *redis.Client) error) error {

@@ -30,7 +30,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -56,6 +56,10 @@ func run(cmd string, args []string) error {
 	writerBin := fs.String("writer-bin", "bin/order-writer", "bench: the order-writer binary for the drain")
 	drain := fs.Int("drain", 200000, "bench: orders in the drained backlog")
 	redisReqs := fs.Int("redis-requests", 200000, "bench: redis-benchmark requests")
+	label := fs.String("label", "one node", "spread: this topology's name in the table")
+	vouchers := fs.Int("vouchers", 12, "spread: the vouchers the users are spread over")
+	save := fs.String("save", "", "spread: write this run's figures to this file")
+	beside := fs.String("beside", "", "spread: print the figures of an earlier run (-save) beside this one's")
 	procs := fs.String("procs", "", "bench: the system's processes to measure the CPU of, name=pid,... (the load generator is measured apart)")
 	_ = fs.Parse(args)
 
@@ -101,6 +105,13 @@ func run(cmd string, args []string) error {
 		rep, err := loadgen.Drain(ctx, common.MySQLDSN, common.KafkaBrokers, *writerBin, nil, *drain)
 		fmt.Println(rep)
 		return err
+	case "spread":
+		measured, err := loadgen.ParseProcs(*procs)
+		if err != nil {
+			return err
+		}
+		return sale.Spread(ctx, os.Stdout, loadgen.SpreadConfig{Label: *label, Users: *users, Workers: *workers, Vouchers: *vouchers,
+			RedisReqs: *redisReqs, Procs: measured, Save: *save, Beside: *beside})
 	case "bench":
 		if *plot != "" {
 			if err := os.MkdirAll(*plot, 0o755); err != nil {

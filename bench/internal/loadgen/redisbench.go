@@ -11,22 +11,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/lua"
 )
 
 // RedisBench runs the gate script by EVALSHA under redis-benchmark, with
 // random users and order ids against a voucher of unbounded stock, and
-// returns its requests per second.
+// returns its requests per second. addr "" is the master that holds the
+// voucher (on a cluster, the one that owns its slot).
 func (s *Sale) RedisBench(ctx context.Context, addr string, requests, clients int) (float64, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0, err
-	}
 	voucher := 1<<50 + rand.Int64N(1<<40)
 	if err := s.Store.Warm(ctx, voucher, 1<<40, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
 		return 0, err
 	}
 	k := s.Store.KeysOf(voucher)
+	if addr == "" {
+		var err error
+		if addr, err = redisconn.MasterFor(ctx, s.Redis, k.Voucher); err != nil {
+			return 0, err
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
 	defer s.Redis.Del(context.Background(), k.Voucher, k.Buyers, k.Pending, k.PendingAt)
 	defer s.Redis.SRem(context.Background(), s.Store.ActiveVouchers(), voucher)
 	if err := lua.Seckill.Load(ctx, s.Redis).Err(); err != nil {
