@@ -51,23 +51,23 @@ bin/loadgen bench -api "http://$api_addr" -users "$users" -workers "$workers" -p
   -writer-metrics "http://$writer_admin/metrics" -writer-bin bin/order-writer -plot "$plots"
 echo "bench: latency plots in $plots/*.html"
 
-# One node against the Redis Cluster, the same load: a hot voucher, the
-# users spread over twelve vouchers, the gate's ceiling on one master. The
-# one-node figures first, with the programs above; then api and writer
-# again on the cluster (stack.sh up --redis-cluster, which make bench
-# starts), every cluster node's CPU in the table.
+# One node against the Redis Cluster: the one-node figures first, with the
+# programs above; then api and writer again on the cluster (stack.sh up
+# --redis-cluster, which make bench starts), the same runs with every
+# cluster node's CPU in the tables, and the comparison: a hot voucher, the
+# users spread over twelve vouchers, the gate's ceiling on one master.
 cluster_seeds=${BENCH_REDIS_CLUSTER:-127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003}
 spread_users=${BENCH_SPREAD_USERS:-20000}
 figures=$(mktemp)
 echo
-echo "== Redis: one node, then the cluster =="
+echo "== Redis: one node (the cluster's turn follows) =="
 bin/loadgen spread -api "http://$api_addr" -label "one node" -users "$spread_users" -workers "$workers" -procs "$procs" \
   -writer-metrics "http://$writer_admin/metrics" -save "$figures"
 cleanup
 pids=()
 cluster_env=(env -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$cluster_seeds")
 "${cluster_env[@]}" SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=${BENCH_API_ADMIN:-127.0.0.1:19100} SECKILL_LOG_LEVEL=warn \
-  SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
+  SECKILL_API_BENCH_NOOP=true SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
 api_pid=$!
 pids+=($api_pid)
 "${cluster_env[@]}" SECKILL_ADMIN_ADDR=$writer_admin SECKILL_LOG_LEVEL=warn bin/order-writer &
@@ -82,6 +82,12 @@ for url in "http://$api_addr/readyz" "http://$writer_admin/readyz"; do
   for _ in $(seq 1 60); do curl -fsS "$url" >/dev/null 2>&1 && break; sleep 0.5; done
   curl -fsS "$url" >/dev/null || { echo "bench: $url is not ready (on the cluster)" >&2; exit 1; }
 done
+echo
+echo "== flash sale, on the Redis Cluster =="
+"${cluster_env[@]}" bin/loadgen bench -api "http://$api_addr" -users "$users" -workers "$workers" -procs "$procs" \
+  -writer-metrics "http://$writer_admin/metrics" -writer-bin bin/order-writer -plot "$plots/cluster"
+echo
+echo "== Redis: one node against the cluster =="
 "${cluster_env[@]}" bin/loadgen spread -api "http://$api_addr" -label "cluster" -users "$spread_users" -workers "$workers" -procs "$procs" \
   -writer-metrics "http://$writer_admin/metrics" -beside "$figures"
 rm -f "$figures"

@@ -123,7 +123,7 @@ func run(cmd string, args []string) error {
 			return err
 		}
 		return sale.Bench(ctx, os.Stdout, loadgen.BenchConfig{
-			Users: *users, Workers: *workers, RedisAddr: common.Redis.Addr, RedisReqs: *redisReqs,
+			Users: *users, Workers: *workers, RedisReqs: *redisReqs,
 			Brokers: common.KafkaBrokers, MySQLDSN: common.MySQLDSN, WriterBin: *writerBin, Drain: *drain, PlotDir: *plot,
 			Procs: measured,
 		})

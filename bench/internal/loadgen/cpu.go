@@ -3,6 +3,7 @@ package loadgen
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,13 +121,23 @@ func CPUTable(runs ...CPU) string {
 		fmt.Fprintf(&b, " %14s", r.Run)
 	}
 	b.WriteString("\n")
-	names := append(append([]string{}, runs[0].Names...), "total")
-	for _, n := range names {
-		if n == Self {
-			continue
+	// Every process of any run, in the order they first appear: runs on
+	// other topologies measure other processes (each cluster node).
+	var names []string
+	for _, r := range runs {
+		for _, n := range r.Names {
+			if n != Self && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		}
+	}
+	for _, n := range append(names, "total") {
 		fmt.Fprintf(&b, "%-22s", n)
 		for _, r := range runs {
+			if n != "total" && !slices.Contains(r.Names, n) {
+				fmt.Fprintf(&b, " %14s", "-")
+				continue
+			}
 			fmt.Fprintf(&b, " %14.1f", r.PerThousand(n))
 		}
 		b.WriteString("\n")

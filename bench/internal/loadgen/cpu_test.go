@@ -3,6 +3,7 @@ package loadgen
 import (
 	"os"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,27 @@ func TestPerThousandAndTable(t *testing.T) {
 	for _, bad := range []string{"api", "=3", "api=x", "api=-1"} {
 		if _, err := ParseProcs(bad); err == nil {
 			t.Errorf("ParseProcs(%q) accepted it", bad)
+		}
+	}
+}
+
+// Runs on two topologies measure other processes: the table has a row for
+// each, with "-" where a run did not measure it, and each run's total.
+func TestTableOfRunsOnOtherProcesses(t *testing.T) {
+	node := CPU{Run: "node", Requests: 1000, Names: []string{"api", "redis", Self}, Used: []time.Duration{time.Second, time.Second, time.Second}}
+	cluster := CPU{Run: "cluster", Requests: 1000, Names: []string{"api", "redis-17001", "redis-17002", Self},
+		Used: []time.Duration{time.Second, 500 * time.Millisecond, 250 * time.Millisecond, time.Second}}
+	rows := map[string][]string{}
+	for line := range strings.Lines(CPUTable(node, cluster)) {
+		f := strings.Fields(line)
+		rows[f[0]] = f[1:]
+	}
+	for name, want := range map[string][]string{
+		"api": {"1000.0", "1000.0"}, "redis": {"1000.0", "-"}, "redis-17001": {"-", "500.0"}, "redis-17002": {"-", "250.0"},
+		"total": {"2000.0", "1750.0"},
+	} {
+		if !slices.Equal(rows[name], want) {
+			t.Errorf("row %s: %v, want %v", name, rows[name], want)
 		}
 	}
 }
