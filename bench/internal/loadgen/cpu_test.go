@@ -2,8 +2,8 @@ package loadgen
 
 import (
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
