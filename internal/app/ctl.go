@@ -149,7 +149,8 @@ func withStores(cfg config.Ctl, run func(ctx context.Context, db *sql.DB, rdb re
 func checkCtl(cfg config.Ctl, out io.Writer) error {
 	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb redis.UniversalClient) error {
 		found := &violationReport{out: out}
-		checks := &orderwriter.SaleChecks{DB: db, Sale: gate.NewStore(rdb, cfg.Sale.KeyPrefix), Guard: found}
+		checks := &orderwriter.SaleChecks{DB: db, Sale: gate.NewStore(rdb, cfg.Sale.KeyPrefix), Guard: found,
+			Logger: slog.New(slog.NewTextHandler(out, nil))}
 		n, err := checks.Check(ctx)
 		if err != nil {
 			return err

@@ -147,6 +147,16 @@ func (s *Store) FindReservation(ctx context.Context, orderID int64) (order.Event
 	return order.Event{}, false, nil
 }
 
+// List puts voucherID among the active vouchers, and reports whether it
+// was missing.
+func (s *Store) List(ctx context.Context, voucherID int64) (bool, error) {
+	n, err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Result()
+	if err != nil {
+		return false, fmt.Errorf("list voucher %d among the active vouchers: %w", voucherID, err)
+	}
+	return n == 1, nil
+}
+
 // Retire puts an expiry of keep on the keys of voucherID's sale once it has
 // ended with every order settled, and drops it from the active vouchers; a
 // sale whose keys are gone is dropped too. It reports whether the voucher

@@ -16,9 +16,11 @@ import (
 
 // SaleSizer reads a voucher's sale in Redis: whether it is there, its
 // stock, how many buyers it records, the replication id it was built
-// under, and the replication id of its server now.
+// under, and the replication id of its server now; and lists a sale among
+// the active vouchers, reporting whether it was missing.
 type SaleSizer interface {
 	Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, error)
+	List(ctx context.Context, voucherID int64) (bool, error)
 }
 
 // SaleChecks compare, every Interval (and at once when asked), each
@@ -147,6 +149,19 @@ func (c *SaleChecks) checkOne(ctx context.Context, voucher, stock, orders int64)
 		c.Guard.Violated(voucher, reconcile.CheckStockAboveMySQL, "redis_stock", r.Stock, "mysql_stock", stock)
 	case r.Buyers < orders:
 		c.Guard.Violated(voucher, reconcile.CheckBuyersLost, "redis_buyers", r.Buyers, "mysql_orders", orders)
+	}
+	if !r.Exists || r.Outdated {
+		return nil // its reconcile lists it
+	}
+	// The set of active vouchers is one key: on Redis Cluster, on another
+	// master than the sale, whose lossy failover can forget the sale while
+	// its keys stay. The relay and the order lookups find sales by it.
+	missing, err := c.Sale.List(ctx, voucher)
+	if err != nil {
+		return err
+	}
+	if missing {
+		c.Logger.Warn("a sale on sale was missing from the active vouchers (lost with a Redis failover?): listed again", "voucher", voucher)
 	}
 	return nil
 }

@@ -207,3 +207,19 @@ func TestWriterMigratesASaleOfThePreviousRelease(t *testing.T) {
 		t.Fatalf("metrics do not count the broken voucher's check and the old layout:\n%s", metrics)
 	}
 }
+
+// On Redis Cluster the set of active vouchers lives on one master and a
+// sale on another: a lossy failover of the set's master can forget a sale
+// whose keys are intact. The relay and the order lookups find sales by the
+// set, so the periodic check lists every sale on sale again.
+func TestWriterListsASaleMissingFromTheActiveVouchers(t *testing.T) {
+	const voucher, stock = 67, 10
+	p := settledSale(t, voucher, stock)
+	ctx := context.Background()
+	if err := p.r.Client.SRem(ctx, p.store.ActiveVouchers(), voucher).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Wait(t, 10*time.Second, "the sale listed among the active vouchers again", func() bool {
+		return p.r.Client.SIsMember(ctx, p.store.ActiveVouchers(), voucher).Val()
+	})
+}
