@@ -179,6 +179,21 @@ func runClusterFault(t *testing.T, f clusterFault) {
 			})
 		}
 	}
+	// When Redis finished the failover: the victim's replica says it is
+	// a master.
+	replica := c.ReplicaOf(t, victim)
+	promoted := make(chan time.Duration, 1)
+	go func() {
+		n := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+		defer n.Close()
+		for time.Since(begin) < time.Minute {
+			if role, err := n.Do(context.Background(), "ROLE").Slice(); err == nil && role[0] == "master" {
+				promoted <- time.Since(begin)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	time.Sleep(clusterFaultAt)
 	f.do(t, c, victim)
 	wg.Wait()
@@ -232,6 +247,14 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	pause, pauseAt := longestGapAfter(affected, clusterFaultAt)
 	t.Logf("the failed master's sales: %d orders, stopped %v from %v, the last at %v", len(affected), pause.Round(time.Millisecond),
 		pauseAt.Round(time.Millisecond), affected[len(affected)-1].Round(time.Millisecond))
+	select {
+	case at := <-promoted:
+		resumed := pauseAt + pause
+		t.Logf("Redis promoted %s %v after the fault; the failed master's sales sold again %v after that", replica,
+			(at - clusterFaultAt).Round(time.Millisecond), (resumed - at).Round(time.Millisecond))
+	default:
+		t.Fatalf("the replica %s of the failed master was never promoted", replica)
+	}
 	if pause > resumeBound {
 		t.Fatalf("the failed master's sales sold again only %v after they stopped; want within %v", pause, resumeBound)
 	}

@@ -196,9 +196,11 @@ func TestGateSellsManySalesAtOnce(t *testing.T) {
 	t.Logf("%d sales on %d masters", sales, r.MastersOf(t, keys...))
 	var mu sync.Mutex
 	accepted := map[int64]map[int64]bool{}
+	for _, v := range vouchers {
+		accepted[v] = map[int64]bool{}
+	}
 	var g errgroup.Group
 	for i, v := range vouchers {
-		accepted[v] = map[int64]bool{}
 		for u := range int64(users) {
 			g.Go(func() error {
 				d, err := store.Try(ctx, v, u+1, int64(i*users)+u+1)

@@ -65,7 +65,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// New is the client of c's topology, not yet checked (see Check).
+// New is the client of c's topology, not yet checked (see Open).
 func New(c Config) (redis.UniversalClient, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
