@@ -12,6 +12,8 @@
 #   stack.sh up --redis-cluster   also a Redis Cluster of 3 masters and 3
 #                      replicas beside the single node (or
 #                      SECKILL_REDIS_TOPOLOGY=cluster)
+#   stack.sh up --kafka-brokers 3   also a Kafka cluster of three nodes
+#                      beside the single broker (or SECKILL_KAFKA_TOPOLOGY=cluster)
 #   stack.sh down      stop the processes this script started, by their pid
 #   stack.sh stop redis|redis-replica|redis-cluster|mariadb|kafka   stop one
 #                      of them (the failure tests use it; `up` starts it again)
@@ -41,6 +43,11 @@ KAFKA_PORT=${SECKILL_KAFKA_PORT:-19092}
 KAFKA_CONTROLLER_PORT=${SECKILL_KAFKA_CONTROLLER_PORT:-19093}
 KAFKA_HEAP=${SECKILL_KAFKA_HEAP:-512m}
 ORDER_PARTITIONS=${SECKILL_ORDER_PARTITIONS:-6}
+KAFKA_TOPOLOGY=${SECKILL_KAFKA_TOPOLOGY:-single}
+# The Kafka cluster's first client port: node n listens on it + 100 (n-1),
+# its controller on the next port (19192/19193, 19292/19293, 19392/19393).
+KAFKA_CLUSTER_PORT=${SECKILL_KAFKA_CLUSTER_PORT:-19192}
+KAFKA_CLUSTER_HEAP=${SECKILL_KAFKA_CLUSTER_HEAP:-384m}
 
 # The application user owns the project's databases (and creates the
 # per-test ones); the canal user is what the binlog follower needs, no more.
@@ -441,6 +448,144 @@ kafka_topics() {
     -cp "$kafka_libs/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" "$@"
 }
 
+# --- Kafka cluster ---------------------------------------------------------
+
+# Three Kafka nodes as production runs them (up --kafka-brokers 3, or
+# SECKILL_KAFKA_TOPOLOGY=cluster), beside the single broker: each node both
+# broker and controller, a static quorum of the three. Combined nodes keep
+# it at three JVMs on this 2-core machine (three controllers apart would
+# double them) and still survive one node's loss: two voters of three keep
+# the quorum, two replicas of three keep min.insync.replicas=2. 384 MB of
+# heap each: the single broker runs in 512 MB, and a node here carries a
+# third of the leaders.
+KAFKA_CLUSTER_NODES=3
+kcluster_dir=$STACK_DIR/kafka-cluster
+
+kcluster_port() { echo $((KAFKA_CLUSTER_PORT + 100 * ($1 - 1))); }
+kcluster_controller_port() { echo $(($(kcluster_port "$1") + 1)); }
+kcluster_props() { echo "$kcluster_dir/$1/server.properties"; }
+kcluster_pid() { echo "$kcluster_dir/$1/kafka.pid"; }
+kcluster_seeds() {
+  local n out=()
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do out+=("127.0.0.1:$(kcluster_port "$n")"); done
+  (IFS=,; echo "${out[*]}")
+}
+kcluster_voters() {
+  local n out=()
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do out+=("$n@127.0.0.1:$(kcluster_controller_port "$n")"); done
+  (IFS=,; echo "${out[*]}")
+}
+
+kcluster_node_config() {
+  local n=$1 dir=$kcluster_dir/$1
+  mkdir -p "$dir/data" "$logs_dir"
+  cat > "$(kcluster_props "$n")" <<EOF
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$(kcluster_voters)
+listeners=PLAINTEXT://127.0.0.1:$(kcluster_port "$n"),CONTROLLER://127.0.0.1:$(kcluster_controller_port "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(kcluster_port "$n")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+unclean.leader.election.enable=false
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+delete.topic.enable=true
+log.retention.hours=72
+EOF
+  sed -e "s|$logs_dir/kafka.log|$logs_dir/kafka-cluster-$n.log|" "$kafka_dir/log4j.properties" > "$dir/log4j.properties"
+}
+
+kafka_cluster_up() {
+  local n cluster_id=""
+  [ -f "$kafka_dir/log4j.properties" ] || die "the single broker's configuration is missing: start it first (stack.sh up)"
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
+    kcluster_node_config "$n"
+    if [ -f "$kcluster_dir/$n/data/meta.properties" ]; then
+      cluster_id=$(sed -n 's/^cluster.id=//p' "$kcluster_dir/$n/data/meta.properties")
+    fi
+  done
+  if [ -z "$cluster_id" ]; then
+    cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid) || die "StorageTool random-uuid failed"
+    say "formatting the Kafka cluster's storage (cluster $cluster_id, $KAFKA_CLUSTER_NODES nodes)"
+  fi
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
+    if [ ! -f "$kcluster_dir/$n/data/meta.properties" ]; then
+      kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$(kcluster_props "$n")" > "$logs_dir/kafka-cluster-format-$n.log" 2>&1 \
+        || die "StorageTool format of node $n failed; see $logs_dir/kafka-cluster-format-$n.log"
+    fi
+    if ! pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
+      setsid java -Xms"$KAFKA_CLUSTER_HEAP" -Xmx"$KAFKA_CLUSTER_HEAP" -XX:+UseG1GC -Djava.awt.headless=true \
+        -Dlog4j.configuration="file:$kcluster_dir/$n/log4j.properties" \
+        -cp "$kafka_libs/*" kafka.Kafka "$(kcluster_props "$n")" > "$logs_dir/kafka-cluster-$n.out" 2>&1 < /dev/null &
+      echo $! > "$(kcluster_pid "$n")"
+    fi
+  done
+  wait_for "kafka cluster $(kcluster_seeds) (metadata)" 120 kcluster_all_registered \
+    || die "the Kafka cluster's three brokers did not all register; see $logs_dir/kafka-cluster-*.log"
+  local existing t name parts
+  existing=$(kcluster_topics --list)
+  for t in "${TOPICS[@]}"; do
+    name=${t%%:*} parts=${t##*:}
+    if ! grep -qx "$name" <<<"$existing"; then
+      kcluster_topics --create --if-not-exists --topic "$name" --partitions "$parts" --replication-factor 3 \
+        --config min.insync.replicas=2 >/dev/null || die "could not create topic $name on the Kafka cluster"
+      say "created topic $name on the Kafka cluster ($parts partitions, replication factor 3, min.insync.replicas 2)"
+    fi
+  done
+}
+
+# Every broker answers and the cluster's metadata lists all three.
+kcluster_all_registered() {
+  local n
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
+    pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")" || return 1
+  done
+  [ "$(timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
+    -cp "$kafka_libs/*" org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$(kcluster_seeds)" 2>/dev/null \
+    | grep -c '^127.0.0.1:.* (id: [0-9]* rack: null) -> (')" = "$KAFKA_CLUSTER_NODES" ]
+}
+
+kcluster_topics() {
+  timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
+    -cp "$kafka_libs/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "$(kcluster_seeds)" "$@"
+}
+
+kafka_cluster_down() {
+  local n
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
+    if pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
+      stop_pid "kafka cluster node $n" "$(kcluster_pid "$n")" "$(kcluster_props "$n")"
+    fi
+  done
+}
+
+kafka_cluster_status() {
+  local n any=no
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
+    if pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
+      printf '%-8s running  pid %-7s 127.0.0.1:%s (kafka cluster node %s, broker and controller)\n' "kcluster" \
+        "$(cat "$(kcluster_pid "$n")")" "$(kcluster_port "$n")" "$n"
+      any=yes
+    fi
+  done
+  if [ "$any" = yes ]; then
+    echo "kafka cluster partitions (leader, in-sync replicas):"
+    kcluster_topics --describe 2>/dev/null | awk '/Partition:/ {
+      for (i = 1; i <= NF; i++) { if ($i == "Topic:") t = $(i+1); if ($i == "Partition:") p = $(i+1); if ($i == "Leader:") l = $(i+1); if ($i == "Isr:") s = $(i+1) }
+      printf "  %-24s %2s  leader %s  isr %s\n", t, p, l, s }' || echo "  (the cluster does not answer)"
+  fi
+}
+
 # --- commands --------------------------------------------------------------
 
 print_env() {
@@ -448,6 +593,9 @@ print_env() {
 stack: up. Addresses (the programs' defaults; the tests read the SECKILL_TEST_* ones):
   REDIS_ADDR=127.0.0.1:$REDIS_PORT
 EOF
+  if [ "$KAFKA_TOPOLOGY" = cluster ]; then
+    echo "  KAFKA_CLUSTER=$(kcluster_seeds)   (SECKILL_KAFKA_BROKERS for the Kafka cluster)"
+  fi
   if [ "$REDIS_TOPOLOGY" = cluster ]; then
     echo "  REDIS_CLUSTER=$(cluster_seeds)   (SECKILL_REDIS_CLUSTER: the cluster's seeds)"
   fi
@@ -459,19 +607,19 @@ EOF
 }
 
 cmd_up() {
+  # A wrong topology stops the start before anything is started.
+  case "$REDIS_TOPOLOGY" in single | cluster) ;; *) die "SECKILL_REDIS_TOPOLOGY=$REDIS_TOPOLOGY: say single or cluster" ;; esac
+  case "$KAFKA_TOPOLOGY" in single | cluster) ;; *) die "SECKILL_KAFKA_TOPOLOGY=$KAFKA_TOPOLOGY: say single or cluster" ;; esac
   installed || die "servers or Kafka jars missing: run '$0 install' (make does it for you)"
   mkdir -p "$STACK_DIR"
   redis_up
   case "$REDIS_REPLICA" in
     yes | 1 | true) redis_replica_up ;;
   esac
-  case "$REDIS_TOPOLOGY" in
-    single) ;;
-    cluster) redis_cluster_up ;;
-    *) die "SECKILL_REDIS_TOPOLOGY=$REDIS_TOPOLOGY: say single or cluster" ;;
-  esac
+  if [ "$REDIS_TOPOLOGY" = cluster ]; then redis_cluster_up; fi
   mariadb_up
   kafka_up
+  if [ "$KAFKA_TOPOLOGY" = cluster ]; then kafka_cluster_up; fi
   print_env
 }
 
@@ -494,6 +642,7 @@ stop_pid() {
 }
 
 cmd_down() {
+  kafka_cluster_down
   stop_pid kafka "$kafka_pid" "$kafka_props"
   stop_pid mariadb "$mysql_pid" "$mysql_cnf"
   stop_pid redis "$redis_pid" "$REDIS_PORT"
@@ -507,9 +656,10 @@ cmd_stop() {
     redis) stop_pid redis "$redis_pid" "$REDIS_PORT" ;;
     redis-replica) stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT" ;;
     redis-cluster) redis_cluster_down ;;
+    kafka-cluster) kafka_cluster_down ;;
     mariadb) stop_pid mariadb "$mysql_pid" "$mysql_cnf" ;;
     kafka) stop_pid kafka "$kafka_pid" "$kafka_props" ;;
-    *) die "stop: which server? redis, redis-replica, redis-cluster, mariadb or kafka" ;;
+    *) die "stop: which server? redis, redis-replica, redis-cluster, mariadb, kafka or kafka-cluster" ;;
   esac
 }
 
@@ -530,6 +680,7 @@ cmd_status() {
     printf '%-8s running  pid %-7s %s:%s (replica of %s)\n' "replica" "$(cat "$replica_pid")" 127.0.0.1 "$REDIS_REPLICA_PORT" "$REDIS_PORT"
   fi
   redis_cluster_status
+  kafka_cluster_status
   return $rc
 }
 
@@ -547,12 +698,20 @@ case "${1:-}" in
   install) cmd_install ;;
   up)
     shift
-    for a in "$@"; do
-      case "$a" in
+    while [ $# -gt 0 ]; do
+      case "$1" in
         --with-replica) REDIS_REPLICA=yes ;;
         --redis-cluster) REDIS_TOPOLOGY=cluster ;;
-        *) die "up: unknown option $a (--with-replica, --redis-cluster)" ;;
+        --kafka-brokers)
+          shift
+          case "${1:-}" in
+            1) KAFKA_TOPOLOGY=single ;;
+            3) KAFKA_TOPOLOGY=cluster ;;
+            *) die "up: --kafka-brokers ${1:-(no number)}: the stack runs one broker, or a cluster of 3" ;;
+          esac ;;
+        *) die "up: unknown option $1 (--with-replica, --redis-cluster, --kafka-brokers 3)" ;;
       esac
+      shift
     done
     cmd_up ;;
   down) cmd_down ;;

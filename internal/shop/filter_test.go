@@ -25,7 +25,7 @@ func TestFilter(t *testing.T) {
 		if err := f.Add(ctx, 77); err != nil {
 			t.Fatal(err)
 		}
-		if n := r.Client.Keys(ctx, keys.Filter()+"*").Val(); len(n) != 0 {
+		if n := r.Keys(t, keys.Filter()+"*"); len(n) != 0 {
 			t.Fatalf("an add without a bitmap made keys %v: a bitmap of one id would refuse every other shop", n)
 		}
 		if maybe, err := f.MayContain(ctx, 123456); err != nil || !maybe {
@@ -35,7 +35,7 @@ func TestFilter(t *testing.T) {
 
 	// That lookup started a rebuild from MySQL's shops.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(r.Client.Keys(ctx, keys.Filter()+":*").Val()) == 0 {
+	for len(r.Keys(t, keys.Filter()+":*")) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no bitmap 10 s after a lookup found none")
 		}
@@ -98,11 +98,11 @@ func TestFilter(t *testing.T) {
 		if got, err := svc.Get(ctx, id); err != nil || got.Name != "new" {
 			t.Fatalf("a shop just created: %+v %v", got, err)
 		}
-		before := len(r.Client.Keys(ctx, r.Prefix+"cache:shop:*").Val())
+		before := len(r.Keys(t, r.Prefix+"cache:shop:*"))
 		if _, err := svc.Get(ctx, 9_999_999); err != shop.ErrNotFound {
 			t.Fatalf("unknown shop: %v", err)
 		}
-		if after := len(r.Client.Keys(ctx, r.Prefix+"cache:shop:*").Val()); after != before {
+		if after := len(r.Keys(t, r.Prefix+"cache:shop:*")); after != before {
 			t.Fatalf("an unknown id left a cache entry (%d keys, was %d)", after, before)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +67,24 @@ func (r *Redis) NewClient(tb testing.TB) redis.UniversalClient {
 	}
 	tb.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Keys are the keys that match pattern on every master (KEYS asks one
+// node of a cluster only).
+func (r *Redis) Keys(tb testing.TB, pattern string) []string {
+	tb.Helper()
+	var mu sync.Mutex
+	var keys []string
+	err := redisconn.Scan(context.Background(), r.Client, pattern, func(_ context.Context, k string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, k)
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return keys
 }
 
 // ScriptCachedOn is how many masters have s in their script cache.
