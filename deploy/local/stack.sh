@@ -551,7 +551,7 @@ kcluster_all_registered() {
     pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")" || return 1
   done
   [ "$(timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
-    -cp "$kafka_libs/*" org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$(kcluster_seeds)" 2>/dev/null \
+    -cp "$kafka_libs/*" kafka.admin.BrokerApiVersionsCommand --bootstrap-server "$(kcluster_seeds)" 2>/dev/null \
     | grep -c '^127.0.0.1:.* (id: [0-9]* rack: null) -> (')" = "$KAFKA_CLUSTER_NODES" ]
 }
 
