@@ -560,11 +560,20 @@ kcluster_topics() {
     -cp "$kafka_libs/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "$(kcluster_seeds)" "$@"
 }
 
+# All three at once: a node stopped after the others have gone waits for a
+# controller quorum that is no more, and would be killed after 30 s.
 kafka_cluster_down() {
   local n
   for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
     if pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
+      kill -TERM "$(cat "$(kcluster_pid "$n")")" 2>/dev/null || true
+    fi
+  done
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
+    if pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
       stop_pid "kafka cluster node $n" "$(kcluster_pid "$n")" "$(kcluster_props "$n")"
+    else
+      rm -f "$(kcluster_pid "$n")"
     fi
   done
 }
