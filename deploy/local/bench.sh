@@ -26,7 +26,9 @@ SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=${BENCH_API_ADMIN:-127.0.0.1:19100
   SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
 api_pid=$!
 pids+=($api_pid)
-SECKILL_ADMIN_ADDR=$writer_admin SECKILL_LOG_LEVEL=warn bin/order-writer &
+# The writer's log is kept: its reader's reconnects are counted at the end.
+writer_log=$(mktemp)
+SECKILL_ADMIN_ADDR=$writer_admin SECKILL_LOG_LEVEL=warn bin/order-writer 2> >(tee "$writer_log" >&2) &
 writer_pid=$!
 pids+=($writer_pid)
 invalidator_admin=${BENCH_INVALIDATOR_ADMIN:-127.0.0.1:19102}
@@ -70,7 +72,7 @@ cluster_env=(env -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$cluster_seeds")
   SECKILL_API_BENCH_NOOP=true SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
 api_pid=$!
 pids+=($api_pid)
-"${cluster_env[@]}" SECKILL_ADMIN_ADDR=$writer_admin SECKILL_LOG_LEVEL=warn bin/order-writer &
+"${cluster_env[@]}" SECKILL_ADMIN_ADDR=$writer_admin SECKILL_LOG_LEVEL=warn bin/order-writer 2> >(tee -a "$writer_log" >&2) &
 writer_pid=$!
 pids+=($writer_pid)
 procs="api=$api_pid,order-writer=$writer_pid,mariadb=$(cat "$stack/mariadb/mariadb.pid"),kafka=$(cat "$stack/kafka/kafka.pid")"
@@ -91,3 +93,8 @@ echo "== Redis: one node against the cluster =="
 "${cluster_env[@]}" bin/loadgen spread -api "http://$api_addr" -label "cluster" -users "$spread_users" -workers "$workers" -procs "$procs" \
   -writer-metrics "http://$writer_admin/metrics" -beside "$figures"
 rm -f "$figures"
+cleanup
+pids=()
+echo
+echo "order-writer: Kafka fetches that timed out and reconnected over the whole bench: $(grep -c 'kafka reader: .*i/o timeout' "$writer_log" || true)"
+rm -f "$writer_log"

@@ -51,8 +51,9 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 		// whichever comes first: fewer, fuller fetches for the broker, at
 		// most FetchWait more on the way to MySQL. Each partition is
 		// fetched on its own, so FetchWait is also how often an idle one
-		// costs the broker a request.
-		StartOffset: kafka.FirstOffset, MaxBytes: 16 << 20, MinBytes: 64 << 10, MaxWait: c.FetchWait,
+		// costs the broker a request. FetchMaxWait: the reader waits a
+		// second beyond the broker's wait, or a late answer reconnects.
+		StartOffset: kafka.FirstOffset, MaxBytes: 16 << 20, MinBytes: 64 << 10, MaxWait: broker.FetchMaxWait(c.FetchWait),
 		QueueCapacity: c.BatchSize, ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
 			m.logger.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
 		}),

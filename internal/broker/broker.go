@@ -95,3 +95,14 @@ func deadline(ctx context.Context, def time.Duration) time.Duration {
 	}
 	return def
 }
+
+// fetchDeadlineMargin is kafka-go's own: its reader sets the connection's
+// read deadline at ReaderConfig.MaxWait and asks the broker to wait that
+// less one second — or less a quarter of it, when it is under a second
+// (adjustDeadlineForRTT, defaultRTT). With a 50 ms wait a fetch answered
+// 12.5 ms late timed out and the reader dialled again.
+const fetchDeadlineMargin = time.Second
+
+// FetchMaxWait is the ReaderConfig.MaxWait that makes the broker wait up to
+// wait for a fetch to fill, and the reader a second longer for the answer.
+func FetchMaxWait(wait time.Duration) time.Duration { return wait + fetchDeadlineMargin }
