@@ -372,30 +372,46 @@ kafka_java() {
     -cp "$kafka_libs/*" "$@"
 }
 
-kafka_up() {
-  mkdir -p "$kafka_dir/data" "$logs_dir"
-  cat > "$kafka_props" <<EOF
+# kafka_config FILE NODE_ID VOTERS PORT CONTROLLER_PORT DATA_DIR REPLICAS MIN_ISR:
+# a KRaft node that is both broker and controller, its topics (the internal
+# ones too) replicated REPLICAS times with MIN_ISR in sync.
+kafka_config() {
+  local file=$1 id=$2 voters=$3 port=$4 cport=$5 data=$6 replicas=$7 min_isr=$8
+  cat > "$file" <<EOF
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+node.id=$id
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$kafka_dir/data
+log.dirs=$data
 num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
+default.replication.factor=$replicas
+min.insync.replicas=$min_isr
+offsets.topic.replication.factor=$replicas
 offsets.topic.num.partitions=10
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor=$replicas
+transaction.state.log.min.isr=$min_isr
+unclean.leader.election.enable=false
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 delete.topic.enable=true
 log.retention.hours=72
 EOF
+}
+
+# kafka_start PID_FILE PROPS LOG4J OUT HEAP: a Kafka node in the background.
+kafka_start() {
+  setsid java -Xms"$5" -Xmx"$5" -XX:+UseG1GC -Djava.awt.headless=true -Dlog4j.configuration="file:$3" \
+    -cp "$kafka_libs/*" kafka.Kafka "$2" > "$4" 2>&1 < /dev/null &
+  echo $! > "$1"
+}
+
+kafka_up() {
+  mkdir -p "$kafka_dir/data" "$logs_dir"
+  kafka_config "$kafka_props" 1 "1@127.0.0.1:$KAFKA_CONTROLLER_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$kafka_dir/data" 1 1
   cat > "$kafka_dir/log4j.properties" <<EOF
 log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.RollingFileAppender
@@ -424,10 +440,7 @@ EOF
   if pid_alive "$kafka_pid" "$kafka_props"; then
     say "kafka already running (pid $(cat "$kafka_pid"))"
   else
-    setsid java -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -Djava.awt.headless=true \
-      -Dlog4j.configuration="file:$kafka_dir/log4j.properties" \
-      -cp "$kafka_libs/*" kafka.Kafka "$kafka_props" > "$logs_dir/kafka.out" 2>&1 < /dev/null &
-    echo $! > "$kafka_pid"
+    kafka_start "$kafka_pid" "$kafka_props" "$kafka_dir/log4j.properties" "$logs_dir/kafka.out" "$KAFKA_HEAP"
   fi
   wait_for "kafka 127.0.0.1:$KAFKA_PORT (metadata)" 90 kafka_topics --list \
     || die "kafka did not answer a metadata request on 127.0.0.1:$KAFKA_PORT; see $logs_dir/kafka.log and kafka.out"
@@ -479,29 +492,7 @@ kcluster_voters() {
 kcluster_node_config() {
   local n=$1 dir=$kcluster_dir/$1
   mkdir -p "$dir/data" "$logs_dir"
-  cat > "$(kcluster_props "$n")" <<EOF
-process.roles=broker,controller
-node.id=$n
-controller.quorum.voters=$(kcluster_voters)
-listeners=PLAINTEXT://127.0.0.1:$(kcluster_port "$n"),CONTROLLER://127.0.0.1:$(kcluster_controller_port "$n")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(kcluster_port "$n")
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$dir/data
-num.partitions=1
-default.replication.factor=3
-min.insync.replicas=2
-offsets.topic.replication.factor=3
-offsets.topic.num.partitions=10
-transaction.state.log.replication.factor=3
-transaction.state.log.min.isr=2
-unclean.leader.election.enable=false
-group.initial.rebalance.delay.ms=0
-auto.create.topics.enable=false
-delete.topic.enable=true
-log.retention.hours=72
-EOF
+  kafka_config "$(kcluster_props "$n")" "$n" "$(kcluster_voters)" "$(kcluster_port "$n")" "$(kcluster_controller_port "$n")" "$dir/data" 3 2
   sed -e "s|$logs_dir/kafka.log|$logs_dir/kafka-cluster-$n.log|" "$kafka_dir/log4j.properties" > "$dir/log4j.properties"
 }
 
@@ -524,10 +515,7 @@ kafka_cluster_up() {
         || die "StorageTool format of node $n failed; see $logs_dir/kafka-cluster-format-$n.log"
     fi
     if ! pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
-      setsid java -Xms"$KAFKA_CLUSTER_HEAP" -Xmx"$KAFKA_CLUSTER_HEAP" -XX:+UseG1GC -Djava.awt.headless=true \
-        -Dlog4j.configuration="file:$kcluster_dir/$n/log4j.properties" \
-        -cp "$kafka_libs/*" kafka.Kafka "$(kcluster_props "$n")" > "$logs_dir/kafka-cluster-$n.out" 2>&1 < /dev/null &
-      echo $! > "$(kcluster_pid "$n")"
+      kafka_start "$(kcluster_pid "$n")" "$(kcluster_props "$n")" "$kcluster_dir/$n/log4j.properties" "$logs_dir/kafka-cluster-$n.out" "$KAFKA_CLUSTER_HEAP"
     fi
   done
   wait_for "kafka cluster $(kcluster_seeds) (metadata)" 120 kcluster_all_registered \
