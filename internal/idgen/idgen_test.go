@@ -91,10 +91,7 @@ func TestTodaysCounterCannotBeEvicted(t *testing.T) {
 func TestLeaseUnderANewReplicationIDSkipsAMargin(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	ctx := context.Background()
-	kind := r.Key("order")
-	counter := "id:" + kind + ":" + time.Now().UTC().Format("20060102")
-	stamp := "{" + counter + "}:epoch"
-	t.Cleanup(func() { r.Client.Del(ctx, stamp) })
+	kind, counter, stamp := todaysLease(t, r)
 	g := idgen.New(r.Client, kind, 10).WithReplicationStamp()
 	seen := map[int64]bool{}
 	var last int64
@@ -138,10 +135,7 @@ func TestLeaseUnderANewReplicationIDSkipsAMargin(t *testing.T) {
 func TestLeaseRightAfterAFailoverSkipsAMarginWhateverTheCallerThinks(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	ctx := context.Background()
-	kind := r.Key("order")
-	counter := "id:" + kind + ":" + time.Now().UTC().Format("20060102")
-	stamp := "{" + counter + "}:epoch"
-	t.Cleanup(func() { r.Client.Del(ctx, stamp) })
+	kind, counter, stamp := todaysLease(t, r)
 	const oldMaster = "0123456789abcdef0123456789abcdef01234567"
 	// The promoted replica: the counter and the stamp as its old master
 	// last replicated them, its own replication id new.
@@ -155,4 +149,14 @@ func TestLeaseRightAfterAFailoverSkipsAMarginWhateverTheCallerThinks(t *testing.
 	if seq := id & (1<<32 - 1); seq < 500+idgen.LeaseMargin {
 		t.Fatalf("sequence %d right after the failover, want above 500 + the margin", seq)
 	}
+}
+
+// todaysLease is the test's id kind, today's counter of it and the
+// counter's replication stamp (deleted when the test ends).
+func todaysLease(t *testing.T, r *testsupport.Redis) (kind, counter, stamp string) {
+	kind = r.Key("order")
+	counter = "id:" + kind + ":" + time.Now().UTC().Format("20060102")
+	stamp = "{" + counter + "}:epoch"
+	t.Cleanup(func() { r.Client.Del(context.Background(), stamp) })
+	return kind, counter, stamp
 }
