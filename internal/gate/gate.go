@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -117,34 +116,6 @@ func parseReservation(voucherID, orderID int64, v string) (order.Event, error) {
 		return order.Event{}, fmt.Errorf("reservation %d of voucher %d: malformed %q", orderID, voucherID, v)
 	}
 	return order.Event{OrderID: orderID, UserID: uid, VoucherID: voucherID, AcceptedAt: at}, nil
-}
-
-// FindReservation looks for a pending order among the active vouchers.
-func (s *Store) FindReservation(ctx context.Context, orderID int64) (order.Event, bool, error) {
-	ids, err := s.rdb.SMembers(ctx, s.ActiveVouchers()).Result()
-	if err != nil {
-		return order.Event{}, false, fmt.Errorf("active vouchers: %w", err)
-	}
-	field := strconv.FormatInt(orderID, 10)
-	cmds := make([]*redis.StringCmd, len(ids))
-	vids := make([]int64, len(ids))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			vids[i], _ = strconv.ParseInt(id, 10, 64)
-			cmds[i] = p.HGet(ctx, s.KeysOf(vids[i]).Pending, field)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return order.Event{}, false, fmt.Errorf("find reservation %d: %w", orderID, err)
-	}
-	for i, c := range cmds {
-		if v, err := c.Result(); err == nil {
-			r, err := parseReservation(vids[i], orderID, v)
-			return r, err == nil, err
-		}
-	}
-	return order.Event{}, false, nil
 }
 
 // List puts voucherID among the active vouchers, and reports whether it

@@ -94,8 +94,10 @@ func TestRelayPublishesAnUnpublishedOrder(t *testing.T) {
 	if err != nil || got.OrderID != orderID || got.UserID != 42 || got.VoucherID != voucher {
 		t.Fatalf("relayed %+v (%v), want order %d of user 42", got, err, orderID)
 	}
-	if pending, ok, err := rig.store.FindReservation(ctx, orderID); err != nil || !ok || pending != got {
-		t.Fatalf("reservation after the relay: %+v %v %v; want it kept until the writer confirms %+v", pending, ok, err, got)
+	st, ok, err := rig.store.FindInSales(ctx, orderID)
+	if err != nil || !ok || st.Status != order.StatusPending || st.UserID != got.UserID || st.VoucherID != got.VoucherID ||
+		st.CreateTime.UnixMilli() != got.AcceptedAt {
+		t.Fatalf("reservation after the relay: %+v %v %v; want it kept, pending, until the writer confirms %+v", st, ok, err, got)
 	}
 }
 
