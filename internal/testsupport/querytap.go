@@ -35,7 +35,6 @@ func MustQueryTap(tb testing.TB, target string) *QueryTap {
 		tb.Fatal(err)
 	}
 	t := &QueryTap{Addr: ln.Addr().String(), target: target}
-	var conns sync.WaitGroup
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -44,7 +43,7 @@ func MustQueryTap(tb testing.TB, target string) *QueryTap {
 			if err != nil {
 				return
 			}
-			conns.Go(func() { t.forward(client) })
+			go t.forward(client)
 		}
 	}()
 	tb.Cleanup(func() {
