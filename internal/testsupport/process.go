@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,16 +35,26 @@ func MustBuild(tb testing.TB, dir string) string {
 	return out
 }
 
-// FreeAddr is a loopback address with a port nobody listens on right now.
+// FreeAddr is a loopback address with a port nobody listens on right now,
+// chosen below the kernel's ephemeral range (32768 and up): a port the
+// kernel hands out for ":0" is also the one it gives the next outgoing
+// connection, so a program started on it a moment later could find it taken
+// (CI saw "bind: address already in use" that way). The band 23000–26999
+// stays clear of the stack's fixed ports, of the cluster buses (27001–27006)
+// and of freeClusterPort's pairs.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for range 100 {
+		addr := "127.0.0.1:" + strconv.Itoa(23000+rand.IntN(4000))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return addr
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	tb.Fatal("no free loopback port in 23000–26999")
+	return ""
 }
 
 // Process is a program started by a test, its output kept for assertions.
