@@ -3,6 +3,7 @@ package testsupport
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,11 +35,20 @@ func MustProductionClient(tb testing.TB, addr string) *redis.Client {
 // disturb the tests sharing the stack's. The process is returned for those
 // that stop it. args are more redis-server options, after the defaults
 // (no persistence), which they override.
+//
+// A cluster-enabled node gets its bus port from FreeAddr too: Redis's
+// default, the port plus 10000, lands in the kernel's ephemeral range, where
+// an outgoing connection may hold it, and the node then exits at start (CI
+// saw this).
 func MustPrivateRedis(tb testing.TB, args ...string) (*Redis, *exec.Cmd) {
 	tb.Helper()
-	addr := FreeAddr(tb)
-	return mustRedisOn(tb, addr[strings.LastIndex(addr, ":")+1:], args...)
+	if slices.Contains(args, "--cluster-enabled") && !slices.Contains(args, "--cluster-port") {
+		args = append(args, "--cluster-port", port(FreeAddr(tb)))
+	}
+	return mustRedisOn(tb, port(FreeAddr(tb)), args...)
 }
+
+func port(addr string) string { return addr[strings.LastIndex(addr, ":")+1:] }
 
 // mustRedisOn is MustPrivateRedis on port.
 func mustRedisOn(tb testing.TB, port string, args ...string) (*Redis, *exec.Cmd) {
@@ -49,6 +59,8 @@ func mustRedisOn(tb testing.TB, port string, args ...string) (*Redis, *exec.Cmd)
 	}
 	addr := "127.0.0.1:" + port
 	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir()}, args...)...)
+	out := &SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
@@ -61,7 +73,7 @@ func mustRedisOn(tb testing.TB, port string, args ...string) (*Redis, *exec.Cmd)
 	deadline := time.Now().Add(10 * time.Second)
 	for c.Ping(context.Background()).Err() != nil {
 		if time.Now().After(deadline) {
-			tb.Fatalf("redis-server on %s did not answer", addr)
+			tb.Fatalf("redis-server on %s did not answer:\n%s", addr, out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
