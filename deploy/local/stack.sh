@@ -15,8 +15,11 @@
 #   stack.sh up --kafka-brokers 3   also a Kafka cluster of three nodes
 #                      beside the single broker (or SECKILL_KAFKA_TOPOLOGY=cluster)
 #   stack.sh down      stop the processes this script started, by their pid
-#   stack.sh stop redis|redis-replica|redis-cluster|mariadb|kafka   stop one
-#                      of them (the failure tests use it; `up` starts it again)
+#   stack.sh stop redis|redis-replica|redis-cluster|mariadb|kafka|kafka-cluster
+#                      stop one of them (the failure tests use it; `up` starts
+#                      it again)
+#   stack.sh stop|kill kafka-node N   stop (SIGTERM) or kill -9 node N (1-3)
+#                      of the Kafka cluster; `up --kafka-brokers 3` restarts it
 #   stack.sh status    which of them run, and where
 #   stack.sh logs [redis|mariadb|kafka]   tail their logs
 #
@@ -73,7 +76,7 @@ die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
 
 need_cmds() {
   local missing=()
-  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db java mvn curl; do
+  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db java mvn curl haproxy; do
     command -v "$c" >/dev/null 2>&1 || missing+=("$c")
   done
   printf '%s\n' "${missing[@]}"
@@ -84,7 +87,7 @@ cmd_install() {
   missing=$(need_cmds)
   if [ -n "$missing" ]; then
     [ "$(id -u)" = 0 ] || die "missing $(echo $missing | tr '\n' ' '); install needs root to apt-get them"
-    local pkgs=(redis-server redis-tools mariadb-server mariadb-client curl ca-certificates)
+    local pkgs=(redis-server redis-tools mariadb-server mariadb-client curl ca-certificates haproxy)
     command -v java >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
     command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
     say "installing Debian packages: ${pkgs[*]}"
@@ -493,6 +496,16 @@ kcluster_node_config() {
   local n=$1 dir=$kcluster_dir/$1
   mkdir -p "$dir/data" "$logs_dir"
   kafka_config "$(kcluster_props "$n")" "$n" "$(kcluster_voters)" "$(kcluster_port "$n")" "$(kcluster_controller_port "$n")" "$dir/data" 3 2
+  # A dead node is fenced (its leaderships moved, it leaves every ISR) 3 s
+  # after its last heartbeat instead of Kafka's 9 s: until then the
+  # partitions it led take no write, and the API cannot tell from the
+  # metadata that fewer than min.insync.replicas remain. A follower that
+  # stops fetching leaves the ISR after 10 s (default 30 s).
+  cat >> "$(kcluster_props "$n")" <<EOF
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
+replica.lag.time.max.ms=10000
+EOF
   sed -e "s|$logs_dir/kafka.log|$logs_dir/kafka-cluster-$n.log|" "$kafka_dir/log4j.properties" > "$dir/log4j.properties"
 }
 
@@ -654,10 +667,28 @@ cmd_stop() {
     redis-replica) stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT" ;;
     redis-cluster) redis_cluster_down ;;
     kafka-cluster) kafka_cluster_down ;;
+    kafka-node) kcluster_node_arg "${2:-}"; stop_pid "kafka cluster node $2" "$(kcluster_pid "$2")" "$(kcluster_props "$2")" ;;
     mariadb) stop_pid mariadb "$mysql_pid" "$mysql_cnf" ;;
     kafka) stop_pid kafka "$kafka_pid" "$kafka_props" ;;
-    *) die "stop: which server? redis, redis-replica, redis-cluster, mariadb, kafka or kafka-cluster" ;;
+    *) die "stop: which server? redis, redis-replica, redis-cluster, mariadb, kafka, kafka-cluster or kafka-node N" ;;
   esac
+}
+
+kcluster_node_arg() {
+  case "${1:-}" in
+    [1-9]) [ "$1" -le "$KAFKA_CLUSTER_NODES" ] || die "kafka-node $1: the cluster has nodes 1 to $KAFKA_CLUSTER_NODES" ;;
+    *) die "kafka-node ${1:-(no number)}: say which node, 1 to $KAFKA_CLUSTER_NODES" ;;
+  esac
+}
+
+# cmd_kill kafka-node N: kill -9, as a crashed machine; nothing is flushed.
+cmd_kill() {
+  [ "${1:-}" = kafka-node ] || die "kill: only kafka-node N (the other servers: stop)"
+  kcluster_node_arg "${2:-}"
+  pid_alive "$(kcluster_pid "$2")" "$(kcluster_props "$2")" || die "kafka cluster node $2 is not running"
+  kill -KILL "$(cat "$(kcluster_pid "$2")")"
+  rm -f "$(kcluster_pid "$2")"
+  say "kafka cluster node $2 killed (SIGKILL)"
 }
 
 cmd_status() {
@@ -713,8 +744,9 @@ case "${1:-}" in
     cmd_up ;;
   down) cmd_down ;;
   stop) shift; cmd_stop "$@" ;;
+  kill) shift; cmd_kill "$@" ;;
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
   env) print_env ;;
-  *) echo "usage: $0 install|up|down|stop SERVER|status|logs [SERVER]|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|up|down|stop SERVER|kill kafka-node N|status|logs [SERVER]|env" >&2; exit 2 ;;
 esac

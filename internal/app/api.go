@@ -68,6 +68,8 @@ func (m *API) Run(ctx context.Context) error {
 	orderWriter := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic)
 	orderWriter.BatchTimeout = c.Sale.PublishBatchWait
 	publisher := broker.NewOrderPublisher(orderWriter, c.Sale.PublishTimeout)
+	durability := broker.NewDurability(c.KafkaBrokers, c.Sale.OrdersTopic, c.Sale.DurabilityInterval, m.logger)
+	b.monitor.Add("orders topic", c.Sale.OrdersTopic, durability.Known)
 	b.closeFirst(closer("kafka publisher", publisher))
 
 	sender := m.CodeSender
@@ -88,7 +90,7 @@ func (m *API) Run(ctx context.Context) error {
 		api.SessionStore
 		user.SessionCreator
 	} = user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot)
-	workers := []daemon.Worker{{Name: "http server", Run: m.serve}}
+	workers := []daemon.Worker{{Name: "http server", Run: m.serve}, {Name: "kafka durability", Run: durability.Run}}
 	if c.HTTP.SessionCache > 0 {
 		cached := user.NewCachedSessions(user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot), b.rdb, c.HTTP.SessionCache, m.logger)
 		sessions = cached
@@ -104,8 +106,8 @@ func (m *API) Run(ctx context.Context) error {
 		Vouchers: &voucher.Vouchers{DB: db, Sale: store},
 		Orders: &order.Service{
 			IDs: orderIDs(b.rdb, c.Sale).WithReplicationStamp(), Gate: store, Publisher: publisher,
-			PipelineUp: func() bool { return b.monitor.Up(daemon.KafkaCheck) },
-			SoldOut:    order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger,
+			Durable: broker.OrderDurability{Topic: durability},
+			SoldOut: order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger,
 		},
 		Lookup: &order.Lookup{Settled: gate.NewSettledCache(b.rdb, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store},
 	})

@@ -6,15 +6,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 )
 
-// Topic is a topic the project needs, with its partition count.
+// Topic is a topic the project needs, with its partition count and
+// replication.
 type Topic struct {
 	Name       string
 	Partitions int
+	Replicas   int // replication factor; 0 is 1
+	MinInSync  int // min.insync.replicas; 0 leaves the broker's default
+	// Leader, when not 0, is the broker every partition prefers as its
+	// leader (a test that kills the leader); the other replicas follow in
+	// the order the cluster lists its brokers.
+	Leader int
 }
 
 // Ping asks the cluster for its metadata: a broker that accepts TCP but has
@@ -31,16 +39,39 @@ func Ping(ctx context.Context, brokers []string) error {
 	return nil
 }
 
-// EnsureTopics creates the topics that do not exist yet (single replica: the
-// local stack has one broker; production creates its topics with its own
-// replication) and leaves existing ones as they are.
-func EnsureTopics(ctx context.Context, brokers []string, replication int, topics ...Topic) error {
+// EnsureTopics creates the topics that do not exist yet and leaves
+// existing ones as they are. A replication factor above the cluster's
+// broker count is refused here, by name, before Kafka's own error.
+func EnsureTopics(ctx context.Context, brokers []string, topics ...Topic) error {
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	if err != nil {
+		return fmt.Errorf("create topics: metadata: %w", err)
+	}
 	req := &kafka.CreateTopicsRequest{}
 	for _, t := range topics {
-		req.Topics = append(req.Topics, kafka.TopicConfig{
-			Topic: t.Name, NumPartitions: t.Partitions, ReplicationFactor: replication,
-		})
+		replicas := max(t.Replicas, 1)
+		if replicas > len(md.Brokers) {
+			return fmt.Errorf("create topic %s: replication factor %d needs %d brokers, the cluster at %v has %d",
+				t.Name, replicas, replicas, brokers, len(md.Brokers))
+		}
+		tc := kafka.TopicConfig{Topic: t.Name, NumPartitions: t.Partitions, ReplicationFactor: replicas}
+		if t.MinInSync > 0 {
+			tc.ConfigEntries = []kafka.ConfigEntry{{ConfigName: "min.insync.replicas", ConfigValue: strconv.Itoa(t.MinInSync)}}
+		}
+		if t.Leader != 0 {
+			ids := []int{t.Leader}
+			for _, b := range md.Brokers {
+				if b.ID != t.Leader && len(ids) < replicas {
+					ids = append(ids, b.ID)
+				}
+			}
+			tc.NumPartitions, tc.ReplicationFactor = -1, -1
+			for p := range t.Partitions {
+				tc.ReplicaAssignments = append(tc.ReplicaAssignments, kafka.ReplicaAssignment{Partition: p, Replicas: ids})
+			}
+		}
+		req.Topics = append(req.Topics, tc)
 	}
 	resp, err := client.CreateTopics(ctx, req)
 	if err != nil {

@@ -89,7 +89,7 @@ func TestEnsureTopicsIsIdempotent(t *testing.T) {
 	topic := k.MustTopic(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := broker.EnsureTopics(ctx, k.Brokers, 1, broker.Topic{Name: topic, Partitions: 3}); err != nil {
+	if err := broker.EnsureTopics(ctx, k.Brokers, broker.Topic{Name: topic, Partitions: 3}); err != nil {
 		t.Fatalf("second EnsureTopics: %v", err)
 	}
 	conn, err := kafka.DialContext(ctx, "tcp", k.Brokers[0])

@@ -28,8 +28,24 @@ type orderJSON struct {
 // anyway.
 func OrderMessage(e order.Event) kafka.Message {
 	v, _ := json.Marshal(orderJSON(e))
-	return kafka.Message{Key: strconv.AppendInt(nil, e.VoucherID, 10), Value: v}
+	return kafka.Message{Key: orderKey(e.VoucherID), Value: v}
 }
+
+func orderKey(voucherID int64) []byte { return strconv.AppendInt(nil, voucherID, 10) }
+
+var _ order.Durability = OrderDurability{}
+
+// OrderDurability is a Durability of the orders topic seen by voucher, as
+// OrderMessage keys the events.
+type OrderDurability struct{ Topic *Durability }
+
+// Accepting says whether voucherID's partition takes a durable write.
+func (d OrderDurability) Accepting(voucherID int64) bool {
+	return d.Topic.Accepting(orderKey(voucherID))
+}
+
+// Failed makes voucherID's partition suspect.
+func (d OrderDurability) Failed(voucherID int64) { d.Topic.Failed(orderKey(voucherID)) }
 
 // The acceptance times an order row can hold: tb_voucher_order's
 // TIMESTAMP columns end in January 2038, and no order of this project was

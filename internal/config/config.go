@@ -31,11 +31,14 @@ type Sale struct {
 	// longer means fewer, larger produce requests for the broker.
 	PublishBatchWait time.Duration
 	SoldOutTTL       time.Duration // how long an API instance remembers a sell-out
-	IDBlock          int64         // order ids leased per Redis round trip
-	RelayAge         time.Duration // a reservation older than this is republished
-	RelayInterval    time.Duration
-	RelayLease       time.Duration // the relay's lease: how long a dead holder keeps it
-	SaleKeep         time.Duration // how long an ended, settled sale's keys stay in Redis
+	// DurabilityInterval is how often the API reads which partitions of
+	// the orders topic have a leader and enough in-sync replicas.
+	DurabilityInterval time.Duration
+	IDBlock            int64         // order ids leased per Redis round trip
+	RelayAge           time.Duration // a reservation older than this is republished
+	RelayInterval      time.Duration
+	RelayLease         time.Duration // the relay's lease: how long a dead holder keeps it
+	SaleKeep           time.Duration // how long an ended, settled sale's keys stay in Redis
 	// EpochInterval is how often a program reads Redis's replication id,
 	// which changes when Redis restarts or a replica takes over.
 	EpochInterval time.Duration
@@ -229,19 +232,20 @@ func shopFilter(r *Reader) int {
 // loadSale reads the flash-sale variables.
 func loadSale(r *Reader) Sale {
 	return Sale{
-		OrdersTopic:      r.String("SECKILL_ORDERS_TOPIC", "seckill.orders"),
-		OrdersDLQ:        r.String("SECKILL_ORDERS_DLQ_TOPIC", "seckill.orders.dlq"),
-		KeyPrefix:        r.String("SECKILL_KEY_PREFIX", ""),
-		PublishTimeout:   r.Duration("SECKILL_PUBLISH_TIMEOUT", 3*time.Second),
-		PublishBatchWait: r.Duration("SECKILL_PUBLISH_BATCH_WAIT", 5*time.Millisecond),
-		SoldOutTTL:       r.Duration("SECKILL_SOLDOUT_TTL", 2*time.Second),
-		IDBlock:          int64(r.Int("SECKILL_ID_BLOCK", 1000, 1, 1_000_000)),
-		RelayAge:         r.Duration("SECKILL_RELAY_AGE", 10*time.Second),
-		RelayInterval:    r.Duration("SECKILL_RELAY_INTERVAL", 2*time.Second),
-		RelayLease:       r.Duration("SECKILL_RELAY_LEASE", 10*time.Second),
-		SaleKeep:         r.Duration("SECKILL_SALE_KEEP", 24*time.Hour),
-		EpochInterval:    r.Duration("SECKILL_REDIS_EPOCH_INTERVAL", 500*time.Millisecond),
-		OrderStatusTTL:   r.Duration("SECKILL_ORDER_STATUS_TTL", 10*time.Minute),
+		OrdersTopic:        r.String("SECKILL_ORDERS_TOPIC", "seckill.orders"),
+		OrdersDLQ:          r.String("SECKILL_ORDERS_DLQ_TOPIC", "seckill.orders.dlq"),
+		KeyPrefix:          r.String("SECKILL_KEY_PREFIX", ""),
+		PublishTimeout:     r.Duration("SECKILL_PUBLISH_TIMEOUT", 3*time.Second),
+		PublishBatchWait:   r.Duration("SECKILL_PUBLISH_BATCH_WAIT", 5*time.Millisecond),
+		SoldOutTTL:         r.Duration("SECKILL_SOLDOUT_TTL", 2*time.Second),
+		DurabilityInterval: r.Duration("SECKILL_KAFKA_DURABILITY_INTERVAL", 500*time.Millisecond),
+		IDBlock:            int64(r.Int("SECKILL_ID_BLOCK", 1000, 1, 1_000_000)),
+		RelayAge:           r.Duration("SECKILL_RELAY_AGE", 10*time.Second),
+		RelayInterval:      r.Duration("SECKILL_RELAY_INTERVAL", 2*time.Second),
+		RelayLease:         r.Duration("SECKILL_RELAY_LEASE", 10*time.Second),
+		SaleKeep:           r.Duration("SECKILL_SALE_KEEP", 24*time.Hour),
+		EpochInterval:      r.Duration("SECKILL_REDIS_EPOCH_INTERVAL", 500*time.Millisecond),
+		OrderStatusTTL:     r.Duration("SECKILL_ORDER_STATUS_TTL", 10*time.Minute),
 	}
 }
 

@@ -139,8 +139,7 @@ func Shutdown(logger *slog.Logger, timeout time.Duration, steps ...Step) error {
 	return errors.Join(errs...)
 }
 
-// KafkaCheck is the readiness name of Kafka, which the API also asks the
-// monitor about before taking an order.
+// KafkaCheck is the readiness name of Kafka.
 const KafkaCheck = "kafka"
 
 // WatchRedis adds the readiness check of c's Redis. On a cluster it is

@@ -253,12 +253,12 @@ func testGateAfterScriptCacheLoss(t *testing.T, newStore func(testing.TB, redis.
 	}
 }
 
-// With Kafka known to be down the order is refused before the gate: no
+// With the order queue unable to keep an order the order is refused before the gate: no
 // unit is taken and nothing is reserved.
 func TestOrderRefusedWhileKafkaIsDown(t *testing.T) {
 	r, store, voucher := warmedVoucher(t, 5)
 	ctx := context.Background()
-	svc := &order.Service{Gate: store, IDs: idgen.New(r.Client, r.Key("order"), 10), PipelineUp: func() bool { return false }}
+	svc := &order.Service{Gate: store, IDs: idgen.New(r.Client, r.Key("order"), 10), Durable: refusing{}}
 	if _, err := svc.Place(ctx, 1, voucher); !errors.Is(err, order.ErrNotTaken) {
 		t.Fatalf("order while Kafka is down: %v, want ErrNotTaken", err)
 	}
@@ -267,6 +267,12 @@ func TestOrderRefusedWhileKafkaIsDown(t *testing.T) {
 		t.Fatalf("stock %d and %d reservations after a refused order", stock, r.Client.HLen(ctx, k.Pending).Val())
 	}
 }
+
+// refusing is an order queue that could keep no order now.
+type refusing struct{}
+
+func (refusing) Accepting(int64) bool { return false }
+func (refusing) Failed(int64)         {}
 
 // leavingIDs is the client hanging up right after its order got an id,
 // while the gate and the publish are still ahead.

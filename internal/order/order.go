@@ -38,8 +38,8 @@ var (
 	// ErrPaused: the voucher's sale is frozen while its state is rebuilt
 	// from MySQL; nothing was taken.
 	ErrPaused = apperr.New(apperr.Unavailable, "sale paused, try again in a moment").Retry(2 * time.Second)
-	// ErrNotTaken: the pipeline cannot carry an order now (Kafka known to
-	// be down), so nothing was reserved.
+	// ErrNotTaken: the pipeline cannot carry an order now (Kafka down, or
+	// fewer in-sync replicas than an order needs), so nothing was reserved.
 	ErrNotTaken = apperr.New(apperr.Unavailable, "flash sale temporarily unavailable: your order was not taken, try again shortly").
 			Retry(5 * time.Second)
 	// ErrUndecided: the gate could not be asked, or its answer was lost

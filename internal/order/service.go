@@ -26,16 +26,24 @@ type Publisher interface {
 	Publish(ctx context.Context, events ...Event) error
 }
 
+// Durability says whether an order of a voucher can be made durable in
+// the order queue now (on Kafka: its partition has a leader and enough
+// in-sync replicas), and hears of a publish that failed.
+type Durability interface {
+	Accepting(voucherID int64) bool
+	Failed(voucherID int64)
+}
+
 // Service takes flash-sale orders.
 type Service struct {
 	IDs       IDs
 	Gate      Gate
 	Publisher Publisher
-	// PipelineUp says whether the order queue answers; when it does not,
-	// orders are refused before the gate takes a unit.
-	PipelineUp func() bool
-	SoldOut    *SoldOutCache
-	Logger     *slog.Logger
+	// Durable, when set, refuses an order before the gate takes a unit
+	// while the queue could not keep it.
+	Durable Durability
+	SoldOut *SoldOutCache
+	Logger  *slog.Logger
 }
 
 // Place takes one unit of voucherID for userID and returns the order id.
@@ -51,7 +59,7 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 	if s.SoldOut.Has(voucherID) {
 		return 0, ErrSoldOut
 	}
-	if s.PipelineUp != nil && !s.PipelineUp() {
+	if s.Durable != nil && !s.Durable.Accepting(voucherID) {
 		return 0, ErrNotTaken
 	}
 	if err := ctx.Err(); err != nil {
@@ -78,6 +86,9 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 	}
 	event := Event{OrderID: orderID, UserID: userID, VoucherID: voucherID, AcceptedAt: d.AcceptedAt.UnixMilli()}
 	if err := s.Publisher.Publish(ctx, event); err != nil {
+		if s.Durable != nil {
+			s.Durable.Failed(voucherID)
+		}
 		s.Logger.Warn("order reserved, publish failed: the relay will publish it", "order_id", orderID, "err", err)
 		return orderID, ErrNotPublished.WithData(strconv.FormatInt(orderID, 10)).Wrap(err)
 	}

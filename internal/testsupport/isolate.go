@@ -267,30 +267,72 @@ func MustEmptyMySQL(tb testing.TB) *MySQL {
 	return &MySQL{DB: db, DSN: dsn, Database: name, Addr: cfg.Addr, User: cfg.User, Password: cfg.Passwd, Flavor: flavor}
 }
 
-// Kafka is the test Kafka cluster.
+// Kafka is the test Kafka: one broker, or the cluster of three.
 type Kafka struct {
 	Brokers []string
+	// Replicas is the replication factor of the test's topics: 3 on the
+	// cluster, with min.insync.replicas 2, as the stack creates its own.
+	Replicas int
 }
 
 // MustKafka checks that the test Kafka answers a metadata request.
 func MustKafka(tb testing.TB) *Kafka {
 	tb.Helper()
-	brokers := kafkaBrokers(tb)
+	return mustKafka(tb, kafkaBrokers(tb), 1)
+}
+
+// KafkaCluster is the seeds of the test Kafka cluster,
+// SECKILL_TEST_KAFKA_CLUSTER; none when it is not running.
+func KafkaCluster() []string {
+	var seeds []string
+	for s := range strings.SplitSeq(os.Getenv("SECKILL_TEST_KAFKA_CLUSTER"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	return seeds
+}
+
+// MustKafkaCluster is the stack's Kafka cluster of three brokers
+// (deploy/local/stack.sh up --kafka-brokers 3): the test fails without it.
+func MustKafkaCluster(tb testing.TB) *Kafka {
+	tb.Helper()
+	seeds := KafkaCluster()
+	if len(seeds) == 0 {
+		tb.Fatal("no Kafka cluster: run make test, or start it with deploy/local/stack.sh up --kafka-brokers 3 and set " +
+			"SECKILL_TEST_KAFKA_CLUSTER=127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392")
+	}
+	return mustKafka(tb, seeds, 3)
+}
+
+func mustKafka(tb testing.TB, brokers []string, replicas int) *Kafka {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := broker.Ping(ctx, brokers); err != nil {
 		tb.Fatalf("test Kafka at %v: %v", brokers, err)
 	}
-	return &Kafka{Brokers: brokers}
+	return &Kafka{Brokers: brokers, Replicas: replicas}
 }
 
 // MustTopic creates a topic of the test's own, deleted when the test ends.
 func (k *Kafka) MustTopic(tb testing.TB, partitions int) string {
 	tb.Helper()
+	return k.MustTopicLedBy(tb, partitions, 0)
+}
+
+// MustTopicLedBy is MustTopic with every partition led by the broker
+// leader (0: Kafka's choice).
+func (k *Kafka) MustTopicLedBy(tb testing.TB, partitions, leader int) string {
+	tb.Helper()
 	name := "t." + unique(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := broker.EnsureTopics(ctx, k.Brokers, 1, broker.Topic{Name: name, Partitions: partitions}); err != nil {
+	t := broker.Topic{Name: name, Partitions: partitions, Replicas: max(k.Replicas, 1), Leader: leader}
+	if t.Replicas > 1 {
+		t.MinInSync = t.Replicas - 1
+	}
+	if err := broker.EnsureTopics(ctx, k.Brokers, t); err != nil {
 		tb.Fatalf("create test topic: %v", err)
 	}
 	tb.Cleanup(func() {

@@ -72,7 +72,7 @@ func Drain(ctx context.Context, dsn string, brokers []string, writerBin string, 
 		return rep, fmt.Errorf("drain voucher: %w", err)
 	}
 	topic := fmt.Sprintf("bench.drain.%d", time.Now().UnixNano())
-	if err := broker.EnsureTopics(ctx, brokers, 1, broker.Topic{Name: topic, Partitions: 6}); err != nil {
+	if err := broker.EnsureTopics(ctx, brokers, broker.Topic{Name: topic, Partitions: 6}); err != nil {
 		return rep, err
 	}
 	defer broker.DeleteTopics(context.Background(), brokers, topic)

@@ -1,0 +1,210 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Durability follows, from the cluster's metadata, which partitions of a
+// topic can take a write that every in-sync replica acknowledges with at
+// least min.insync.replicas of them in sync: the writes an accepted order
+// needs. The API asks it before the gate takes a unit, so that with two of
+// three brokers down a buyer is told to come back (nothing taken) instead
+// of being given an order that Kafka refuses and the relay must carry.
+//
+// The metadata lags a crash: a dead broker stays leader and in sync until
+// the controller fences it (broker.session.timeout.ms). A publish that
+// fails in that window makes its partition suspect: refused until the
+// metadata shows that partition changed (a new leader, another ISR), or
+// for SuspectFor at most.
+type Durability struct {
+	client   *kafka.Client
+	topic    string
+	interval time.Duration
+	logger   *slog.Logger
+
+	// SuspectFor bounds how long a failed publish refuses its partition
+	// when the metadata does not move.
+	SuspectFor time.Duration
+
+	mu         sync.RWMutex
+	partitions []partitionState // by partition id; nil until the first answer
+	suspect    map[int]suspicion
+	lastErr    error
+}
+
+type partitionState struct {
+	leader   int
+	isr      []int
+	writable bool
+}
+
+type suspicion struct {
+	until time.Time
+	seen  partitionState // when it failed
+}
+
+// NewDurability watches topic on brokers every interval.
+func NewDurability(brokers []string, topic string, interval time.Duration, logger *slog.Logger) *Durability {
+	return &Durability{
+		client: &kafka.Client{Addr: kafka.TCP(brokers...)}, topic: topic, interval: interval, logger: logger,
+		SuspectFor: 3 * time.Second, suspect: map[int]suspicion{},
+	}
+}
+
+// Run refreshes the view every interval until ctx ends.
+func (d *Durability) Run(ctx context.Context) error {
+	t := time.NewTicker(d.interval)
+	defer t.Stop()
+	for {
+		d.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh reads the topic's metadata and min.insync.replicas once. A
+// cluster that does not answer makes every partition unwritable: an order
+// could not be made durable either.
+func (d *Durability) Refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(d.interval, time.Second))
+	defer cancel()
+	parts, err := d.read(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	before := d.unwritable()
+	if err != nil {
+		if d.lastErr == nil {
+			d.logger.Warn("kafka durability unknown: refusing orders until the cluster answers", "topic", d.topic, "err", err)
+		}
+		d.lastErr, d.partitions = err, nil
+		return
+	}
+	d.lastErr, d.partitions = nil, parts
+	for p, s := range d.suspect {
+		if p >= len(parts) || time.Now().After(s.until) || !slices.Equal(parts[p].isr, s.seen.isr) || parts[p].leader != s.seen.leader {
+			delete(d.suspect, p)
+		}
+	}
+	if after := d.unwritable(); !slices.Equal(before, after) {
+		d.logger.Warn("kafka partitions that cannot take a durable write changed", "topic", d.topic, "unwritable", after)
+	}
+}
+
+func (d *Durability) read(ctx context.Context) ([]partitionState, error) {
+	cfg, err := d.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: d.topic, ConfigNames: []string{"min.insync.replicas"},
+	}}})
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", d.topic, err)
+	}
+	minISR := 1
+	for _, r := range cfg.Resources {
+		if r.Error != nil {
+			return nil, fmt.Errorf("describe %s: %w", d.topic, r.Error)
+		}
+		for _, e := range r.ConfigEntries {
+			if n, err := strconv.Atoi(e.ConfigValue); err == nil && e.ConfigName == "min.insync.replicas" {
+				minISR = n
+			}
+		}
+	}
+	md, err := d.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{d.topic}})
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", d.topic, err)
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Error != nil {
+		return nil, fmt.Errorf("metadata of %s: %v", d.topic, md.Topics)
+	}
+	parts := make([]partitionState, len(md.Topics[0].Partitions))
+	for _, p := range md.Topics[0].Partitions {
+		if p.ID < 0 || p.ID >= len(parts) {
+			return nil, fmt.Errorf("metadata of %s: partition %d of %d", d.topic, p.ID, len(parts))
+		}
+		s := partitionState{leader: -1}
+		if p.Error == nil && p.Leader.Host != "" {
+			s.leader = p.Leader.ID
+		}
+		for _, b := range p.Isr {
+			s.isr = append(s.isr, b.ID)
+		}
+		slices.Sort(s.isr)
+		// Kafka caps min.insync.replicas at the replication factor
+		// (Partition.effectiveMinIsr): a topic of one replica and a
+		// minimum of two still takes writes.
+		s.writable = s.leader >= 0 && len(s.isr) >= min(minISR, len(p.Replicas))
+		parts[p.ID] = s
+	}
+	return parts, nil
+}
+
+// Known answers nil once the cluster has answered the last refresh: the
+// readiness check of an API, which refuses every order before that.
+func (d *Durability) Known(context.Context) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	switch {
+	case d.lastErr != nil:
+		return d.lastErr
+	case d.partitions == nil:
+		return fmt.Errorf("the partitions of %s not read yet", d.topic)
+	}
+	return nil
+}
+
+// unwritable lists the partitions that take no durable write now; d.mu held.
+func (d *Durability) unwritable() []int {
+	var out []int
+	for p, s := range d.partitions {
+		if _, suspect := d.suspect[p]; !s.writable || suspect {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// partition is where the Hash balancer puts key among n partitions: the
+// order publisher's writer uses it (NewWriter).
+func partition(key []byte, n int) int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i
+	}
+	return (&kafka.Hash{}).Balance(kafka.Message{Key: key}, ids...)
+}
+
+// Accepting says whether an event keyed key can be made durable now.
+func (d *Durability) Accepting(key []byte) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if len(d.partitions) == 0 {
+		return false
+	}
+	p := partition(key, len(d.partitions))
+	_, suspect := d.suspect[p]
+	return d.partitions[p].writable && !suspect
+}
+
+// Failed records that a publish keyed key failed: its partition is
+// refused until the metadata moves, or SuspectFor passes.
+func (d *Durability) Failed(key []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.partitions) == 0 {
+		return
+	}
+	p := partition(key, len(d.partitions))
+	if _, already := d.suspect[p]; !already {
+		d.suspect[p] = suspicion{until: time.Now().Add(d.SuspectFor), seen: d.partitions[p]}
+	}
+}

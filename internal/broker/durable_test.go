@@ -1,0 +1,125 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// The durability view agrees with Kafka's own answer to an acks=all
+// write. Kafka caps min.insync.replicas at the replication factor, and so
+// does the view; a partition truly short of in-sync replicas (two of three
+// brokers down) is TestChaosKafkaTwoBrokersDown's.
+func TestDurabilityAgreesWithKafka(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name      string
+		minInSync int
+		accepting bool
+	}{
+		{"as many in sync as needed", 1, true},
+		{"min.insync.replicas above the replication factor", 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			topic := "t.durable." + strings.ReplaceAll(c.name, " ", "-") + "." + time.Now().Format("150405.000000")
+			if err := broker.EnsureTopics(ctx, k.Brokers, broker.Topic{Name: topic, Partitions: 3, MinInSync: c.minInSync}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = broker.DeleteTopics(context.Background(), k.Brokers, topic) })
+			d := broker.OrderDurability{Topic: broker.NewDurability(k.Brokers, topic, time.Second, quiet)}
+			testsupport.Wait(t, 10*time.Second, "the topic's metadata read", func() bool {
+				d.Topic.Refresh(ctx)
+				return d.Topic.Known(ctx) == nil
+			})
+			for v := int64(1); v <= 6; v++ {
+				if got := d.Accepting(v); got != c.accepting {
+					t.Fatalf("voucher %d accepting: %v, want %v", v, got, c.accepting)
+				}
+			}
+			err := broker.NewOrderPublisher(broker.NewWriter(k.Brokers, topic), 5*time.Second).
+				Publish(ctx, order.Event{OrderID: 1, UserID: 1, VoucherID: 1, AcceptedAt: time.Now().UnixMilli()})
+			if kafkaTakes := err == nil; kafkaTakes != c.accepting {
+				t.Fatalf("Kafka's answer to an acks=all write: %v; the view said accepting=%v", err, c.accepting)
+			}
+			if !c.accepting && !errors.Is(err, kafka.NotEnoughReplicas) {
+				t.Fatalf("Kafka refused the write with %v, want NOT_ENOUGH_REPLICAS", err)
+			}
+		})
+	}
+}
+
+// A topic that does not exist, or a cluster that does not answer, is
+// known to nobody: every order is refused and readiness says why.
+func TestDurabilityUnknownRefusesEverything(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		brokers []string
+		topic   string
+	}{
+		{"no such topic", testsupport.MustKafka(t).Brokers, "t.durable.missing." + time.Now().Format("150405.000000")},
+		{"no broker answers", []string{testsupport.FreeAddr(t)}, "seckill.orders"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := broker.OrderDurability{Topic: broker.NewDurability(c.brokers, c.topic, time.Second, quiet)}
+			d.Topic.Refresh(ctx)
+			if err := d.Topic.Known(ctx); err == nil {
+				t.Fatal("Known() = nil; want the reason the topic is unknown")
+			}
+			if d.Accepting(1) {
+				t.Fatal("accepting an order on an unknown topic")
+			}
+		})
+	}
+}
+
+// A failed publish makes its partition suspect until the metadata moves
+// or SuspectFor passes; the other partitions keep accepting.
+func TestFailedPublishSuspendsItsPartition(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	ctx := context.Background()
+	topic := k.MustTopic(t, 6)
+	d := broker.OrderDurability{Topic: broker.NewDurability(k.Brokers, topic, time.Second, quiet)}
+	d.Topic.SuspectFor = 300 * time.Millisecond
+	d.Topic.Refresh(ctx)
+	d.Failed(1)
+	if d.Accepting(1) {
+		t.Fatal("voucher 1 accepted right after its publish failed")
+	}
+	others := 0
+	for v := int64(2); v <= 40; v++ {
+		if d.Accepting(v) {
+			others++
+		}
+	}
+	if others == 0 {
+		t.Fatal("one failed publish stopped every partition")
+	}
+	time.Sleep(350 * time.Millisecond)
+	d.Topic.Refresh(ctx)
+	if !d.Accepting(1) {
+		t.Fatal("voucher 1 still refused after SuspectFor")
+	}
+}
+
+// A replication factor the cluster cannot place is named at creation.
+func TestEnsureTopicsRefusesMoreReplicasThanBrokers(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	err := broker.EnsureTopics(context.Background(), k.Brokers, broker.Topic{Name: "t.never", Partitions: 1, Replicas: 4})
+	if err == nil || !strings.Contains(err.Error(), "replication factor 4 needs 4 brokers") {
+		t.Fatalf("EnsureTopics with 4 replicas: %v", err)
+	}
+}
