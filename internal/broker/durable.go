@@ -2,8 +2,10 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -26,6 +28,8 @@ import (
 // for SuspectFor at most.
 type Durability struct {
 	client   *kafka.Client
+	dialer   *kafka.Dialer
+	brokers  []string
 	topic    string
 	interval time.Duration
 	logger   *slog.Logger
@@ -33,6 +37,8 @@ type Durability struct {
 	// SuspectFor bounds how long a failed publish refuses its partition
 	// when the metadata does not move.
 	SuspectFor time.Duration
+
+	lastMinISR int // only Refresh's goroutine
 
 	mu         sync.RWMutex
 	partitions []partitionState // by partition id; nil until the first answer
@@ -51,10 +57,15 @@ type suspicion struct {
 	seen  partitionState // when it failed
 }
 
+// probeTimeout bounds one connection to a broker: a frozen one (SIGSTOP,
+// a full disk's stall) accepts TCP and answers nothing.
+const probeTimeout = 500 * time.Millisecond
+
 // NewDurability watches topic on brokers every interval.
 func NewDurability(brokers []string, topic string, interval time.Duration, logger *slog.Logger) *Durability {
 	return &Durability{
-		client: &kafka.Client{Addr: kafka.TCP(brokers...)}, topic: topic, interval: interval, logger: logger,
+		client: &kafka.Client{Addr: kafka.TCP(brokers...)}, dialer: &kafka.Dialer{Timeout: probeTimeout},
+		brokers: brokers, topic: topic, interval: interval, logger: logger,
 		SuspectFor: 3 * time.Second, suspect: map[int]suspicion{},
 	}
 }
@@ -102,50 +113,129 @@ func (d *Durability) Refresh(ctx context.Context) {
 }
 
 func (d *Durability) read(ctx context.Context) ([]partitionState, error) {
+	minISR, err := d.minInSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// On a connection of its own: kafka.Client answers metadata from a
+	// cache refreshed every few seconds.
+	conn, err := d.dialAny(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	parts, err := conn.ReadPartitions(d.topic)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", d.topic, err)
+	}
+	alive := d.answering(ctx, parts)
+	out := make([]partitionState, len(parts))
+	for _, p := range parts {
+		if p.ID < 0 || p.ID >= len(out) {
+			return nil, fmt.Errorf("metadata of %s: partition %d of %d", d.topic, p.ID, len(out))
+		}
+		s := partitionState{leader: -1}
+		if p.Leader.Host != "" {
+			s.leader = p.Leader.ID
+		}
+		inSync := 0
+		for _, b := range p.Isr {
+			s.isr = append(s.isr, b.ID)
+			if alive[b.ID] {
+				inSync++
+			}
+		}
+		slices.Sort(s.isr)
+		// Kafka caps min.insync.replicas at the replication factor
+		// (Partition.effectiveMinIsr): a topic of one replica and a
+		// minimum of two still takes writes. An in-sync replica counts
+		// only if it answers now: while the controller has not fenced a
+		// dead broker yet, or cannot (two of three combined nodes down
+		// lose the quorum, and the metadata stays as it was), the ISR
+		// still names it.
+		s.writable = s.leader >= 0 && alive[s.leader] && inSync >= min(minISR, len(p.Replicas))
+		out[p.ID] = s
+	}
+	return out, nil
+}
+
+// minInSync is the topic's min.insync.replicas. kafka.Client may send the
+// request to a broker that died and is not fenced yet: the last value
+// read stands in until the cluster answers again.
+func (d *Durability) minInSync(ctx context.Context) (int, error) {
 	cfg, err := d.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: d.topic, ConfigNames: []string{"min.insync.replicas"},
 	}}})
+	if err == nil && len(cfg.Resources) == 1 && cfg.Resources[0].Error != nil {
+		err = cfg.Resources[0].Error
+	}
 	if err != nil {
-		return nil, fmt.Errorf("describe %s: %w", d.topic, err)
+		if d.lastMinISR > 0 {
+			return d.lastMinISR, nil
+		}
+		return 0, fmt.Errorf("describe %s: %w", d.topic, err)
 	}
 	minISR := 1
 	for _, r := range cfg.Resources {
-		if r.Error != nil {
-			return nil, fmt.Errorf("describe %s: %w", d.topic, r.Error)
-		}
 		for _, e := range r.ConfigEntries {
 			if n, err := strconv.Atoi(e.ConfigValue); err == nil && e.ConfigName == "min.insync.replicas" {
 				minISR = n
 			}
 		}
 	}
-	md, err := d.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{d.topic}})
-	if err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", d.topic, err)
-	}
-	if len(md.Topics) != 1 || md.Topics[0].Error != nil {
-		return nil, fmt.Errorf("metadata of %s: %v", d.topic, md.Topics)
-	}
-	parts := make([]partitionState, len(md.Topics[0].Partitions))
-	for _, p := range md.Topics[0].Partitions {
-		if p.ID < 0 || p.ID >= len(parts) {
-			return nil, fmt.Errorf("metadata of %s: partition %d of %d", d.topic, p.ID, len(parts))
+	d.lastMinISR = minISR
+	return minISR, nil
+}
+
+// dialAny connects to the first seed that answers.
+func (d *Durability) dialAny(ctx context.Context) (*kafka.Conn, error) {
+	var errs []error
+	for _, addr := range d.brokers {
+		conn, err := d.dialer.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn, nil
 		}
-		s := partitionState{leader: -1}
-		if p.Error == nil && p.Leader.Host != "" {
-			s.leader = p.Leader.ID
-		}
-		for _, b := range p.Isr {
-			s.isr = append(s.isr, b.ID)
-		}
-		slices.Sort(s.isr)
-		// Kafka caps min.insync.replicas at the replication factor
-		// (Partition.effectiveMinIsr): a topic of one replica and a
-		// minimum of two still takes writes.
-		s.writable = s.leader >= 0 && len(s.isr) >= min(minISR, len(p.Replicas))
-		parts[p.ID] = s
+		errs = append(errs, err)
 	}
-	return parts, nil
+	return nil, fmt.Errorf("no broker of %v answers: %w", d.brokers, errors.Join(errs...))
+}
+
+// answering asks every broker that leads or follows a partition for its
+// API versions, at once: the ids of those that answer.
+func (d *Durability) answering(ctx context.Context, parts []kafka.Partition) map[int]bool {
+	addrs := map[int]string{}
+	for _, p := range parts {
+		for _, b := range append([]kafka.Broker{p.Leader}, p.Isr...) {
+			if b.Host != "" {
+				addrs[b.ID] = net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
+			}
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	alive := map[int]bool{}
+	for id, addr := range addrs {
+		wg.Go(func() {
+			conn, err := d.dialer.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			if dl, ok := ctx.Deadline(); ok {
+				_ = conn.SetDeadline(dl)
+			}
+			if _, err := conn.ApiVersions(); err == nil {
+				mu.Lock()
+				alive[id] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return alive
 }
 
 // Known answers nil once the cluster has answered the last refresh: the
