@@ -500,11 +500,14 @@ kcluster_node_config() {
   # after its last heartbeat instead of Kafka's 9 s: until then the
   # partitions it led take no write, and the API cannot tell from the
   # metadata that fewer than min.insync.replicas remain. A follower that
-  # stops fetching leaves the ISR after 10 s (default 30 s).
+  # stops fetching leaves the ISR after 10 s (default 30 s). A node that
+  # comes back takes its preferred leaderships back within 10 s (default
+  # 300 s), so the load spreads again.
   cat >> "$(kcluster_props "$n")" <<EOF
 broker.heartbeat.interval.ms=500
 broker.session.timeout.ms=3000
 replica.lag.time.max.ms=10000
+leader.imbalance.check.interval.seconds=10
 EOF
   sed -e "s|$logs_dir/kafka.log|$logs_dir/kafka-cluster-$n.log|" "$kafka_dir/log4j.properties" > "$dir/log4j.properties"
 }

@@ -49,10 +49,10 @@ func (m *CacheInvalidator) Run(ctx context.Context) error {
 	keys := shop.Keys{Prefix: c.KeyPrefix}
 	metrics := binlog.NewMetrics(b.reg)
 	retryW, dlqW := broker.NewWriter(c.KafkaBrokers, c.RetryTopic), broker.NewWriter(c.KafkaBrokers, c.DLQTopic)
-	reader := kafka.NewReader(kafka.ReaderConfig{
+	reader := kafka.NewReader(broker.InGroup(kafka.ReaderConfig{
 		Brokers: c.KafkaBrokers, GroupID: c.Group, Topic: c.RetryTopic, StartOffset: kafka.FirstOffset,
 		MaxWait: broker.FetchMaxWait(500 * time.Millisecond),
-	})
+	}))
 	b.closeFirst(closer("kafka", closers{reader, retryW, dlqW}))
 	retry, dlq := &broker.Forwarder{Writer: retryW, Logger: m.logger}, &broker.Forwarder{Writer: dlqW, Logger: m.logger}
 

@@ -45,7 +45,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	}
 	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
 
-	reader := kafka.NewReader(kafka.ReaderConfig{
+	reader := kafka.NewReader(broker.InGroup(kafka.ReaderConfig{
 		Brokers: c.KafkaBrokers, GroupID: c.Group, Topic: c.Sale.OrdersTopic,
 		// A fetch waits for 64 KB (about 700 events) or FetchWait,
 		// whichever comes first: fewer, fuller fetches for the broker, at
@@ -57,7 +57,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 		QueueCapacity: c.BatchSize, ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
 			m.logger.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
 		}),
-	})
+	}))
 	dlq := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersDLQ)
 	relayPublisher := broker.NewOrderPublisher(broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic), c.Sale.PublishTimeout)
 	b.closeFirst(closer("kafka writers", closers{dlq, relayPublisher}))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -104,9 +105,20 @@ func DeleteTopics(ctx context.Context, brokers []string, names ...string) error 
 // replica. RequiredAcks is set explicitly because the struct's zero value
 // means no acks at all, and BatchTimeout is a few milliseconds because the
 // 1 s default caps a synchronous writer at one batch per second.
-func NewWriter(brokers []string, topic string) *kafka.Writer {
-	return &kafka.Writer{
+//
+// Its transport reads the topic's metadata every second (kafka-go's
+// default is 6 s, all topics): kafka-go does not refresh it when a leader
+// dies (segmentio/kafka-go#1221), so after a broker's death the writer kept
+// sending to the dead leader for up to 6 s after Kafka had moved the
+// leadership, and every order in that window went to the relay.
+func NewWriter(brokers []string, topic string) *Writer {
+	transport := &kafka.Transport{
+		Dial:        (&net.Dialer{Timeout: time.Second}).DialContext,
+		MetadataTTL: time.Second, MetadataTopics: []string{topic},
+	}
+	return &Writer{transport: transport, Writer: &kafka.Writer{
 		Addr:                   kafka.TCP(brokers...),
+		Transport:              transport,
 		Topic:                  topic,
 		Balancer:               &kafka.Hash{},
 		RequiredAcks:           kafka.RequireAll,
@@ -115,7 +127,22 @@ func NewWriter(brokers []string, topic string) *kafka.Writer {
 		ReadTimeout:            5 * time.Second,
 		MaxAttempts:            3,
 		AllowAutoTopicCreation: false,
-	}
+	}}
+}
+
+// Writer is a kafka.Writer with a transport of its own, which Close stops
+// too (kafka.Writer closes only the transport it made itself: the
+// metadata refresh would go on).
+type Writer struct {
+	*kafka.Writer
+	transport *kafka.Transport
+}
+
+// Close flushes and closes the writer, then its transport.
+func (w *Writer) Close() error {
+	err := w.Writer.Close()
+	w.transport.CloseIdleConnections()
+	return err
 }
 
 // deadline is how long a kafka.Client call may take: ctx's own deadline if
@@ -137,3 +164,17 @@ const fetchDeadlineMargin = time.Second
 // FetchMaxWait is the ReaderConfig.MaxWait that makes the broker wait up to
 // wait for a fetch to fill, and the reader a second longer for the answer.
 func FetchMaxWait(wait time.Duration) time.Duration { return wait + fetchDeadlineMargin }
+
+// InGroup gives a group reader's configuration the project's group timing.
+// kafka-go's defaults (a 30 s session, a 30 s rebalance) leave the
+// partitions of a member that died, and the whole group while the
+// coordinator moves, unread for half a minute; a flash sale's orders would
+// wait that long on their way to MySQL. A member is declared dead after 6 s
+// without a heartbeat (one a second), and a rebalance waits 10 s for the
+// members to rejoin.
+func InGroup(cfg kafka.ReaderConfig) kafka.ReaderConfig {
+	cfg.SessionTimeout = 6 * time.Second
+	cfg.HeartbeatInterval = time.Second
+	cfg.RebalanceTimeout = 10 * time.Second
+	return cfg
+}

@@ -78,13 +78,13 @@ var _ order.Publisher = (*OrderPublisher)(nil)
 // OrderPublisher sends order events to the orders topic and waits for
 // every in-sync replica.
 type OrderPublisher struct {
-	w       *kafka.Writer
+	w       *Writer
 	timeout time.Duration
 }
 
 // NewOrderPublisher publishes with w (NewWriter: RequireAll, short batch
 // timeout), giving up after timeout.
-func NewOrderPublisher(w *kafka.Writer, timeout time.Duration) *OrderPublisher {
+func NewOrderPublisher(w *Writer, timeout time.Duration) *OrderPublisher {
 	return &OrderPublisher{w: w, timeout: timeout}
 }
 

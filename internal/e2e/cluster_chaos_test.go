@@ -5,12 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -68,16 +64,6 @@ type clusterFault struct {
 	do       func(t *testing.T, c *testsupport.Cluster, master string)
 }
 
-// attempt is one buyer's answer: when, on which sale, what.
-type attempt struct {
-	at      time.Duration // since the crowd began
-	voucher int64
-	status  int
-	orderID string // accepted, or reserved (503 with an id: the relay delivers it)
-	msg     string
-	token   string
-}
-
 const (
 	clusterSales   = 20
 	clusterStock   = 100
@@ -91,14 +77,10 @@ const (
 )
 
 func runClusterFault(t *testing.T, f clusterFault) {
-	c := testsupport.MustPrivateCluster(t)
-	st := stack{c.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	cl := testsupport.MustPrivateCluster(t)
+	st := stack{cl.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
 	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SOLDOUT_TTL": "1ms",
 		"SECKILL_SALE_CHECK_INTERVAL": "1s"}, nil)
-	// Each of the 3,000 buyers on a connection of its own, as real ones
-	// are: the shared client's 200 connections, held by requests waiting
-	// on a frozen master, would queue every other buyer behind them.
-	s.client = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4000, MaxConnsPerHost: 4000}}
 	admins := []string{s.writerEnv["SECKILL_ADMIN_ADDR"], testsupport.FreeAddr(t)}
 	s.writerEnv["SECKILL_ADMIN_ADDR"] = admins[1]
 	s.startWriter(t)
@@ -111,7 +93,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	for range clusterSales {
 		v := s.voucher(t, clusterStock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 		vouchers = append(vouchers, v)
-		owner[v] = c.MasterOf(t, s.redis.Key("seckill:voucher:{"+strconv.FormatInt(v, 10)+"}"))
+		owner[v] = cl.MasterOf(t, s.redis.Key("seckill:voucher:{"+strconv.FormatInt(v, 10)+"}"))
 		onMaster[owner[v]] = append(onMaster[owner[v]], v)
 	}
 	if len(onMaster) != 3 {
@@ -120,7 +102,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	// The victim: the master with the most sales, other than the one that
 	// holds the day's order-id counter (whose failover stops new ids once
 	// each api's leased block is spent; see docs/redis-cluster.md).
-	ids := c.MasterOf(t, s.redis.Key("order"))
+	ids := cl.MasterOf(t, s.redis.Key("order"))
 	var victim string
 	for m, vs := range onMaster {
 		if m != ids && (victim == "" || len(vs) > len(onMaster[victim])) {
@@ -130,58 +112,11 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	t.Logf("sales by master: %v; the order-id counter on %s; %s on %s (%d sales)", onMaster, ids, f.name, victim, len(onMaster[victim]))
 	tokens := s.sessions(t, 1, clusterSales*clusterBuyers)
 
-	var mu sync.Mutex
-	begin := time.Now()
-	var attempts []attempt
-	retried := map[string]int{}
-	// timeline: per half second since the crowd began, the answers on the
-	// surviving masters' sales and on the failed master's.
-	type slot struct{ accepted, retried, other int }
-	timeline := map[bool]map[int]*slot{true: {}, false: {}}
-	mark := func(v int64, f func(*slot)) {
-		at := int(time.Since(begin) / (500 * time.Millisecond))
-		m := timeline[owner[v] != victim]
-		if m[at] == nil {
-			m[at] = &slot{}
-		}
-		f(m[at])
-	}
-	var wg sync.WaitGroup
-	for i, v := range vouchers {
-		for _, tok := range tokens[i*clusterBuyers : (i+1)*clusterBuyers] {
-			wg.Go(func() {
-				// Buyers arrive over the first 8 s and try again 200 ms
-				// after a 503 without an order, as told, for a minute.
-				time.Sleep(time.Duration(rand.Int64N(int64(8 * time.Second))))
-				for {
-					r := s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(v, 10), tok, nil, "")
-					id, _ := r.Data.(string)
-					if r.Status == 503 && id == "" && time.Since(begin) < time.Minute {
-						mu.Lock()
-						retried[r.ErrorMsg]++
-						mark(v, func(s *slot) { s.retried++ })
-						mu.Unlock()
-						time.Sleep(200 * time.Millisecond)
-						continue
-					}
-					mu.Lock()
-					mark(v, func(s *slot) {
-						if r.Status == 200 && id != "" {
-							s.accepted++
-						} else {
-							s.other++
-						}
-					})
-					attempts = append(attempts, attempt{at: time.Since(begin), voucher: v, status: r.Status, orderID: id, msg: r.ErrorMsg, token: tok})
-					mu.Unlock()
-					return
-				}
-			})
-		}
-	}
+	c := startCrowd(t, s, vouchers, tokens, clusterBuyers)
+	begin := c.begin
 	// When Redis finished the failover: the victim's replica says it is
 	// a master.
-	replica := c.ReplicaOf(t, victim)
+	replica := cl.ReplicaOf(t, victim)
 	promoted := make(chan time.Duration, 1)
 	go func() {
 		n := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
@@ -195,22 +130,30 @@ func runClusterFault(t *testing.T, f clusterFault) {
 		}
 	}()
 	time.Sleep(clusterFaultAt)
-	f.do(t, c, victim)
-	wg.Wait()
-	t.Logf("cluster after the fault:\n%s", c.Describe(t))
+	f.do(t, cl, victim)
+	answers := c.wait()
+	t.Logf("cluster after the fault:\n%s", cl.Describe(t))
 
-	tally := map[string]int{}
-	var orders []attempt
-	for _, a := range attempts {
+	orders, tally := ordersOf(answers)
+	retried := map[string]int{}
+	// timeline: per half second since the crowd began, the answers on the
+	// surviving masters' sales and on the failed master's.
+	type slot struct{ accepted, retried, other int }
+	timeline := map[bool]map[int]*slot{true: {}, false: {}}
+	for _, a := range answers {
+		at := int(a.at / (500 * time.Millisecond))
+		m := timeline[owner[a.voucher] != victim]
+		if m[at] == nil {
+			m[at] = &slot{}
+		}
 		switch {
-		case a.status == 200 && a.orderID != "":
-			tally["accepted"]++
-			orders = append(orders, a)
-		case a.status == 503 && a.orderID != "":
-			tally["reserved (503 with its order id)"]++
-			orders = append(orders, a)
+		case !a.final:
+			retried[a.msg]++
+			m[at].retried++
+		case a.orderID != "" && a.status == 200:
+			m[at].accepted++
 		default:
-			tally[fmt.Sprintf("%d %s", a.status, a.msg)]++
+			m[at].other++
 		}
 	}
 	t.Logf("final answers: %v; 503s answered and tried again: %v", tally, retried)
@@ -262,54 +205,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 		t.Fatalf("the surviving masters' sales stopped for %v during the failover", gap)
 	}
 
-	// Every sale settles: Redis's stock equals MySQL's, nothing pending;
-	// no oversell, nobody twice.
-	for i, v := range vouchers {
-		k := s.redis.Key("seckill:voucher:{" + strconv.FormatInt(v, 10) + "}")
-		pending := s.redis.Key("seckill:pending:{" + strconv.FormatInt(v, 10) + "}")
-		var n, distinct, mysqlStock int
-		testsupport.Wait(t, 90*time.Second, fmt.Sprintf("voucher %d: Redis's stock equals MySQL's, nothing pending", v), func() bool {
-			if err := s.mysql.DB.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_id), (SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?)
-				FROM tb_voucher_order WHERE voucher_id = ?`, v, v).Scan(&n, &distinct, &mysqlStock); err != nil {
-				t.Fatal(err)
-			}
-			redisStock, err := s.redis.Client.HGet(ctx, k, "stock").Int()
-			return err == nil && redisStock == mysqlStock && s.redis.Client.HLen(ctx, pending).Val() == 0
-		})
-		if n > clusterStock || n+mysqlStock != clusterStock || distinct != n {
-			t.Fatalf("voucher %d: %d orders by %d users, stock %d of %d: oversold, a unit lost or someone twice", v, n, distinct, mysqlStock, clusterStock)
-		}
-		// A unit left is on sale: a new buyer gets it.
-		if mysqlStock > 0 {
-			tok := s.sessions(t, int64(100000+i), 1)[0]
-			if r := s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(v, 10), tok, nil, ""); r.Status != 200 || !r.Success {
-				t.Fatalf("voucher %d has %d units left but a new buyer got %d %q", v, mysqlStock, r.Status, r.ErrorMsg)
-			}
-		}
-	}
-
-	// Every order the api acknowledged is confirmed, or failed with a
-	// reason its buyer reads.
-	fates := map[string]int{}
-	for _, o := range orders {
-		var r result
-		testsupport.Wait(t, 30*time.Second, "order "+o.orderID+" settled", func() bool {
-			r = s.do(t, "GET", "/voucher-order/"+o.orderID, o.token, nil, "")
-			st, _ := r.Data.(map[string]any)
-			return r.Status == 200 && st["status"] != "pending"
-		})
-		st, _ := r.Data.(map[string]any)
-		status, _ := st["status"].(string)
-		reason, _ := st["reason"].(string)
-		switch {
-		case status == "confirmed":
-		case status == "failed" && reason != "":
-		default:
-			t.Fatalf("order %s (voucher %d, answered %d): %v", o.orderID, o.voucher, o.status, r.Data)
-		}
-		fates[status+" "+reason]++
-	}
-	t.Logf("the %d acknowledged orders, by what became of them: %v", len(orders), fates)
+	fates := settleSales(t, s, vouchers, clusterStock, orders)
 
 	// The sales of the failed master, and only those, were reconciled for
 	// their new replication id.
@@ -338,30 +234,4 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	if f.lossless && fates["confirmed "] != len(orders) {
 		t.Fatalf("a lossless failover failed orders: %v", fates)
 	}
-}
-
-// acceptedAt is when each order was accepted, sorted, split by whether its
-// sale is among those kept.
-func acceptedAt(orders []attempt, keep func(voucher int64) bool) (kept, others []time.Duration) {
-	for _, o := range orders {
-		if keep(o.voucher) {
-			kept = append(kept, o.at)
-		} else {
-			others = append(others, o.at)
-		}
-	}
-	slices.Sort(kept)
-	slices.Sort(others)
-	return kept, others
-}
-
-// longestGapAfter is the longest time between two consecutive moments of
-// at that ends after from, and when it began.
-func longestGapAfter(at []time.Duration, from time.Duration) (gap, began time.Duration) {
-	for i := 1; i < len(at); i++ {
-		if at[i] > from && at[i]-at[i-1] > gap {
-			gap, began = at[i]-at[i-1], at[i-1]
-		}
-	}
-	return gap, began
 }

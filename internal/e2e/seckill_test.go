@@ -28,6 +28,9 @@ type sale struct {
 	stack
 	api, writerBin string
 	apiAdmin       string // the API's admin listener: /metrics
+	apiBin         string
+	apiProc        *testsupport.Process // the first api instance
+	apiEnv         map[string]string
 	writerEnv      map[string]string
 	writer         *testsupport.Process
 	client         *http.Client
@@ -51,10 +54,6 @@ func newSaleOn(t *testing.T, st stack, more, apiOnly map[string]string) *sale {
 	for k, v := range shared {
 		apiEnv[k] = v
 	}
-	addr := testsupport.FreeAddr(t)
-	apiEnv["SECKILL_API_ADDR"] = addr
-	s.apiAdmin = "http://" + testsupport.FreeAddr(t)
-	apiEnv["SECKILL_ADMIN_ADDR"] = s.apiAdmin[len("http://"):]
 	apiEnv["SECKILL_RATE_PREFIX"] = s.redis.Key("rate:")
 	apiEnv["SECKILL_RATE_SECKILL_IP"] = "off"
 	apiEnv["SECKILL_RATE_SECKILL_USER"] = "off"
@@ -64,22 +63,38 @@ func newSaleOn(t *testing.T, st stack, more, apiOnly map[string]string) *sale {
 	apiEnv["SECKILL_RATE_LOOKUP_IP"] = "off"
 	apiEnv["SECKILL_ADMIN_TOKEN"] = adminToken
 	maps.Copy(apiEnv, apiOnly)
-	testsupport.Start(t, testsupport.MustBuild(t, "../../cmd/api"), apiEnv)
-	s.api = "http://" + addr
-	testsupport.Eventually(t, s.api+"/readyz", 200, 30*time.Second)
+	s.apiEnv, s.apiBin = apiEnv, testsupport.MustBuild(t, "../../cmd/api")
+	var admin string
+	s.api, admin, s.apiProc = s.startAPI(t)
+	s.apiAdmin = "http://" + admin
 
 	s.writerEnv = s.env()
 	for k, v := range shared {
 		s.writerEnv[k] = v
 	}
 	s.writerEnv["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
-	s.writerEnv["SECKILL_ORDER_GROUP"] = testsupport.Group(t)
+	if s.writerEnv["SECKILL_ORDER_GROUP"] == "" {
+		s.writerEnv["SECKILL_ORDER_GROUP"] = testsupport.Group(t)
+	}
 	s.writerEnv["SECKILL_RELAY_AGE"] = "2s"
 	s.writerEnv["SECKILL_RELAY_INTERVAL"] = "500ms"
 	s.writerBin = testsupport.MustBuild(t, "../../cmd/order-writer")
 	s.startWriter(t)
 	s.client = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 200, MaxConnsPerHost: 200}}
 	return s
+}
+
+// startAPI starts one more api instance of the sale, on addresses of its
+// own, and waits until it is ready: its URL, its admin address, its
+// process.
+func (s *sale) startAPI(t *testing.T) (url, admin string, p *testsupport.Process) {
+	env := maps.Clone(s.apiEnv)
+	addr := testsupport.FreeAddr(t)
+	admin = testsupport.FreeAddr(t)
+	env["SECKILL_API_ADDR"], env["SECKILL_ADMIN_ADDR"] = addr, admin
+	p = testsupport.Start(t, s.apiBin, env)
+	testsupport.Eventually(t, "http://"+addr+"/readyz", 200, 30*time.Second)
+	return "http://" + addr, admin, p
 }
 
 func (s *sale) startWriter(t *testing.T) {

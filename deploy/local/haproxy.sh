@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The load balancer in front of several api instances: HAProxy from
+# Debian's package (stack.sh install). run.sh and the failure tests both
+# write its configuration here.
+#
+#   haproxy.sh config LISTEN BACKEND...   print the configuration
+#
+# Each backend is health-checked through /readyz every 500 ms: two failures
+# take it out, two answers put it back. A request is retried on another
+# instance only when it could not be sent (HAProxy's default retry-on is
+# conn-failure): a POST that reached an instance which then died is never
+# sent twice — it is not idempotent to the balancer, the buyer sees a 502
+# and asks again, and the gate answers the second ask with the same order.
+set -euo pipefail
+
+config() {
+  local listen=$1 i=1 b
+  shift
+  cat <<CFG
+global
+  maxconn 20000
+  log stderr format short local0 notice
+
+defaults
+  mode http
+  log global
+  option httplog
+  option dontlog-normal
+  timeout connect 1s
+  timeout client 30s
+  timeout server 30s
+  timeout http-keep-alive 30s
+  retries 2
+  option redispatch 1
+
+frontend seckill
+  bind $listen
+  default_backend api
+
+backend api
+  balance roundrobin
+  option httpchk GET /readyz
+  http-check expect status 200
+  default-server inter 500ms fall 2 rise 2 maxconn 4000
+CFG
+  for b in "$@"; do
+    echo "  server api$i $b check"
+    i=$((i + 1))
+  done
+}
+
+case "${1:-}" in
+  config)
+    shift
+    [ $# -ge 2 ] || { echo "usage: $0 config LISTEN BACKEND..." >&2; exit 2; }
+    config "$@" ;;
+  *) echo "usage: $0 config LISTEN BACKEND..." >&2; exit 2 ;;
+esac
