@@ -18,6 +18,8 @@ TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 # The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
 # and the packages whose tests use Redis, which make test runs on it too.
 REDIS_CLUSTER_SEEDS ?= 127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
+# The local stack's Kafka cluster (stack.sh up --kafka-brokers 3).
+KAFKA_CLUSTER_BROKERS ?= 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
 REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # make run SECKILL_REDIS_TOPOLOGY=cluster: the programs on the Redis Cluster.
 ifeq ($(SECKILL_REDIS_TOPOLOGY),cluster)
@@ -86,8 +88,10 @@ test: migrate
 	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
 	$(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -timeout 15m $(REDIS_PACKAGES)
-	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1)"
-	$(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) $(GO) test -tags chaos -race -count=1 -p 1 -timeout 10m -run '^TestChaos' ./internal/e2e/
+	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three"
+	@$(STACK) up --kafka-brokers 3
+	$(TEST_ENV) SECKILL_TEST_KAFKA_CLUSTER=$(KAFKA_CLUSTER_BROKERS) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
+	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -run '^TestChaos' ./internal/e2e/
 	@for f in $(FUZZ); do \
 	  echo "fuzz $${f#*:} -fuzztime $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$${f#*:}$$" -fuzztime $(FUZZTIME) ./$${f%%:*} || exit 1; \

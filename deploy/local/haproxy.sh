@@ -14,11 +14,17 @@
 set -euo pipefail
 
 config() {
-  local listen=$1 i=1 b
+  local listen=$1 i=1 b maxconn hard
   shift
+  # Two descriptors a connection (client and server side): as many
+  # connections as the hard descriptor limit allows, up to 8,000
+  # (HAProxy refuses to start when it cannot raise its limit that far).
+  hard=$(ulimit -Hn)
+  maxconn=8000
+  if [ "$hard" != unlimited ] && [ $(((hard - 100) / 2)) -lt $maxconn ]; then maxconn=$(((hard - 100) / 2)); fi
   cat <<CFG
 global
-  maxconn 20000
+  maxconn $maxconn
   log stderr format short local0 notice
 
 defaults

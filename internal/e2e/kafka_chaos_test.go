@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,7 +146,7 @@ func (r *kafkaRig) report(t *testing.T, name string, answers []attempt, faultEnd
 	during := 0
 	for _, a := range answers {
 		if !a.final {
-			retried[strings.SplitN(a.msg, ":", 2)[0]]++
+			retried[fmt.Sprintf("%d %.40s", a.status, a.msg)]++
 		}
 		if a.final && a.orderID != "" && a.at >= kafkaFaultAt && a.at < faultEnd {
 			during++
