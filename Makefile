@@ -27,19 +27,25 @@ REDIS_RUN_ENV := SECKILL_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS)
 else
 REDIS_RUN_ENV := SECKILL_REDIS_ADDR=127.0.0.1:$(REDIS_PORT)
 endif
-RUN_ENV := $(REDIS_RUN_ENV) \
+# make run SECKILL_KAFKA_TOPOLOGY=cluster: on the three Kafka brokers.
+ifeq ($(SECKILL_KAFKA_TOPOLOGY),cluster)
+KAFKA_RUN_ENV := SECKILL_KAFKA_BROKERS=$(KAFKA_CLUSTER_BROKERS)
+else
+KAFKA_RUN_ENV := SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT)
+endif
+RUN_ENV := $(REDIS_RUN_ENV) $(KAFKA_RUN_ENV) \
 	SECKILL_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/seckill' \
-	SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 	SECKILL_BINLOG_ADDR=127.0.0.1:$(MYSQL_PORT)
 PROGRAMS := api order-writer cache-invalidator seckillctl
 # The load generator is a module of its own (bench/), so that vegeta and
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: help run test up down status install migrate seed build lint bench go-check
+.PHONY: help run run-multinode test up down status install migrate seed build lint bench go-check
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
+	@echo "make run-multinode   the same on a Redis Cluster, three Kafka brokers, 3 api instances behind HAProxy, 2 order-writers"
 	@echo "make test     install if missing, start the stack, migrate, go test -race ./..."
 	@echo "make up|down|status   the local stack (deploy/local/stack.sh)"
 	@echo "make migrate|seed     schema migrations / demo data on the local stack"
@@ -73,6 +79,11 @@ seed: migrate
 
 run: seed
 	@$(RUN_ENV) deploy/local/run.sh
+
+# Everything as production runs it, on this one machine.
+run-multinode:
+	@$(MAKE) --no-print-directory run SECKILL_REDIS_TOPOLOGY=cluster SECKILL_KAFKA_TOPOLOGY=cluster \
+	  SECKILL_API_INSTANCES=$(or $(SECKILL_API_INSTANCES),3) SECKILL_ORDER_WRITERS=$(or $(SECKILL_ORDER_WRITERS),2)
 
 # The fuzz targets, each run briefly on top of its committed corpus. The
 # budget is a count of executions, not a duration: Go 1.26's coordinator can

@@ -1,42 +1,87 @@
 #!/usr/bin/env bash
-# Runs api, order-writer and cache-invalidator (built into bin/) together in
-# the foreground against the local stack. Ctrl-C (or SIGTERM) stops all three
-# with SIGTERM, so each shuts down gracefully, and waits for them.
+# Runs the programs (built into bin/) together in the foreground against the
+# local stack: SECKILL_API_INSTANCES api instances (default 1; more than one
+# behind HAProxy on SECKILL_API_ADDR), SECKILL_ORDER_WRITERS order-writers
+# (default 1) in one consumer group, and the cache-invalidator. Ctrl-C (or
+# SIGTERM) stops them all with SIGTERM, so each shuts down gracefully, and
+# waits for them.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
+die() { printf 'run: error: %s\n' "$*" >&2; exit 2; }
+
+bin=${SECKILL_BIN_DIR:-bin}
 api_addr=${SECKILL_API_ADDR:-127.0.0.1:8081}
+apis=${SECKILL_API_INSTANCES:-1}
+writers=${SECKILL_ORDER_WRITERS:-1}
 # A development admin token, so the voucher routes can be tried at once,
 # and development mode: login codes go to the api's log (it says so).
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token-change-me}
 export SECKILL_DEV_MODE=${SECKILL_DEV_MODE:-true}
-pids=()
 
+# What cannot work stops the start before anything runs.
+[[ $apis =~ ^[1-9][0-9]?$ ]] || die "SECKILL_API_INSTANCES=$apis: say how many api instances, 1 to 99"
+[[ $writers =~ ^[1-9][0-9]?$ ]] || die "SECKILL_ORDER_WRITERS=$writers: say how many order-writers, 1 to 99"
+for p in api order-writer cache-invalidator; do
+  [ -x "$bin/$p" ] || die "$bin/$p missing: run 'make run' or 'make build'"
+done
+if [ "$apis" -gt 1 ]; then command -v haproxy >/dev/null || die "haproxy is not installed: deploy/local/stack.sh install"; fi
+
+host=${api_addr%:*} port=${api_addr##*:}
+taken() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+# The instances' own ports: the public port + 100 + i, admin ports 9110 + i
+# (one instance keeps the public address and admin port 9100).
+addrs=() admins=()
+if [ "$apis" -eq 1 ]; then
+  addrs=("$api_addr") admins=("${SECKILL_ADMIN_ADDR:-127.0.0.1:9100}")
+else
+  for i in $(seq 1 "$apis"); do addrs+=("$host:$((port + 100 + i))") admins+=("127.0.0.1:$((9110 + i))"); done
+fi
+for a in "${addrs[@]}" "${admins[@]}"; do
+  taken "${a%:*}" "${a##*:}" && die "$a is taken by another program: free it, or set SECKILL_API_ADDR"
+done
+if [ "$apis" -gt 1 ] && taken "$host" "$port"; then
+  die "the load balancer's address $api_addr is taken by another program: free it, or set SECKILL_API_ADDR"
+fi
+
+pids=()
 stop_all() {
   trap '' INT TERM
-  echo "run: stopping api, order-writer, cache-invalidator"
+  echo "run: stopping everything"
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 }
 trap stop_all INT TERM
 
-for p in api order-writer cache-invalidator; do
-  [ -x "bin/$p" ] || { echo "run: bin/$p missing: run 'make run' or 'make build'" >&2; exit 1; }
-  "bin/$p" &
+for i in $(seq 0 $((apis - 1))); do
+  SECKILL_API_ADDR=${addrs[$i]} SECKILL_ADMIN_ADDR=${admins[$i]} "$bin/api" &
   pids+=($!)
 done
+for i in $(seq 1 "$writers"); do
+  if [ "$writers" -eq 1 ]; then "$bin/order-writer" & else SECKILL_ADMIN_ADDR=127.0.0.1:$((9130 + i)) "$bin/order-writer" & fi
+  pids+=($!)
+done
+"$bin/cache-invalidator" &
+pids+=($!)
+if [ "$apis" -gt 1 ]; then
+  mkdir -p .stack
+  deploy/local/haproxy.sh config "$api_addr" "${addrs[@]}" > .stack/haproxy.cfg
+  haproxy -db -f .stack/haproxy.cfg &
+  pids+=($!)
+fi
 
 for _ in $(seq 1 60); do
   if curl -fsS "http://$api_addr/readyz" >/dev/null 2>&1; then
     cat <<MSG
 
 run: the API is ready at http://$api_addr   (Ctrl-C stops everything)
+  $apis api instance(s)$([ "$apis" -gt 1 ] && echo " behind HAProxy (${addrs[*]})"), $writers order-writer(s), the cache-invalidator
   curl -s http://$api_addr/readyz
   curl -s -X POST 'http://$api_addr/user/code?phone=13800138000'    (the code is in the api log)
   curl -s -X POST http://$api_addr/user/login -H 'Content-Type: application/json' -d '{"phone":"13800138000","code":"CODE"}'
-  curl -s -X POST http://$api_addr/voucher/seckill -H 'X-Admin-Token: $SECKILL_ADMIN_TOKEN' -H 'Content-Type: application/json' \
+  curl -s -X POST http://$api_addr/voucher/seckill -H 'X-Admin-Token: $SECKILL_ADMIN_TOKEN' -H 'Content-Type: application/json' \\
        -d '{"shopId":1,"title":"100 off","payValue":8000,"actualValue":10000,"stock":100,"beginTime":"2026-01-01T00:00:00Z","endTime":"2037-01-01T00:00:00Z"}'
   curl -s -X POST http://$api_addr/voucher-order/seckill/VOUCHER_ID -H 'authorization: TOKEN'
-  admin ports (metrics, pprof): api http://127.0.0.1:9100/metrics, order-writer http://127.0.0.1:9101, cache-invalidator http://127.0.0.1:9102
+  admin ports (metrics, pprof): api ${admins[*]}, order-writer $([ "$writers" -eq 1 ] && echo 127.0.0.1:9101 || echo "127.0.0.1:9131..$((9130 + writers))"), cache-invalidator 127.0.0.1:9102
 
 MSG
     break
