@@ -113,8 +113,11 @@ lint: go-check
 	$(GO) vet ./...
 	cd $(BENCH_MODULE) && $(GO) vet ./...
 
-# make bench compares one Redis node with the Redis Cluster.
+# make bench compares one Redis node with the Redis Cluster, then runs the
+# same load on the multi-node topology (three Kafka brokers, api instances
+# behind HAProxy, two writers).
 bench: export SECKILL_REDIS_TOPOLOGY := cluster
+bench: export SECKILL_KAFKA_TOPOLOGY := cluster
 bench: migrate
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	@$(RUN_ENV) deploy/local/bench.sh

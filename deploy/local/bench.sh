@@ -92,7 +92,53 @@ echo
 echo "== Redis: one node against the cluster =="
 "${cluster_env[@]}" bin/loadgen spread -api "http://$api_addr" -label "cluster" -users "$spread_users" -workers "$workers" -procs "$procs" \
   -writer-metrics "http://$writer_admin/metrics" -beside "$figures"
-rm -f "$figures"
+cleanup
+pids=()
+
+# The multi-node topology, as production runs it: the Redis Cluster, three
+# Kafka brokers (stack.sh up --kafka-brokers 3, which make bench starts),
+# three api instances, two order-writers and the cache-invalidator; the
+# same spread load through HAProxy in front of 1, 2, then 3 of the api
+# instances, every process's CPU in the table, beside the one-node run.
+kafka_cluster=${BENCH_KAFKA_CLUSTER:-127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392}
+multi_env=("${cluster_env[@]}" SECKILL_KAFKA_BROKERS="$kafka_cluster")
+api_addrs=() procs=""
+for i in 1 2 3; do
+  a=127.0.0.1:$((18180 + i))
+  "${multi_env[@]}" SECKILL_API_ADDR=$a SECKILL_ADMIN_ADDR=127.0.0.1:$((19110 + i)) SECKILL_LOG_LEVEL=warn \
+    SECKILL_API_BENCH_NOOP=true SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
+  pids+=($!) api_addrs+=("$a") procs+="api-$i=$!,"
+done
+writer_admins=()
+for i in 1 2; do
+  "${multi_env[@]}" SECKILL_ADMIN_ADDR=127.0.0.1:$((19130 + i)) SECKILL_LOG_LEVEL=warn bin/order-writer 2> >(tee -a "$writer_log" >&2) &
+  pids+=($!) writer_admins+=("127.0.0.1:$((19130 + i))") procs+="order-writer-$i=$!,"
+done
+"${multi_env[@]}" SECKILL_ADMIN_ADDR=$invalidator_admin SECKILL_LOG_LEVEL=warn bin/cache-invalidator &
+pids+=($!) procs+="cache-invalidator=$!,mariadb=$(cat "$stack/mariadb/mariadb.pid")"
+for n in 1 2 3; do procs+=",kafka-$n=$(cat "$stack/kafka-cluster/$n/kafka.pid")"; done
+for pidfile in "$stack"/redis-cluster/*/redis.pid; do
+  procs+=",redis-$(basename "$(dirname "$pidfile")")=$(cat "$pidfile")"
+done
+for a in "${api_addrs[@]}" "${writer_admins[@]}" "$invalidator_admin"; do
+  for _ in $(seq 1 60); do curl -fsS "http://$a/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS "http://$a/readyz" >/dev/null || { echo "bench: http://$a is not ready (multi-node)" >&2; exit 1; }
+done
+runs=$(mktemp)
+lb=${BENCH_LB_ADDR:-127.0.0.1:18080}
+for n in 1 2 3; do
+  deploy/local/haproxy.sh config "$lb" "${api_addrs[@]:0:$n}" > "$stack/bench-haproxy.cfg"
+  haproxy -db -f "$stack/bench-haproxy.cfg" &
+  lb_pid=$!
+  for _ in $(seq 1 40); do curl -fsS "http://$lb/readyz" >/dev/null 2>&1 && break; sleep 0.25; done
+  echo
+  echo "== multi-node: $n api instance(s) behind HAProxy =="
+  "${multi_env[@]}" bin/loadgen multinode -api "http://$lb" -label "$n api, 3 brokers, cluster" -users "$spread_users" -workers "$workers" \
+    -procs "$procs,haproxy=$lb_pid" -writer-metrics "http://${writer_admins[0]}/metrics" -runs "$runs" -single "$figures"
+  kill -TERM "$lb_pid"
+  wait "$lb_pid" 2>/dev/null || true
+done
+rm -f "$figures" "$runs"
 cleanup
 pids=()
 echo

@@ -5,6 +5,8 @@
 //	loadgen seckill [flags]   one flash sale: N users on a stock S, then the audit
 //	loadgen drain   [flags]   the order-writer draining a queued backlog
 //	loadgen bench   [flags]   the make bench figures and their ratios
+//	loadgen spread  [flags]   one Redis topology's figures, beside another's
+//	loadgen multinode [flags] one run on the multi-node topology, beside one node
 //
 // The API must run with its seckill and login rate limits off (every
 // request comes from one address) and, for bench, SECKILL_API_BENCH_NOOP=true.
@@ -30,7 +32,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|multinode [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -60,6 +62,8 @@ func run(cmd string, args []string) error {
 	vouchers := fs.Int("vouchers", 12, "spread: the vouchers the users are spread over")
 	save := fs.String("save", "", "spread: write this run's figures to this file")
 	beside := fs.String("beside", "", "spread: print the figures of an earlier run (-save) beside this one's")
+	runs := fs.String("runs", "", "multinode: the file that collects every multi-node run's figures")
+	single := fs.String("single", "", "multinode: the one-node figures (spread -save) to compare with")
 	procs := fs.String("procs", "", "bench: the system's processes to measure the CPU of, name=pid,... (the load generator is measured apart)")
 	_ = fs.Parse(args)
 
@@ -112,6 +116,13 @@ func run(cmd string, args []string) error {
 		}
 		return sale.Spread(ctx, os.Stdout, loadgen.SpreadConfig{Label: *label, Users: *users, Workers: *workers, Vouchers: *vouchers,
 			RedisReqs: *redisReqs, Procs: measured, Save: *save, Beside: *beside})
+	case "multinode":
+		measured, err := loadgen.ParseProcs(*procs)
+		if err != nil {
+			return err
+		}
+		return sale.MultiNode(ctx, os.Stdout, loadgen.MultiNodeConfig{Label: *label, Users: *users, Workers: *workers,
+			Vouchers: *vouchers, Procs: measured, Runs: *runs, Single: *single})
 	case "bench":
 		if *plot != "" {
 			if err := os.MkdirAll(*plot, 0o755); err != nil {

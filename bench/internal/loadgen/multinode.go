@@ -1,0 +1,115 @@
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"time"
+)
+
+// MultiNodeConfig is one make bench run on the multi-node topology: a
+// Redis Cluster, three Kafka brokers, api instances behind HAProxy,
+// several order-writers.
+type MultiNodeConfig struct {
+	Label    string // e.g. "2 api"
+	Users    int
+	Workers  uint64
+	Vouchers int
+	Procs    Procs
+	// Runs collects every multi-node run's figures, one JSON object a
+	// line; Single is the one-node topology's spread figures (spread
+	// -save) of the same bench, for the comparison.
+	Runs, Single string
+}
+
+// MultiNodeFigures are one run's.
+type MultiNodeFigures struct {
+	Label string
+	RPS   float64
+	P99   time.Duration
+	CPU   CPU
+}
+
+// MultiNode sells cfg.Users orders spread over cfg.Vouchers vouchers
+// through the load balancer, audits them, and prints every multi-node run
+// so far beside the one-node topology's same load.
+func (s *Sale) MultiNode(ctx context.Context, out io.Writer, cfg MultiNodeConfig) error {
+	tokens, err := s.Sessions(ctx, 300_000_000+rand.Int64N(1<<40), cfg.Users)
+	if err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	f := MultiNodeFigures{Label: cfg.Label}
+	measured := func(name string, fn func() (Report, error)) (Report, error) {
+		before, err := cfg.Procs.Sample()
+		if err != nil {
+			return Report{}, err
+		}
+		rep, err := fn()
+		if err != nil {
+			return rep, err
+		}
+		after, err := cfg.Procs.Sample()
+		if err != nil {
+			return rep, err
+		}
+		f.CPU = cfg.Procs.Diff(name, rep.Requests, before, after)
+		return rep, nil
+	}
+	fmt.Fprintf(out, "\n[%s] %d users spread over %d vouchers, every request accepted\n", cfg.Label, cfg.Users, cfg.Vouchers)
+	rep, _, err := s.spreadRun(ctx, out, SpreadConfig{Label: cfg.Label, Vouchers: cfg.Vouchers, Workers: cfg.Workers}, tokens, measured)
+	if err != nil {
+		return err
+	}
+	f.RPS, f.P99 = rep.PerSecond, rep.P99
+	line, _ := json.Marshal(f)
+	file, err := os.OpenFile(cfg.Runs, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := file.Write(append(line, '\n')); err != nil {
+		file.Close()
+		return err
+	}
+	if err := file.Close(); err != nil {
+		return err
+	}
+
+	raw, err := os.ReadFile(cfg.Single)
+	if err != nil {
+		return fmt.Errorf("the one-node figures: %w", err)
+	}
+	var single SpreadFigures
+	if err := json.Unmarshal(raw, &single); err != nil || len(single.CPU) < 2 {
+		return fmt.Errorf("the one-node figures in %s: %v", cfg.Single, err)
+	}
+	base := MultiNodeFigures{Label: single.Label, RPS: single.ManyRPS, P99: single.ManyP99, CPU: single.CPU[1]}
+	runs := []MultiNodeFigures{base}
+	all, err := os.ReadFile(cfg.Runs)
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(all))
+	for sc.Scan() {
+		var r MultiNodeFigures
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return fmt.Errorf("%s: %w", cfg.Runs, err)
+		}
+		runs = append(runs, r)
+	}
+	fmt.Fprintf(out, "\nOne node against the multi-node topology, the same load (%d orders over %d vouchers; one machine, 2 cores)\n", cfg.Users, cfg.Vouchers)
+	fmt.Fprintf(out, "%-34s %10s %10s %22s %10s\n", "topology", "req/s", "p99", "CPU-ms per 1,000 (all)", "vs one node")
+	var cpu []CPU
+	for _, r := range runs {
+		total := r.CPU.PerThousand("total")
+		fmt.Fprintf(out, "%-34s %10.0f %10s %22.1f %9.2fx\n", r.Label, r.RPS, r.P99.Round(100*time.Microsecond), total, total/base.CPU.PerThousand("total"))
+		cpu = append(cpu, r.CPU)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprint(out, CPUTable(cpu...))
+	return nil
+}
