@@ -10,16 +10,17 @@ GO ?= go
 REDIS_PORT ?= $(or $(SECKILL_REDIS_PORT),16379)
 MYSQL_PORT ?= $(or $(SECKILL_MYSQL_PORT),13306)
 KAFKA_PORT ?= $(or $(SECKILL_KAFKA_PORT),19092)
-# The test servers: the local stack that `make up` starts.
+# The test servers: the local stack that `make up` starts (make test: with
+# its Redis Cluster and its Kafka cluster).
+KAFKA_CLUSTER_BROKERS ?= 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
 TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/' \
 	SECKILL_TEST_MYSQL_FLAVOR=mariadb \
-	SECKILL_TEST_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT)
+	SECKILL_TEST_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
+	SECKILL_TEST_KAFKA_CLUSTER=$(KAFKA_CLUSTER_BROKERS)
 # The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
 # and the packages whose tests use Redis, which make test runs on it too.
 REDIS_CLUSTER_SEEDS ?= 127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
-# The local stack's Kafka cluster (stack.sh up --kafka-brokers 3).
-KAFKA_CLUSTER_BROKERS ?= 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
 REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # make run SECKILL_REDIS_TOPOLOGY=cluster: the programs on the Redis Cluster.
 ifeq ($(SECKILL_REDIS_TOPOLOGY),cluster)
@@ -92,16 +93,17 @@ run-multinode:
 FUZZ := internal/api:FuzzDecodeLoginForm internal/user:FuzzValidPhone
 FUZZTIME ?= 30000x
 
-# make test starts the Redis Cluster beside the single node.
+# make test starts the Redis Cluster and the Kafka cluster beside the
+# single nodes.
 test: export SECKILL_REDIS_TOPOLOGY := cluster
+test: export SECKILL_KAFKA_TOPOLOGY := cluster
 test: migrate
 	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
 	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
 	$(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -timeout 15m $(REDIS_PACKAGES)
 	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three"
-	@$(STACK) up --kafka-brokers 3
-	$(TEST_ENV) SECKILL_TEST_KAFKA_CLUSTER=$(KAFKA_CLUSTER_BROKERS) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
+	$(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
 	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -run '^TestChaos' ./internal/e2e/
 	@for f in $(FUZZ); do \
 	  echo "fuzz $${f#*:} -fuzztime $(FUZZTIME)"; \

@@ -123,3 +123,28 @@ func TestEnsureTopicsRefusesMoreReplicasThanBrokers(t *testing.T) {
 		t.Fatalf("EnsureTopics with 4 replicas: %v", err)
 	}
 }
+
+// The publisher's batch wait follows the topic's replication: 5 ms on one
+// replica, 20 ms on three (kafka-go writes a partition's batches one at a
+// time), 20 ms when the topic cannot be read.
+func TestBatchWaitFollowsReplication(t *testing.T) {
+	single, cluster := testsupport.MustKafka(t), testsupport.MustKafkaCluster(t)
+	for _, c := range []struct {
+		name    string
+		k       *testsupport.Kafka
+		topic   string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"one replica", single, single.MustTopic(t, 6), 5 * time.Millisecond, false},
+		{"three replicas", cluster, cluster.MustTopic(t, 6), 20 * time.Millisecond, false},
+		{"no such topic", single, "t.batchwait.missing", 20 * time.Millisecond, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := broker.BatchWait(context.Background(), c.k.Brokers, c.topic)
+			if got != c.want || (err != nil) != c.wantErr {
+				t.Fatalf("BatchWait = %v, %v; want %v, error %v", got, err, c.want, c.wantErr)
+			}
+		})
+	}
+}

@@ -27,13 +27,9 @@ type Sale struct {
 	OrdersDLQ      string
 	KeyPrefix      string        // of every flash-sale key in Redis
 	PublishTimeout time.Duration // a publish that takes longer has failed
-	// PublishBatchWait is how long the producer waits to fill a batch.
-	// kafka-go closes a partition's batch after this wait and writes its
-	// batches one at a time, so a produce that takes longer than the wait
-	// (acks=all on three replicas) queues every batch behind it: with 5 ms
-	// a replicated topic's publishes timed out under a 3,000-buyer crowd
-	// (753 of 2,000 orders went to the relay), with 20 ms none did.
-	// Longer also means fewer, larger produce requests for the broker.
+	// PublishBatchWait is how long the producer waits to fill a batch;
+	// zero (unset) lets broker.BatchWait choose by the topic's
+	// replication.
 	PublishBatchWait time.Duration
 	SoldOutTTL       time.Duration // how long an API instance remembers a sell-out
 	// DurabilityInterval is how often the API reads which partitions of
@@ -241,7 +237,7 @@ func loadSale(r *Reader) Sale {
 		OrdersDLQ:          r.String("SECKILL_ORDERS_DLQ_TOPIC", "seckill.orders.dlq"),
 		KeyPrefix:          r.String("SECKILL_KEY_PREFIX", ""),
 		PublishTimeout:     r.Duration("SECKILL_PUBLISH_TIMEOUT", 3*time.Second),
-		PublishBatchWait:   r.Duration("SECKILL_PUBLISH_BATCH_WAIT", 20*time.Millisecond),
+		PublishBatchWait:   r.Duration("SECKILL_PUBLISH_BATCH_WAIT", 0),
 		SoldOutTTL:         r.Duration("SECKILL_SOLDOUT_TTL", 2*time.Second),
 		DurabilityInterval: r.Duration("SECKILL_KAFKA_DURABILITY_INTERVAL", 500*time.Millisecond),
 		IDBlock:            int64(r.Int("SECKILL_ID_BLOCK", 1000, 1, 1_000_000)),
