@@ -106,21 +106,7 @@ func (s *Sale) Bench(ctx context.Context, out io.Writer, cfg BenchConfig) error 
 
 	// measured runs fn and the CPU every process used meanwhile: for a
 	// sale, until MySQL had every order (SaleRun waits for it).
-	measured := func(name string, fn func() (Report, error)) (Report, CPU, error) {
-		before, err := cfg.Procs.Sample()
-		if err != nil {
-			return Report{}, CPU{}, err
-		}
-		rep, err := fn()
-		if err != nil {
-			return rep, CPU{}, err
-		}
-		after, err := cfg.Procs.Sample()
-		if err != nil {
-			return rep, CPU{}, err
-		}
-		return rep, cfg.Procs.Diff(name, rep.Requests, before, after), nil
-	}
+	measured := cfg.Procs.Measure
 
 	fmt.Fprintf(out, "\n(c) POST /bench/noop: a logged-in no-op route, %d users, %d clients\n", cfg.Users, cfg.Workers)
 	noop, cpuC, err := measured("(c) noop", func() (Report, error) {

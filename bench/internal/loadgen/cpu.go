@@ -77,6 +77,24 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * clockTick, nil
 }
 
+// Measure runs fn and is the CPU each of p's processes used meanwhile,
+// over the requests fn reports.
+func (p Procs) Measure(name string, fn func() (Report, error)) (Report, CPU, error) {
+	before, err := p.Sample()
+	if err != nil {
+		return Report{}, CPU{}, err
+	}
+	rep, err := fn()
+	if err != nil {
+		return rep, CPU{}, err
+	}
+	after, err := p.Sample()
+	if err != nil {
+		return rep, CPU{}, err
+	}
+	return rep, p.Diff(name, rep.Requests, before, after), nil
+}
+
 // CPU is what each process used during one run.
 type CPU struct {
 	Run      string

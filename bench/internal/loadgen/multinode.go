@@ -45,21 +45,9 @@ func (s *Sale) MultiNode(ctx context.Context, out io.Writer, cfg MultiNodeConfig
 		return fmt.Errorf("sessions: %w", err)
 	}
 	f := MultiNodeFigures{Label: cfg.Label}
-	measured := func(name string, fn func() (Report, error)) (Report, error) {
-		before, err := cfg.Procs.Sample()
-		if err != nil {
-			return Report{}, err
-		}
-		rep, err := fn()
-		if err != nil {
-			return rep, err
-		}
-		after, err := cfg.Procs.Sample()
-		if err != nil {
-			return rep, err
-		}
-		f.CPU = cfg.Procs.Diff(name, rep.Requests, before, after)
-		return rep, nil
+	measured := func(name string, fn func() (Report, error)) (rep Report, err error) {
+		rep, f.CPU, err = cfg.Procs.Measure(name, fn)
+		return rep, err
 	}
 	fmt.Fprintf(out, "\n[%s] %d users spread over %d vouchers, every request accepted\n", cfg.Label, cfg.Users, cfg.Vouchers)
 	rep, _, err := s.spreadRun(ctx, out, SpreadConfig{Label: cfg.Label, Vouchers: cfg.Vouchers, Workers: cfg.Workers}, tokens, measured)

@@ -54,20 +54,11 @@ func (s *Sale) Spread(ctx context.Context, out io.Writer, cfg SpreadConfig) erro
 	}
 	f := SpreadFigures{Label: cfg.Label, Masters: len(ids)}
 	measured := func(name string, fn func() (Report, error)) (Report, error) {
-		before, err := cfg.Procs.Sample()
-		if err != nil {
-			return Report{}, err
+		rep, cpu, err := cfg.Procs.Measure(name, fn)
+		if err == nil {
+			f.CPU = append(f.CPU, cpu)
 		}
-		rep, err := fn()
-		if err != nil {
-			return rep, err
-		}
-		after, err := cfg.Procs.Sample()
-		if err != nil {
-			return rep, err
-		}
-		f.CPU = append(f.CPU, cfg.Procs.Diff(name, rep.Requests, before, after))
-		return rep, nil
+		return rep, err
 	}
 	opt := Options{Workers: cfg.Workers}
 
