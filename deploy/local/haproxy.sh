@@ -38,6 +38,11 @@ defaults
   timeout http-keep-alive 30s
   retries 2
   option redispatch 1
+  # The balancer's own errors in the API's Result envelope, so a client
+  # (the course's web page too) reads them as it reads the API's.
+  http-error status 502 content-type application/json hdr Retry-After 1 string "{\"success\":false,\"errorMsg\":\"the server handling your request went away: try again\",\"data\":null,\"total\":null}"
+  http-error status 503 content-type application/json hdr Retry-After 1 string "{\"success\":false,\"errorMsg\":\"no server can take your request now: try again\",\"data\":null,\"total\":null}"
+  http-error status 504 content-type application/json hdr Retry-After 1 string "{\"success\":false,\"errorMsg\":\"the server did not answer in time: try again\",\"data\":null,\"total\":null}"
 
 frontend seckill
   bind $listen

@@ -29,13 +29,14 @@ type attempt struct {
 	orderID string // accepted, or reserved (503 with an id: the relay delivers it)
 	msg     string
 	token   string
-	final   bool // the buyer stopped here; otherwise a 503 without an order, tried again
+	final   bool // the buyer stopped here; otherwise told to try again, and did
 	err     bool // no HTTP answer at all (a connection cut by a dying instance)
 }
 
 // crowd is buyers on sales: each arrives at random over the first 8 s and
-// tries again 200 ms after a 503 without an order (or no answer at all),
-// as told, for a minute.
+// tries again 200 ms after an answer that says to (a 503 without an order;
+// the load balancer's 502 or 504 when an instance died under the request)
+// or no answer at all, for a minute.
 type crowd struct {
 	begin   time.Time
 	mu      sync.Mutex
@@ -61,7 +62,7 @@ func startCrowd(t *testing.T, s *sale, vouchers []int64, tokens []string, perSal
 				time.Sleep(time.Duration(rand.Int64N(int64(crowdArrival))))
 				for {
 					a := c.ask(s, v, tok)
-					a.final = !(a.status == 503 && a.orderID == "" || a.err) || time.Since(c.begin) > crowdPatience
+					a.final = !(tryAgain(a) || a.err) || time.Since(c.begin) > crowdPatience
 					c.mu.Lock()
 					c.answers = append(c.answers, a)
 					c.mu.Unlock()
@@ -74,6 +75,11 @@ func startCrowd(t *testing.T, s *sale, vouchers []int64, tokens []string, perSal
 		}
 	}
 	return c
+}
+
+// tryAgain: an answer without an order that tells the buyer to come back.
+func tryAgain(a attempt) bool {
+	return a.orderID == "" && (a.status == 503 || a.status == 502 || a.status == 504)
 }
 
 // ask is one POST; a transport error (an instance killed mid-request) is
