@@ -23,7 +23,8 @@ import (
 
 // attempt is one answer a buyer got: when, on which sale, what.
 type attempt struct {
-	at      time.Duration // since the crowd began
+	at      time.Duration // answered, since the crowd began
+	sent    time.Duration // asked, since the crowd began
 	voucher int64
 	status  int
 	orderID string // accepted, or reserved (503 with an id: the relay delivers it)
@@ -85,7 +86,7 @@ func tryAgain(a attempt) bool {
 // ask is one POST; a transport error (an instance killed mid-request) is
 // an answer too, which the buyer retries.
 func (c *crowd) ask(s *sale, voucher int64, token string) attempt {
-	a := attempt{voucher: voucher, token: token}
+	a := attempt{voucher: voucher, token: token, sent: time.Since(c.begin)}
 	req, _ := http.NewRequest("POST", s.api+"/voucher-order/seckill/"+strconv.FormatInt(voucher, 10), nil)
 	req.Header.Set("authorization", token)
 	res, err := s.client.Do(req)
