@@ -34,8 +34,8 @@ const (
 	// change and a coordinator move: the dead node is fenced 3 s after its
 	// last heartbeat (stack.sh), the API probes every 500 ms, a writer
 	// group's session is 6 s (broker.InGroup), and its rebalance follows
-	// (9.3 s measured). Under kafka-go's defaults (a 30 s session, a
-	// 30 s rebalance) the writers stopped longer than this.
+	// (9.3 s measured). kafka-go's defaults (a 30 s session, a 30 s
+	// rebalance) alone allow a longer stop than this.
 	kafkaStallBound = 25 * time.Second
 )
 
