@@ -37,7 +37,8 @@ type attempt struct {
 // crowd is buyers on sales: each arrives at random over the first 8 s and
 // tries again 200 ms after an answer that says to (a 503 without an order;
 // the load balancer's 502 or 504 when an instance died under the request)
-// or no answer at all, for a minute.
+// or no answer at all, for two minutes (two brokers of three down take
+// about 35 s to come back after their restart).
 type crowd struct {
 	begin   time.Time
 	mu      sync.Mutex
@@ -47,7 +48,7 @@ type crowd struct {
 
 const (
 	crowdArrival  = 8 * time.Second
-	crowdPatience = time.Minute
+	crowdPatience = 2 * time.Minute
 )
 
 // startCrowd sends perSale buyers (tokens in order) to each voucher, each
