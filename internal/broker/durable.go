@@ -22,10 +22,12 @@ import (
 // of being given an order that Kafka refuses and the relay must carry.
 //
 // The metadata lags a crash: a dead broker stays leader and in sync until
-// the controller fences it (broker.session.timeout.ms). A publish that
-// fails in that window makes its partition suspect: refused until the
-// metadata shows that partition changed (a new leader, another ISR), or
-// for SuspectFor at most.
+// the controller fences it (broker.session.timeout.ms), and for good when
+// the controllers' quorum died with it. So every broker the metadata names
+// as a leader or in-sync replica is asked for its API versions, and counts
+// only if it answers. A publish that fails anyway (in flight when a broker
+// died) makes its partition suspect: refused until the metadata shows that
+// partition changed (a new leader, another ISR), or for SuspectFor at most.
 type Durability struct {
 	client   *kafka.Client
 	dialer   *kafka.Dialer
