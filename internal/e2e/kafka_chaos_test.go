@@ -81,18 +81,26 @@ func newKafkaRig(t *testing.T, apis, writers int) *kafkaRig {
 }
 
 // groupAndCoordinator is a consumer group name of the test's own and the
-// broker that coordinates it.
+// broker that coordinates it. On a fresh cluster the first group lookup
+// creates __consumer_offsets, and Kafka answers "coordinator not
+// available" until its partitions have leaders: that is waited out.
 func groupAndCoordinator(t *testing.T, k *testsupport.Kafka) (string, int) {
 	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second}
 	name := testsupport.Group(t)
-	res, err := client.FindCoordinator(context.Background(), &kafka.FindCoordinatorRequest{Key: name, KeyType: kafka.CoordinatorKeyTypeConsumer})
-	if err == nil && res.Error != nil {
-		err = res.Error
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res, err := client.FindCoordinator(context.Background(), &kafka.FindCoordinatorRequest{Key: name, KeyType: kafka.CoordinatorKeyTypeConsumer})
+		if err == nil && res.Error != nil {
+			err = res.Error
+		}
+		if err == nil && res.Coordinator != nil {
+			return name, res.Coordinator.NodeID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("find coordinator of %s for a minute: %v", name, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	if err != nil || res.Coordinator == nil {
-		t.Fatalf("find coordinator of %s: %v", name, err)
-	}
-	return name, res.Coordinator.NodeID
 }
 
 // sale runs the crowd on twenty new sales, calls fault at kafkaFaultAt,
