@@ -554,9 +554,13 @@ kcluster_all_registered() {
   for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
     pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")" || return 1
   done
-  [ "$(timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
-    -cp "$kafka_libs/*" kafka.admin.BrokerApiVersionsCommand --bootstrap-server "$(kcluster_seeds)" 2>/dev/null \
-    | grep -c '^127.0.0.1:.* (id: [0-9]* rack: null) -> (')" = "$KAFKA_CLUSTER_NODES" ]
+  # Asked of every node: a restarted node answers from the metadata it
+  # had on disk (all three listed) before the others have unfenced it.
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
+    [ "$(timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
+      -cp "$kafka_libs/*" kafka.admin.BrokerApiVersionsCommand --bootstrap-server "127.0.0.1:$(kcluster_port "$n")" 2>/dev/null \
+      | grep -c '^127.0.0.1:.* (id: [0-9]* rack: null) -> (')" = "$KAFKA_CLUSTER_NODES" ] || return 1
+  done
 }
 
 kcluster_topics() {

@@ -302,7 +302,46 @@ func MustKafkaCluster(tb testing.TB) *Kafka {
 		tb.Fatal("no Kafka cluster: run make test, or start it with deploy/local/stack.sh up --kafka-brokers 3 and set " +
 			"SECKILL_TEST_KAFKA_CLUSTER=127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392")
 	}
-	return mustKafka(tb, seeds, 3)
+	k := mustKafka(tb, seeds, 3)
+	k.waitWhole(tb)
+	return k
+}
+
+// waitWhole waits until every seed's metadata names every broker: a node
+// that a test before this one killed and restarted answers at once, but is
+// listed by the others only once it has caught up with the metadata log
+// and been unfenced (a topic of replication factor 3 is refused until
+// then).
+func (k *Kafka) waitWhole(tb testing.TB) {
+	tb.Helper()
+	began := time.Now()
+	deadline := began.Add(90 * time.Second)
+	for {
+		whole := true
+		var seen []string
+		for _, seed := range k.Brokers {
+			client := &kafka.Client{Addr: kafka.TCP(seed), Timeout: 5 * time.Second}
+			md, err := client.Metadata(context.Background(), &kafka.MetadataRequest{Topics: []string{}})
+			switch {
+			case err != nil:
+				seen = append(seen, fmt.Sprintf("%s: %v", seed, err))
+				whole = false
+			default:
+				seen = append(seen, fmt.Sprintf("%s: %d brokers", seed, len(md.Brokers)))
+				whole = whole && len(md.Brokers) == len(k.Brokers)
+			}
+		}
+		if whole {
+			if waited := time.Since(began); waited > time.Second {
+				tb.Logf("waited %v for the Kafka cluster to be whole", waited.Round(100*time.Millisecond))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the Kafka cluster is not whole after 90 s: %s", strings.Join(seen, "; "))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 func mustKafka(tb testing.TB, brokers []string, replicas int) *Kafka {
