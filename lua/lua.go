@@ -78,6 +78,10 @@ var SaleSize = mustLoad("sale_size.lua")
 // RecordSettled records settled orders' final status in a sale's state.
 var RecordSettled = mustLoad("record_settled.lua")
 
+// RefreshRotate rotates a refresh token family, tells an honest retry from
+// a reuse, and deletes the family on a reuse.
+var RefreshRotate = mustLoad("refresh_rotate.lua")
+
 // all is every script, for LoadAll.
 var all []*redis.Script
 

@@ -4,6 +4,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/internal/health"
+	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/shop"
@@ -33,11 +35,18 @@ type Server struct {
 	deps   Deps
 }
 
-// SessionStore finds and ends login sessions: user.Sessions, or
-// user.CachedSessions.
+// SessionStore starts, finds and ends login sessions, in the mode the
+// program runs: user.Sessions or user.CachedSessions (redis), or
+// jwtauth.Sessions (jwt).
 type SessionStore interface {
+	Start(ctx context.Context, u user.User) (user.Grant, error)
 	Load(ctx context.Context, token string) (user.User, bool, error)
-	Delete(ctx context.Context, token string) error
+	End(ctx context.Context, u user.User, token string, everywhere bool) error
+}
+
+// Refresher exchanges a refresh token for a new grant (the jwt mode).
+type Refresher interface {
+	Refresh(ctx context.Context, refresh string) (user.Grant, error)
 }
 
 // Deps are the services behind the routes, built by the program's wiring
@@ -48,6 +57,13 @@ type Deps struct {
 	Registry *prometheus.Registry
 	Users    *user.Service
 	Sessions SessionStore
+	// Refresher is nil in the redis mode: POST /user/refresh answers 401.
+	Refresher Refresher
+	// JWKS are the public keys that verify access tokens; none: no
+	// /.well-known/jwks.json.
+	JWKS []jwtauth.JWK
+	// TLS serves HTTPS (and HTTP/2) on the address; nil: plain HTTP.
+	TLS      *tls.Config
 	Limiter  *ratelimit.Limiter
 	Shops    *shop.Service
 	Vouchers *voucher.Vouchers
@@ -64,7 +80,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.Listener = ln
+	e.Server.Handler = e
 	e.Server.ReadHeaderTimeout = 5 * time.Second
 	e.Server.ReadTimeout = 10 * time.Second
 	e.Server.WriteTimeout = 15 * time.Second
@@ -77,6 +93,9 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.Use(observe(deps.Registry))
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(cfg.BodyLimit, 10)))
+	// Strict-Transport-Security on TLS answers only (the middleware checks):
+	// a browser that saw the API over HTTPS never tries it in clear again.
+	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{HSTSMaxAge: 365 * 24 * 3600, ContentTypeNosniff: "nosniff", XFrameOptions: "DENY"}))
 	e.Use(s.loadSession)
 
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
@@ -86,6 +105,10 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))
 	e.GET("/user/me", s.me, s.requireUser)
 	e.POST("/user/logout", s.logout, s.requireUser)
+	e.POST("/user/refresh", s.refresh, s.rateLimit("refresh", cfg.Limits.Login))
+	if len(deps.JWKS) > 0 {
+		e.GET("/.well-known/jwks.json", s.jwks)
+	}
 
 	public := s.rateLimit("public", cfg.Limits.Public)
 	e.GET("/shop/:id", s.getShop, public)
@@ -124,10 +147,27 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Serve blocks until Shutdown.
 func (s *Server) Serve() error {
-	if err := s.echo.Start(""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if s.deps.TLS != nil {
+		// ServeTLS offers HTTP/2 by ALPN; the certificate comes from
+		// the config's GetCertificate.
+		s.echo.Server.TLSConfig = s.deps.TLS
+		err = s.echo.Server.ServeTLS(s.ln, "", "")
+	} else {
+		err = s.echo.Server.Serve(s.ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("api server: %w", err)
 	}
 	return nil
+}
+
+// Scheme is https or http, as the server serves.
+func (s *Server) Scheme() string {
+	if s.deps.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // Release frees the bound address of a server that will never serve (its

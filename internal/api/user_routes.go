@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -44,11 +45,70 @@ func (s *Server) login(c echo.Context) error {
 		}
 		return apperr.Errorf(apperr.Invalid, "missing field: code")
 	}
-	token, err := s.deps.Users.Login(c.Request().Context(), *f.Phone, c.RealIP(), *f.Code)
+	ctx := c.Request().Context()
+	u, err := s.deps.Users.Login(ctx, *f.Phone, c.RealIP(), *f.Code)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, OK(token))
+	g, err := s.deps.Sessions.Start(ctx, u)
+	if err != nil {
+		return err
+	}
+	return s.grant(c, g)
+}
+
+// grant answers a login or a refresh: the access token in data, as the
+// course's client expects it, and the refresh token, if any, as a cookie
+// that only the refresh route gets and no script can read.
+func (s *Server) grant(c echo.Context, g user.Grant) error {
+	if g.Refresh != "" {
+		c.SetCookie(refreshCookie(c, g.Refresh, g.RefreshTTL))
+	}
+	return c.JSON(http.StatusOK, OK(g.Access))
+}
+
+const (
+	refreshCookieName = "seckill_refresh"
+	refreshPath       = "/user/refresh"
+)
+
+// refreshCookie carries value for ttl; a zero ttl deletes it.
+func refreshCookie(c echo.Context, value string, ttl time.Duration) *http.Cookie {
+	maxAge := int(ttl / time.Second)
+	if ttl == 0 {
+		maxAge = -1
+	}
+	return &http.Cookie{Name: refreshCookieName, Value: value, Path: refreshPath, MaxAge: maxAge,
+		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode}
+}
+
+// errNoRefreshMode answers a refresh in the redis mode, whose sessions
+// have no refresh token.
+var errNoRefreshMode = apperr.New(apperr.Unauthorized, "this server's sessions have no refresh token: please log in again")
+
+// POST /user/refresh, with the refresh cookie
+func (s *Server) refresh(c echo.Context) error {
+	if s.deps.Refresher == nil {
+		return errNoRefreshMode
+	}
+	var value string
+	if ck, err := c.Cookie(refreshCookieName); err == nil {
+		value = ck.Value
+	}
+	g, err := s.deps.Refresher.Refresh(c.Request().Context(), value)
+	if err != nil {
+		if apperr.CodeOf(err) == apperr.Unauthorized {
+			c.SetCookie(refreshCookie(c, "", 0))
+		}
+		return err
+	}
+	return s.grant(c, g)
+}
+
+// GET /.well-known/jwks.json
+func (s *Server) jwks(c echo.Context) error {
+	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=300")
+	return c.JSON(http.StatusOK, map[string]any{"keys": s.deps.JWKS})
 }
 
 // GET /user/me
@@ -57,11 +117,23 @@ func (s *Server) me(c echo.Context) error {
 	return c.JSON(http.StatusOK, OK(u))
 }
 
-// POST /user/logout
+// POST /user/logout[?all=true]: this session, or every session of the user
 func (s *Server) logout(c echo.Context) error {
+	var everywhere bool
+	switch all := c.QueryParam("all"); all {
+	case "", "false":
+	case "true":
+		everywhere = true
+	default:
+		return apperr.Errorf(apperr.Invalid, "query parameter all: want true or false, got %q", all)
+	}
 	token, _ := c.Get(ctxToken).(string)
-	if err := s.deps.Sessions.Delete(c.Request().Context(), token); err != nil {
+	u, _ := currentUser(c)
+	if err := s.deps.Sessions.End(c.Request().Context(), u, token, everywhere); err != nil {
 		return err
+	}
+	if s.deps.Refresher != nil {
+		c.SetCookie(refreshCookie(c, "", 0))
 	}
 	return c.JSON(http.StatusOK, OK(nil))
 }

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -16,11 +18,13 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/shop"
+	"github.com/seckill/seckill/internal/tlscert"
 	"github.com/seckill/seckill/internal/user"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -95,21 +99,26 @@ func (m *API) Run(ctx context.Context) error {
 		shops.Filter = shop.NewFilter(b.rdb, db, shopKeys, uint(c.ShopFilter), m.logger)
 	}
 	loginKeys := user.Keys{Prefix: c.Sale.KeyPrefix}
-	var sessions interface {
-		api.SessionStore
-		user.SessionCreator
-	} = user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot)
 	workers := []daemon.Worker{{Name: "http server", Run: m.serve}, {Name: "kafka durability", Run: durability.Run}}
-	if c.HTTP.SessionCache > 0 {
-		cached := user.NewCachedSessions(user.NewSessions(b.rdb, loginKeys, c.HTTP.SessionTTL).WithAutoPipeline(hot), b.rdb, c.HTTP.SessionCache, m.logger)
-		sessions = cached
-		workers = append(workers, daemon.Worker{Name: "session cache", Run: cached.Run})
+	sessions, refresher, jwks, sessionWorkers, err := m.sessions(ctx, b.rdb, loginKeys, db, hot)
+	if err != nil {
+		return abandon(err, b.closers)
+	}
+	workers = append(workers, sessionWorkers...)
+	var tlsConfig *tls.Config
+	if c.TLS.Cert != "" {
+		certs, err := tlscert.Load(c.TLS.Cert, c.TLS.Key, m.logger)
+		if err != nil {
+			return abandon(err, b.closers)
+		}
+		tlsConfig = certs.ServerConfig()
+		workers = append(workers, daemon.Worker{Name: "tls certificate", Run: func(ctx context.Context) error { return certs.Run(ctx, time.Second) }})
 	}
 	srv, err := api.Listen(c.HTTP, api.Deps{
 		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
-		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy), Sessions: sessions,
+		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy),
 			Users: user.NewUsers(db), Sender: sender},
-		Sessions: sessions,
+		Sessions: sessions, Refresher: refresher, JWKS: jwks, TLS: tlsConfig,
 		Limiter:  ratelimit.New(b.rdb, c.HTTP.RatePrefix, m.logger),
 		Shops:    shops,
 		Vouchers: &voucher.Vouchers{DB: db, Sale: store},
@@ -128,8 +137,36 @@ func (m *API) Run(ctx context.Context) error {
 	if err := m.d.Start(); err != nil {
 		return abandon(errors.Join(err, srv.Release()), b.closers)
 	}
-	m.logger.Info("api listening", "addr", "http://"+srv.Addr())
+	m.logger.Info("api listening", "addr", srv.Scheme()+"://"+srv.Addr(), "sessions", c.Sessions.Mode)
 	return nil
+}
+
+// sessions builds the configured session mode: redis token sessions (with
+// the instance's session cache), or jwt tokens and the revocation feed,
+// read whole before the first request is checked.
+func (m *API) sessions(ctx context.Context, rdb redis.UniversalClient, keys user.Keys, db *sql.DB, hot *redis.AutoPipeliner) (
+	api.SessionStore, api.Refresher, []jwtauth.JWK, []daemon.Worker, error) {
+	c := m.cfg
+	if c.Sessions.Mode == config.SessionsJWT {
+		tokens := jwtauth.NewTokens(c.Sessions.Keys, c.Sessions.AccessTTL)
+		jkeys := jwtauth.Keys{Prefix: c.Sale.KeyPrefix}
+		revocations := jwtauth.NewRevocations(rdb, jkeys.Revocations(), tokens.Lifetime(), m.logger)
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := revocations.Load(lctx); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		s := &jwtauth.Sessions{Tokens: tokens, Revocations: revocations, Users: user.NewUsers(db),
+			Families: jwtauth.NewFamilies(rdb, jkeys, c.Sessions.RefreshTTL, c.Sessions.RefreshGrace)}
+		m.logger.Info("jwt sessions", "alg", c.Sessions.Keys.SigningAlg(), "access_ttl", c.Sessions.AccessTTL, "refresh_ttl", c.Sessions.RefreshTTL)
+		return s, s, c.Sessions.Keys.PublicKeys(), []daemon.Worker{{Name: "jwt revocations", Run: revocations.Run}}, nil
+	}
+	sessions := user.NewSessions(rdb, keys, c.HTTP.SessionTTL).WithAutoPipeline(hot)
+	if c.HTTP.SessionCache == 0 {
+		return sessions, nil, nil, nil, nil
+	}
+	cached := user.NewCachedSessions(sessions, rdb, c.HTTP.SessionCache, m.logger)
+	return cached, nil, nil, []daemon.Worker{{Name: "session cache", Run: cached.Run}}, nil
 }
 
 // serve answers requests until ctx ends, then lets the requests in flight

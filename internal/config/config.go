@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/binlog"
 	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/user"
@@ -65,7 +66,26 @@ type API struct {
 	// through go-redis's autopipeliner, so that concurrent requests share
 	// Redis round trips.
 	AutoPipeline bool
+	Sessions     Sessions
+	TLS          TLS
 }
+
+// The session modes.
+const (
+	SessionsRedis = "redis"
+	SessionsJWT   = "jwt"
+)
+
+// Sessions is how the API authenticates: redis token sessions (the
+// course's) or jwt access and refresh tokens.
+type Sessions struct {
+	Mode                                string
+	AccessTTL, RefreshTTL, RefreshGrace time.Duration
+	Keys                                *jwtauth.Keyring // the jwt mode's
+}
+
+// TLS is the API's certificate; empty: plain HTTP.
+type TLS struct{ Cert, Key string }
 
 // OrderWriter is the order-writer's configuration.
 type OrderWriter struct {
@@ -106,7 +126,8 @@ func LoadAPI(lookup Lookup) (API, error) {
 	r := NewFrom(lookup)
 	c := API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r),
 		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9100"), DevMode: r.Bool("SECKILL_DEV_MODE", false),
-		ShopFilter: shopFilter(r), AutoPipeline: r.Bool("SECKILL_REDIS_AUTOPIPELINE", true)}
+		ShopFilter: shopFilter(r), AutoPipeline: r.Bool("SECKILL_REDIS_AUTOPIPELINE", true),
+		Sessions: loadSessions(r), TLS: loadTLS(r)}
 	return c, r.Err()
 }
 
@@ -351,4 +372,47 @@ func loadStrategy(r *Reader, family, mode string, ttl time.Duration) cache.Strat
 		s.TTL, s.Jitter = ttl, ttl/10
 	}
 	return s
+}
+
+func loadSessions(r *Reader) Sessions {
+	s := Sessions{
+		Mode:         r.OneOf("SECKILL_SESSION_MODE", SessionsRedis, SessionsRedis, SessionsJWT),
+		AccessTTL:    r.Duration("SECKILL_JWT_ACCESS_TTL", 15*time.Minute),
+		RefreshTTL:   r.Duration("SECKILL_JWT_REFRESH_TTL", 7*24*time.Hour),
+		RefreshGrace: r.Duration("SECKILL_JWT_REFRESH_GRACE", 10*time.Second),
+	}
+	if s.AccessTTL < time.Minute || s.AccessTTL > 24*time.Hour {
+		r.Fail("SECKILL_JWT_ACCESS_TTL", s.AccessTTL.String(), "want 1m to 24h: an access token cannot be taken back before it expires without the deny-list")
+	}
+	if s.RefreshTTL <= s.AccessTTL {
+		r.Fail("SECKILL_JWT_REFRESH_TTL", s.RefreshTTL.String(), "must be longer than SECKILL_JWT_ACCESS_TTL")
+	}
+	if s.RefreshGrace > time.Minute {
+		r.Fail("SECKILL_JWT_REFRESH_GRACE", s.RefreshGrace.String(), "at most 1m: within it a used refresh token still refreshes")
+	}
+	file, inline := r.String("SECKILL_JWT_KEYS_FILE", ""), r.String("SECKILL_JWT_KEYS", "")
+	var err error
+	switch {
+	case file != "" && inline != "":
+		r.Fail("SECKILL_JWT_KEYS", "(hidden)", "set SECKILL_JWT_KEYS_FILE or SECKILL_JWT_KEYS, not both")
+	case file != "":
+		if s.Keys, err = jwtauth.LoadKeys(file); err != nil {
+			r.Fail("SECKILL_JWT_KEYS_FILE", file, err.Error())
+		}
+	case inline != "":
+		if s.Keys, err = jwtauth.ParseKeys([]byte(inline)); err != nil {
+			r.Fail("SECKILL_JWT_KEYS", "(hidden)", err.Error())
+		}
+	case s.Mode == SessionsJWT:
+		r.Fail("SECKILL_SESSION_MODE", s.Mode, "the jwt mode needs signing keys: SECKILL_JWT_KEYS_FILE (make one with: seckillctl jwt-key)")
+	}
+	return s
+}
+
+func loadTLS(r *Reader) TLS {
+	t := TLS{Cert: r.String("SECKILL_TLS_CERT", ""), Key: r.String("SECKILL_TLS_KEY", "")}
+	if (t.Cert == "") != (t.Key == "") {
+		r.Fail("SECKILL_TLS_CERT", t.Cert, "SECKILL_TLS_CERT and SECKILL_TLS_KEY go together")
+	}
+	return t
 }

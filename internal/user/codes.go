@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -82,6 +83,11 @@ func (k Keys) trusted(phone string) string { return k.Prefix + "login:trusted:{"
 // Logouts is the channel on which API instances announce logouts to each
 // other's session caches.
 func (k Keys) Logouts() string { return k.Prefix + "login:logouts" }
+
+// userSessions is the set of a user's session tokens.
+func (k Keys) userSessions(uid int64) string {
+	return k.Prefix + "login:sessions:{" + strconv.FormatInt(uid, 10) + "}"
+}
 
 // Session is the key of token's session.
 func (k Keys) Session(token string) string { return k.Prefix + "login:token:{" + token + "}" }

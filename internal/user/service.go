@@ -10,17 +10,11 @@ import (
 	"github.com/seckill/seckill/internal/apperr"
 )
 
-// SessionCreator starts sessions: Sessions, or CachedSessions.
-type SessionCreator interface {
-	Create(ctx context.Context, u User) (string, error)
-}
-
 // Service is the login flow.
 type Service struct {
-	Codes    *Codes
-	Sessions SessionCreator
-	Users    *Users
-	Sender   CodeSender // nil: codes are refused with ErrNoSender
+	Codes  *Codes
+	Users  *Users
+	Sender CodeSender // nil: codes are refused with ErrNoSender
 }
 
 // ErrNoSender refuses a code when no CodeSender is configured: better no
@@ -50,22 +44,18 @@ func (s *Service) SendCode(ctx context.Context, phone, addr string) error {
 // wrong without asking Redis, and costs no try.
 const codeLength = 6
 
-// Login checks phone's code, asked from the same client address addr,
-// finds or creates the user and starts a session; it returns the session
-// token.
-func (s *Service) Login(ctx context.Context, phone, addr, code string) (string, error) {
+// Login checks phone's code, asked from the same client address addr, and
+// finds or creates the user; the caller starts the session (in the mode it
+// runs).
+func (s *Service) Login(ctx context.Context, phone, addr, code string) (User, error) {
 	if !ValidPhone(phone) {
-		return "", ErrInvalidPhone
+		return User{}, ErrInvalidPhone
 	}
 	if len(code) != codeLength {
-		return "", ErrWrongCode
+		return User{}, ErrWrongCode
 	}
 	if err := s.Codes.Verify(ctx, phone, addr, code); err != nil {
-		return "", err
+		return User{}, err
 	}
-	u, err := s.Users.FindOrCreate(ctx, phone)
-	if err != nil {
-		return "", err
-	}
-	return s.Sessions.Create(ctx, u)
+	return s.Users.FindOrCreate(ctx, phone)
 }

@@ -58,6 +58,28 @@ func (c *CachedSessions) Create(ctx context.Context, u User) (string, error) {
 	return token, nil
 }
 
+// Start logs u in: the grant is the session token.
+func (c *CachedSessions) Start(ctx context.Context, u User) (Grant, error) {
+	token, err := c.Create(ctx, u)
+	return Grant{Access: token}, err
+}
+
+// End ends the session of token, or with everywhere every session of u: in
+// Redis, in this cache, and through the channel in every other instance's.
+func (c *CachedSessions) End(ctx context.Context, u User, token string, everywhere bool) error {
+	tokens, err := c.Sessions.end(ctx, u, token, everywhere)
+	if err != nil {
+		return err
+	}
+	for _, t := range tokens {
+		c.forget(t)
+		if err := c.rdb.Publish(ctx, c.channel, t).Err(); err != nil {
+			c.logger.Warn("logout: telling the other API instances failed; their cached copy ends within the cache TTL", "ttl", c.ttl, "err", err)
+		}
+	}
+	return nil
+}
+
 // Load is the session's user, from the cache when it was loaded less than
 // the TTL ago. A session found in the cache keeps its Redis expiry from its
 // last load: at most the cache TTL less of its idle timeout.
@@ -79,19 +101,6 @@ func (c *CachedSessions) Load(ctx context.Context, token string) (User, bool, er
 	}
 	c.mu.Unlock()
 	return u, true, nil
-}
-
-// Delete ends the session: in Redis, in this cache, and through the
-// channel in every other instance's.
-func (c *CachedSessions) Delete(ctx context.Context, token string) error {
-	if err := c.Sessions.Delete(ctx, token); err != nil {
-		return err
-	}
-	c.forget(token)
-	if err := c.rdb.Publish(ctx, c.channel, token).Err(); err != nil {
-		c.logger.Warn("logout: telling the other API instances failed; their cached copy ends within the cache TTL", "ttl", c.ttl, "err", err)
-	}
-	return nil
 }
 
 func (c *CachedSessions) forget(token string) {

@@ -60,7 +60,67 @@ func (s *Sessions) Create(ctx context.Context, u User) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("store session: %w", err)
 	}
+	// The user's index is in another slot: a second step. A session
+	// missing from it (this step failed) still ends with its idle timeout.
+	index := s.keys.userSessions(u.ID)
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SAdd(ctx, index, token)
+		p.Expire(ctx, index, userIndexTTL)
+		return nil
+	}); err != nil {
+		return "", fmt.Errorf("index session: %w", err)
+	}
 	return token, nil
+}
+
+// userIndexTTL is how long a user's index of sessions is kept after their
+// last login: "log out everywhere" ends the sessions started within it (a
+// session kept alive by use for longer than this without another login of
+// its user is not in the index).
+const userIndexTTL = 7 * 24 * time.Hour
+
+// Start logs u in: the grant is the session token.
+func (s *Sessions) Start(ctx context.Context, u User) (Grant, error) {
+	token, err := s.Create(ctx, u)
+	return Grant{Access: token}, err
+}
+
+// End ends the session of token, or with everywhere every session of u.
+func (s *Sessions) End(ctx context.Context, u User, token string, everywhere bool) error {
+	_, err := s.end(ctx, u, token, everywhere)
+	return err
+}
+
+// end is End, returning the tokens it ended.
+func (s *Sessions) end(ctx context.Context, u User, token string, everywhere bool) ([]string, error) {
+	index := s.keys.userSessions(u.ID)
+	if !everywhere {
+		if err := s.Delete(ctx, token); err != nil {
+			return nil, err
+		}
+		if err := s.rdb.SRem(ctx, index, token).Err(); err != nil {
+			return nil, fmt.Errorf("unindex session: %w", err)
+		}
+		return []string{token}, nil
+	}
+	tokens, err := s.rdb.SMembers(ctx, index).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	tokens = append(tokens, token)
+	// One DEL per key: they are in different slots.
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, t := range tokens {
+			if WellFormedToken(t) {
+				p.Del(ctx, s.keys.Session(t))
+			}
+		}
+		p.Del(ctx, index)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("end sessions: %w", err)
+	}
+	return tokens, nil
 }
 
 // WellFormedToken reports whether token could be one of ours; anything else

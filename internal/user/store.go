@@ -51,3 +51,20 @@ func (u *Users) byPhone(ctx context.Context, phone string) (User, error) {
 	}
 	return usr, nil
 }
+
+// ErrNoUser is a user id with no row: deleted since its token was issued.
+var ErrNoUser = errors.New("no such user")
+
+// ByID is the user with id, or ErrNoUser.
+func (u *Users) ByID(ctx context.Context, id int64) (User, error) {
+	var usr User
+	err := u.db.QueryRowContext(ctx, "SELECT id, nick_name, icon FROM tb_user WHERE id = ?", id).
+		Scan(&usr.ID, &usr.NickName, &usr.Icon)
+	if errors.Is(err, sql.ErrNoRows) {
+		return User{}, ErrNoUser
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("find user %d: %w", id, err)
+	}
+	return usr, nil
+}
