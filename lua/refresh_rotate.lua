@@ -24,7 +24,7 @@ if ARGV[1] == f[1] then
   redis.call('HSET', KEYS[1], 'prev', f[1], 'cur', ARGV[2], 'rotated', now, 'sealed', ARGV[3])
   return {'rotated', f[4], f[5]}
 end
-if f[2] and ARGV[1] == f[2] and now - tonumber(f[3]) <= tonumber(ARGV[4]) then
+if f[2] and ARGV[1] == f[2] and now - tonumber(f[3]) < tonumber(ARGV[4]) then
   return {'retry', f[4], f[5], f[6]}
 end
 redis.call('DEL', KEYS[1])

@@ -48,6 +48,7 @@ type testAPI struct {
 	MySQL *testsupport.MySQL
 	Inbox *inbox
 	Logs  *testsupport.SyncBuffer
+	Env   map[string]string // the program's configuration
 }
 
 // startAPI runs the api program (app.API, as cmd/api does) in the test
@@ -96,7 +97,7 @@ func startAPIWith(t *testing.T, env map[string]string, withInbox bool) *testAPI 
 	})
 	url := "http://" + program.Addr()
 	testsupport.Eventually(t, url+"/readyz", http.StatusOK, 20*time.Second)
-	return &testAPI{URL: url, Admin: "http://" + program.AdminAddr(), Redis: r, MySQL: m, Inbox: box, Logs: logs}
+	return &testAPI{URL: url, Admin: "http://" + program.AdminAddr(), Redis: r, MySQL: m, Inbox: box, Logs: logs, Env: vars}
 }
 
 // envelope is the course's Result as a client decodes it.

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,12 +18,14 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/orderwriter"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/schema"
+	"github.com/seckill/seckill/internal/user"
 )
 
 // CtlUsage lists seckillctl's commands.
@@ -36,7 +40,15 @@ const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile <vouche
                freeze its sale, wait until the order-writer has consumed
                the orders topic, set stock and buyers from MySQL, unfreeze.
                Mends a stock change that reached one store only, warms a
-               voucher whose warm-up failed. Safe while the sale runs.`
+               voucher whose warm-up failed. Safe while the sale runs.
+  logout-user U
+               end every session of user U on every API instance, in both
+               session modes (redis sessions, jwt refresh families and
+               access tokens): for a deleted user, or stolen credentials
+  jwt-key KID [HS256|EdDSA]
+               print a new random signing key for SECKILL_JWT_KEYS_FILE
+               (HS256 unless told); add it to the file's keys, make it the
+               signing one, keep the old key until its tokens expire`
 
 // Ctl runs one seckillctl command with the configuration from lookup and
 // reports to out.
@@ -54,6 +66,26 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 			return err
 		}
 		return checkCtl(cfg, out)
+	case len(args) == 2 && args[0] == "logout-user":
+		id, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil || id <= 0 {
+			return fmt.Errorf("logout-user: %q is not a user id\n%s", args[1], CtlUsage)
+		}
+		cfg, err := config.LoadCtl(lookup)
+		if err != nil {
+			return err
+		}
+		return logoutUserCtl(cfg, id, out)
+	case (len(args) == 2 || len(args) == 3) && args[0] == "jwt-key":
+		alg := jwtauth.HS256
+		if len(args) == 3 {
+			alg = args[2]
+		}
+		spec, err := jwtauth.NewKeySpec(args[1], alg)
+		if err != nil {
+			return fmt.Errorf("jwt-key: %w", err)
+		}
+		return json.NewEncoder(out).Encode(spec)
 	case len(args) == 2 && args[0] == "reconcile":
 		id, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || id <= 0 {
@@ -122,6 +154,24 @@ func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "reconcile: voucher %d: stock %d, %d buyers; %d settled reservations dropped, %d still pending; %d oversold (will fail sold_out); waited %v for the order-writer\n",
 			voucherID, rep.Plan.Stock, len(rep.Plan.Buyers), len(rep.Plan.Settled), rep.Plan.Unsettled, rep.Plan.Oversold, rep.Waited.Round(time.Millisecond))
+		return nil
+	})
+}
+
+// logoutUserCtl ends user uid's sessions of both modes: whichever the API
+// instances run, and a mode switched since.
+func logoutUserCtl(cfg config.Ctl, uid int64, out io.Writer) error {
+	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb redis.UniversalClient) error {
+		logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+		u := user.User{ID: uid}
+		redisSessions := user.NewCachedSessions(user.NewSessions(rdb, user.Keys{Prefix: cfg.Sale.KeyPrefix}, 0), rdb, time.Second, logger)
+		jkeys := jwtauth.Keys{Prefix: cfg.Sale.KeyPrefix}
+		jwtSessions := &jwtauth.Sessions{Families: jwtauth.NewFamilies(rdb, jkeys, 0, 0),
+			Revocations: jwtauth.NewRevocations(rdb, jkeys.Revocations(), jwtauth.Lifetime(cfg.Sessions.AccessTTL), logger)}
+		if err := errors.Join(redisSessions.End(ctx, u, "", true), jwtSessions.End(ctx, u, "", true)); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "user %d: every session ended\n", uid)
 		return nil
 	})
 }

@@ -184,14 +184,16 @@ func MySQLDSN(lookup Lookup) (string, error) {
 // topic, and the order-writer's group whose progress it waits for.
 type Ctl struct {
 	daemon.Common
-	Sale  Sale
-	Group string
+	Sale     Sale
+	Group    string
+	Sessions Sessions
 }
 
 // LoadCtl reads seckillctl's variables.
 func LoadCtl(lookup Lookup) (Ctl, error) {
 	r := NewFrom(lookup)
-	c := Ctl{Common: loadCommon(r), Sale: loadSale(r), Group: r.String("SECKILL_ORDER_GROUP", "seckill-order-writer")}
+	c := Ctl{Common: loadCommon(r), Sale: loadSale(r), Group: r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
+		Sessions: loadSessions(r)}
 	return c, r.Err()
 }
 
@@ -379,7 +381,7 @@ func loadSessions(r *Reader) Sessions {
 		Mode:         r.OneOf("SECKILL_SESSION_MODE", SessionsRedis, SessionsRedis, SessionsJWT),
 		AccessTTL:    r.Duration("SECKILL_JWT_ACCESS_TTL", 15*time.Minute),
 		RefreshTTL:   r.Duration("SECKILL_JWT_REFRESH_TTL", 7*24*time.Hour),
-		RefreshGrace: r.Duration("SECKILL_JWT_REFRESH_GRACE", 10*time.Second),
+		RefreshGrace: durationOrOff(r, "SECKILL_JWT_REFRESH_GRACE", 10*time.Second),
 	}
 	if s.AccessTTL < time.Minute || s.AccessTTL > 24*time.Hour {
 		r.Fail("SECKILL_JWT_ACCESS_TTL", s.AccessTTL.String(), "want 1m to 24h: an access token cannot be taken back before it expires without the deny-list")

@@ -30,9 +30,9 @@ var (
 // Keys names the jwt mode's Redis keys.
 type Keys struct{ Prefix string }
 
-// family is a refresh family's hash: its user, when it started, the
+// Family is a refresh family's hash: its user, when it started, the
 // current and the previous token's hash, and the sealed current token.
-func (k Keys) family(fid string) string { return k.Prefix + "jwt:family:{" + fid + "}" }
+func (k Keys) Family(fid string) string { return k.Prefix + "jwt:family:{" + fid + "}" }
 
 // userFamilies is the set of a user's families, for "log out everywhere".
 func (k Keys) userFamilies(uid int64) string {
@@ -79,7 +79,7 @@ func (f *Families) Start(ctx context.Context, uid int64, now time.Time) (fid, to
 	if err != nil {
 		return "", "", err
 	}
-	key := f.keys.family(fid)
+	key := f.keys.Family(fid)
 	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, key, "uid", strconv.FormatInt(uid, 10), "created", strconv.FormatInt(now.UnixMilli(), 10), "cur", digest(secret))
 		p.PExpire(ctx, key, f.ttl)
@@ -123,7 +123,7 @@ func (f *Families) Rotate(ctx context.Context, token string) (Rotation, error) {
 	if err != nil {
 		return Rotation{}, err
 	}
-	res, err := lua.RefreshRotate.Run(ctx, f.rdb, []string{f.keys.family(fid)},
+	res, err := lua.RefreshRotate.Run(ctx, f.rdb, []string{f.keys.Family(fid)},
 		digest(secret), digest(next), sealed, f.grace.Milliseconds()).StringSlice()
 	if err != nil {
 		return Rotation{}, fmt.Errorf("rotate refresh token: %w", err)
@@ -160,7 +160,7 @@ func (f *Families) Revoke(ctx context.Context, fid string) error {
 	if !wellFormedFID(fid) {
 		return nil
 	}
-	if err := f.rdb.Del(ctx, f.keys.family(fid)).Err(); err != nil {
+	if err := f.rdb.Del(ctx, f.keys.Family(fid)).Err(); err != nil {
 		return fmt.Errorf("revoke refresh family: %w", err)
 	}
 	return nil
@@ -175,7 +175,7 @@ func (f *Families) RevokeUser(ctx context.Context, uid int64) error {
 	}
 	keys := make([]string, 0, len(fids)+1)
 	for _, fid := range fids {
-		keys = append(keys, f.keys.family(fid))
+		keys = append(keys, f.keys.Family(fid))
 	}
 	// One DEL per key: they are in different slots.
 	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

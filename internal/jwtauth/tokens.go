@@ -68,7 +68,10 @@ func NewTokens(keys *Keyring, ttl time.Duration) *Tokens {
 
 // Lifetime is how long after its issue an access token can be accepted:
 // its TTL and the clock leeway. A revocation matters that long.
-func (t *Tokens) Lifetime() time.Duration { return t.ttl + leeway }
+func (t *Tokens) Lifetime() time.Duration { return Lifetime(t.ttl) }
+
+// Lifetime is Tokens.Lifetime for access tokens of ttl.
+func Lifetime(ttl time.Duration) time.Duration { return ttl + leeway }
 
 // Issue signs an access token for u in family, issued at now.
 func (t *Tokens) Issue(u user.User, family string, now time.Time) (string, error) {
