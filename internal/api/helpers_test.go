@@ -57,12 +57,12 @@ type testAPI struct {
 // reads it.
 func startAPI(t *testing.T, env map[string]string) *testAPI {
 	t.Helper()
-	return startAPIWith(t, env, true)
+	return startAPIWith(t, env, true, "http")
 }
 
 // startAPIWith is startAPI; withInbox false leaves the program's own
 // choice of code sender (none, or the log in development mode).
-func startAPIWith(t *testing.T, env map[string]string, withInbox bool) *testAPI {
+func startAPIWith(t *testing.T, env map[string]string, withInbox bool, scheme string) *testAPI {
 	t.Helper()
 	r := testsupport.MustRedis(t)
 	m := testsupport.MustMySQL(t)
@@ -95,8 +95,8 @@ func startAPIWith(t *testing.T, env map[string]string, withInbox bool) *testAPI 
 			t.Errorf("api close: %v", err)
 		}
 	})
-	url := "http://" + program.Addr()
-	testsupport.Eventually(t, url+"/readyz", http.StatusOK, 20*time.Second)
+	url := scheme + "://" + program.Addr()
+	testsupport.Eventually(t, "http://"+program.AdminAddr()+"/readyz", http.StatusOK, 20*time.Second)
 	return &testAPI{URL: url, Admin: "http://" + program.AdminAddr(), Redis: r, MySQL: m, Inbox: box, Logs: logs, Env: vars}
 }
 

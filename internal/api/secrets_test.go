@@ -12,7 +12,7 @@ import (
 // Without an SMS provider the API refuses to make a code rather than log
 // it: whoever reads the logs must not be able to log in as anyone.
 func TestLoginCodesAreNeverLoggedByDefault(t *testing.T) {
-	a := startAPIWith(t, nil, false)
+	a := startAPIWith(t, nil, false, "http")
 	phone := randomPhone()
 	res := call(t, "POST", a.URL+"/user/code?phone="+phone, nil, nil)
 	if res.Status != http.StatusServiceUnavailable || res.Body.Success || res.Body.ErrorMsg != user.ErrNoSender.Message {
@@ -25,7 +25,7 @@ func TestLoginCodesAreNeverLoggedByDefault(t *testing.T) {
 
 // Development mode logs the code, and says so loudly when it starts.
 func TestDevelopmentModeLogsCodesAndSaysSo(t *testing.T) {
-	a := startAPIWith(t, map[string]string{"SECKILL_DEV_MODE": "true"}, false)
+	a := startAPIWith(t, map[string]string{"SECKILL_DEV_MODE": "true"}, false, "http")
 	phone := randomPhone()
 	if res := call(t, "POST", a.URL+"/user/code?phone="+phone, nil, nil); res.Status != 200 || !res.Body.Success {
 		t.Fatalf("code in development mode: %d %s", res.Status, res.Raw)

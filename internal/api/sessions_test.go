@@ -438,3 +438,30 @@ func (a *testAPI) ctl(t *testing.T, args ...string) string {
 	}
 	return out.String()
 }
+
+// With an EdDSA signing key the API publishes its public keys, and they
+// verify its access tokens; in the redis mode there is nothing to publish.
+func TestJWKSRoute(t *testing.T) {
+	keys, hs, ed := jwtKeys(t, "ed-1")
+	a := startAPI(t, map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": keys})
+	token := a.loggedIn(t, randomPhone())
+	res := call(t, "GET", a.URL+"/.well-known/jwks.json", nil, nil)
+	if res.Status != 200 || strings.Contains(res.Raw, hs.Key) {
+		t.Fatalf("jwks: %d %s", res.Status, res.Raw)
+	}
+	var set struct{ Keys []jwtauth.JWK }
+	if err := json.Unmarshal([]byte(res.Raw), &set); err != nil || len(set.Keys) != 1 {
+		t.Fatalf("jwks %s: %v", res.Raw, err)
+	}
+	x, _ := base64.RawURLEncoding.DecodeString(set.Keys[0].X)
+	if !ed25519.PublicKey(x).Equal(edPublic(t, ed)) {
+		t.Fatal("the published key is not the EdDSA key's public half")
+	}
+	if _, err := jwt.Parse(token, func(*jwt.Token) (any, error) { return ed25519.PublicKey(x), nil }, jwt.WithValidMethods([]string{"EdDSA"})); err != nil {
+		t.Fatalf("the published key does not verify the API's token: %v", err)
+	}
+	r := startAPI(t, nil)
+	if res := call(t, "GET", r.URL+"/.well-known/jwks.json", nil, nil); res.Status != 404 {
+		t.Fatalf("jwks in the redis mode: %d", res.Status)
+	}
+}

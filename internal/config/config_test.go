@@ -3,6 +3,7 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/config"
 )
@@ -42,5 +43,45 @@ func TestBadConfigurationNamesTheVariable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s=%q: error %v, want one naming the variable", key, value, err)
 		}
+	}
+}
+
+// The session and TLS settings: each bad combination stops the start with
+// a message naming the variable, and never shows a key.
+func TestBadSessionConfiguration(t *testing.T) {
+	secret := "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA=="
+	good := `{"sign":"a","keys":[{"kid":"a","alg":"HS256","key":"` + secret + `"}]}`
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"unknown mode", map[string]string{"SECKILL_SESSION_MODE": "cookie"}, "SECKILL_SESSION_MODE"},
+		{"jwt without keys", map[string]string{"SECKILL_SESSION_MODE": "jwt"}, "seckillctl jwt-key"},
+		{"keys twice", map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": good, "SECKILL_JWT_KEYS_FILE": "/k.json"}, "not both"},
+		{"missing key file", map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS_FILE": "/no/such/keys.json"}, "SECKILL_JWT_KEYS_FILE"},
+		{"bad keys", map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": strings.Replace(good, `"sign":"a"`, `"sign":"b"`, 1)}, "SECKILL_JWT_KEYS"},
+		{"access TTL too long", map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": good, "SECKILL_JWT_ACCESS_TTL": "48h"}, "SECKILL_JWT_ACCESS_TTL"},
+		{"refresh shorter than access", map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": good, "SECKILL_JWT_REFRESH_TTL": "10m"}, "SECKILL_JWT_REFRESH_TTL"},
+		{"grace too long", map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": good, "SECKILL_JWT_REFRESH_GRACE": "1h"}, "SECKILL_JWT_REFRESH_GRACE"},
+		{"certificate without key", map[string]string{"SECKILL_TLS_CERT": "/c.pem"}, "SECKILL_TLS_KEY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.LoadAPI(func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one naming %s", err, tt.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatal("the error shows the key")
+			}
+		})
+	}
+	c, err := config.LoadAPI(func(k string) (string, bool) {
+		v, ok := map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": good}[k]
+		return v, ok
+	})
+	if err != nil || c.Sessions.Keys.SigningAlg() != "HS256" || c.Sessions.AccessTTL != 15*time.Minute || c.Sessions.RefreshTTL != 7*24*time.Hour || c.Sessions.RefreshGrace != 10*time.Second {
+		t.Fatalf("defaults: %+v, %v", c.Sessions, err)
 	}
 }
