@@ -65,6 +65,37 @@ echo
 echo "== Redis: one node (the cluster's turn follows) =="
 bin/loadgen spread -api "http://$api_addr" -label "one node" -users "$spread_users" -workers "$workers" -procs "$procs" \
   -writer-metrics "http://$writer_admin/metrics" -save "$figures"
+
+# The accept path in each session mode, on one node: the api restarted
+# with redis sessions (the default, with its session cache), then with jwt
+# access tokens signed HS256, then EdDSA; the same order-writer, the same
+# processes measured.
+kill -TERM "$api_pid"
+wait "$api_pid" 2>/dev/null || true
+session_runs=$(mktemp)
+hs_key=$(bin/seckillctl jwt-key bench-hs HS256)
+ed_key=$(bin/seckillctl jwt-key bench-ed EdDSA)
+for mode in redis "jwt HS256" "jwt EdDSA"; do
+  case $mode in
+    redis) mode_env=(SECKILL_SESSION_MODE=redis) ;;
+    "jwt HS256") mode_env=(SECKILL_SESSION_MODE=jwt SECKILL_JWT_KEYS="{\"sign\":\"bench-hs\",\"keys\":[$hs_key]}") ;;
+    "jwt EdDSA") mode_env=(SECKILL_SESSION_MODE=jwt SECKILL_JWT_KEYS="{\"sign\":\"bench-ed\",\"keys\":[$ed_key]}") ;;
+  esac
+  env "${mode_env[@]}" SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=${BENCH_API_ADMIN:-127.0.0.1:19100} SECKILL_LOG_LEVEL=warn \
+    SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
+  api_pid=$!
+  pids+=($api_pid)
+  for _ in $(seq 1 60); do curl -fsS "http://$api_addr/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS "http://$api_addr/readyz" >/dev/null || { echo "bench: the api ($mode sessions) is not ready" >&2; exit 1; }
+  echo
+  echo "== sessions: $mode =="
+  env "${mode_env[@]}" bin/loadgen sessions -api "http://$api_addr" -label "$mode" -users "$spread_users" -workers "$workers" \
+    -procs "api=$api_pid,order-writer=$writer_pid,redis=$(cat "$stack/redis/redis.pid"),mariadb=$(cat "$stack/mariadb/mariadb.pid"),kafka=$(cat "$stack/kafka/kafka.pid")" \
+    -writer-metrics "http://$writer_admin/metrics" -runs "$session_runs"
+  kill -TERM "$api_pid"
+  wait "$api_pid" 2>/dev/null || true
+done
+rm -f "$session_runs"
 cleanup
 pids=()
 cluster_env=(env -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$cluster_seeds")

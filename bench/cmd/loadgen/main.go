@@ -7,6 +7,7 @@
 //	loadgen bench   [flags]   the make bench figures and their ratios
 //	loadgen spread  [flags]   one Redis topology's figures, beside another's
 //	loadgen multinode [flags] one run on the multi-node topology, beside one node
+//	loadgen sessions  [flags] the accept path in the API's session mode, beside the other modes
 //
 // The API must run with its seckill and login rate limits off (every
 // request comes from one address) and, for bench, SECKILL_API_BENCH_NOOP=true.
@@ -32,7 +33,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread|multinode [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|multinode|sessions [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -62,7 +63,7 @@ func run(cmd string, args []string) error {
 	vouchers := fs.Int("vouchers", 12, "spread: the vouchers the users are spread over")
 	save := fs.String("save", "", "spread: write this run's figures to this file")
 	beside := fs.String("beside", "", "spread: print the figures of an earlier run (-save) beside this one's")
-	runs := fs.String("runs", "", "multinode: the file that collects every multi-node run's figures")
+	runs := fs.String("runs", "", "multinode, sessions: the file that collects every run's figures")
 	single := fs.String("single", "", "multinode: the one-node figures (spread -save) to compare with")
 	procs := fs.String("procs", "", "bench: the system's processes to measure the CPU of, name=pid,... (the load generator is measured apart)")
 	_ = fs.Parse(args)
@@ -123,6 +124,22 @@ func run(cmd string, args []string) error {
 		}
 		return sale.MultiNode(ctx, os.Stdout, loadgen.MultiNodeConfig{Label: *label, Users: *users, Workers: *workers,
 			Vouchers: *vouchers, Procs: measured, Runs: *runs, Single: *single})
+	case "sessions":
+		measured, err := loadgen.ParseProcs(*procs)
+		if err != nil {
+			return err
+		}
+		// The API's own session configuration: in the jwt mode the
+		// users' tokens are signed with its keys.
+		api, err := config.LoadAPI(os.LookupEnv)
+		if err != nil {
+			return err
+		}
+		if api.Sessions.Mode != config.SessionsJWT {
+			api.Sessions.Keys = nil
+		}
+		return sale.SessionBench(ctx, os.Stdout, loadgen.SessionBenchConfig{Label: *label, Users: *users, Workers: *workers,
+			Procs: measured, Keys: api.Sessions.Keys, Runs: *runs})
 	case "bench":
 		if *plot != "" {
 			if err := os.MkdirAll(*plot, 0o755); err != nil {

@@ -1,0 +1,133 @@
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/seckill/seckill/internal/jwtauth"
+	"github.com/seckill/seckill/internal/user"
+)
+
+// SessionBenchConfig is one run of the accept path in one session mode.
+type SessionBenchConfig struct {
+	Label   string // e.g. "jwt HS256"
+	Users   int
+	Workers uint64
+	Procs   Procs
+	// Keys sign the users' access tokens, as the API's login would; nil:
+	// redis sessions.
+	Keys *jwtauth.Keyring
+	// Runs collects every mode's figures, one JSON object a line; the
+	// table printed after each run compares them all.
+	Runs string
+}
+
+// SessionFigures are one mode's.
+type SessionFigures struct {
+	Label string
+	RPS   float64
+	P99   time.Duration
+	CPU   CPU
+}
+
+// jwtTokens are access tokens for n users, each in a family of its own,
+// signed as the API signs them.
+func jwtTokens(keys *jwtauth.Keyring, firstUserID int64, n int) ([]string, error) {
+	tokens := jwtauth.NewTokens(keys, 15*time.Minute)
+	out := make([]string, n)
+	now := time.Now()
+	for i := range out {
+		tok, err := tokens.Issue(user.User{ID: firstUserID + int64(i), NickName: "load"}, crand.Text(), now)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = tok
+	}
+	return out, nil
+}
+
+// SessionBench sells cfg.Users orders (every request accepted) with
+// sessions of the mode the API runs, after an unmeasured warm-up sale, and
+// prints every mode's run so far side by side.
+func (s *Sale) SessionBench(ctx context.Context, out io.Writer, cfg SessionBenchConfig) error {
+	first := 500_000_000 + rand.Int64N(1<<40)
+	var tokens []string
+	var err error
+	if cfg.Keys != nil {
+		tokens, err = jwtTokens(cfg.Keys, first, cfg.Users)
+	} else {
+		tokens, err = s.Sessions(ctx, first, cfg.Users)
+	}
+	if err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	warm := min(len(tokens), 3000)
+	if _, a, err := s.SaleRun(ctx, io.Discard, "warm-up", tokens[:warm], warm, Options{Workers: cfg.Workers}); err != nil || len(a.Violations) > 0 {
+		return fmt.Errorf("warm-up: %v %v", err, a.Violations)
+	}
+	fmt.Fprintf(out, "\n[%s] POST /voucher-order/seckill/:id, stock %d: every request accepted\n", cfg.Label, cfg.Users)
+	var audit Audit
+	rep, cpu, err := cfg.Procs.Measure(cfg.Label, func() (rep Report, err error) {
+		rep, audit, err = s.SaleRun(ctx, out, cfg.Label, tokens, cfg.Users, Options{Workers: cfg.Workers})
+		return rep, err
+	})
+	if err != nil {
+		return err
+	}
+	if len(audit.Violations) > 0 {
+		return fmt.Errorf("audit: %v", audit.Violations)
+	}
+	f := SessionFigures{Label: cfg.Label, RPS: rep.PerSecond, P99: rep.P99, CPU: cpu}
+	runs, err := appendRun(cfg.Runs, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nThe accept path by session mode (one node, %d orders each, %d clients; one machine, 2 cores)\n", cfg.Users, cfg.Workers)
+	fmt.Fprintf(out, "%-22s %10s %10s %14s %14s\n", "sessions", "req/s", "p99", "api CPU-ms/1k", "all CPU-ms/1k")
+	var cpus []CPU
+	for _, r := range runs {
+		fmt.Fprintf(out, "%-22s %10.0f %10s %14.1f %14.1f\n", r.Label, r.RPS, r.P99.Round(100*time.Microsecond), r.CPU.PerThousand("api"), r.CPU.PerThousand("total"))
+		cpus = append(cpus, r.CPU)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprint(out, CPUTable(cpus...))
+	return nil
+}
+
+// appendRun adds f to the runs file and returns every run in it.
+func appendRun(path string, f SessionFigures) ([]SessionFigures, error) {
+	line, _ := json.Marshal(f)
+	file, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := file.Write(append(line, '\n')); err != nil {
+		file.Close()
+		return nil, err
+	}
+	if err := file.Close(); err != nil {
+		return nil, err
+	}
+	all, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var runs []SessionFigures
+	sc := bufio.NewScanner(bytes.NewReader(all))
+	for sc.Scan() {
+		var r SessionFigures
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
