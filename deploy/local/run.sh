@@ -26,6 +26,31 @@ for p in api order-writer cache-invalidator; do
   [ -x "$bin/$p" ] || die "$bin/$p missing: run 'make run' or 'make build'"
 done
 if [ "$apis" -gt 1 ]; then command -v haproxy >/dev/null || die "haproxy is not installed: deploy/local/stack.sh install"; fi
+[ -x "$bin/seckillctl" ] || die "$bin/seckillctl missing: run 'make run' or 'make build'"
+
+# SECKILL_DEV_TLS=true: HTTPS with a development certificate made once in
+# .stack/tls (curl --cacert .stack/tls/cert.pem). Several instances would
+# need TLS at the load balancer, which is not configured here.
+scheme=http curl_tls=()
+case ${SECKILL_DEV_TLS:-false} in
+  true)
+    [ "$apis" -eq 1 ] || die "SECKILL_DEV_TLS=true serves TLS from the api itself: one instance only (SECKILL_API_INSTANCES=1)"
+    [ -s .stack/tls/cert.pem ] || "$bin/seckillctl" dev-cert .stack/tls >/dev/null || die "could not write a development certificate"
+    export SECKILL_TLS_CERT=$PWD/.stack/tls/cert.pem SECKILL_TLS_KEY=$PWD/.stack/tls/key.pem
+    scheme=https curl_tls=(--cacert "$SECKILL_TLS_CERT") ;;
+  false) ;;
+  *) die "SECKILL_DEV_TLS=$SECKILL_DEV_TLS: true or false" ;;
+esac
+# The jwt session mode needs signing keys: a development key file is made
+# once in .stack unless keys are given.
+if [ "${SECKILL_SESSION_MODE:-redis}" = jwt ] && [ -z "${SECKILL_JWT_KEYS:-}${SECKILL_JWT_KEYS_FILE:-}" ]; then
+  if [ ! -s .stack/jwt-keys.json ]; then
+    mkdir -p .stack
+    key=$("$bin/seckillctl" jwt-key dev-1 HS256) || die "could not make a jwt key"
+    (umask 077; printf '{"sign":"dev-1","keys":[%s]}\n' "$key" > .stack/jwt-keys.json)
+  fi
+  export SECKILL_JWT_KEYS_FILE=$PWD/.stack/jwt-keys.json
+fi
 
 host=${api_addr%:*} port=${api_addr##*:}
 taken() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
@@ -70,17 +95,17 @@ if [ "$apis" -gt 1 ]; then
 fi
 
 for _ in $(seq 1 60); do
-  if curl -fsS "http://$api_addr/readyz" >/dev/null 2>&1; then
+  if curl -fsS "${curl_tls[@]}" "$scheme://$api_addr/readyz" >/dev/null 2>&1; then
     cat <<MSG
 
-run: the API is ready at http://$api_addr   (Ctrl-C stops everything)
+run: the API is ready at $scheme://$api_addr   (Ctrl-C stops everything; sessions: ${SECKILL_SESSION_MODE:-redis})
   $apis api instance(s)$([ "$apis" -gt 1 ] && echo " behind HAProxy (${addrs[*]})"), $writers order-writer(s), the cache-invalidator
-  curl -s http://$api_addr/readyz
-  curl -s -X POST 'http://$api_addr/user/code?phone=13800138000'    (the code is in the api log)
-  curl -s -X POST http://$api_addr/user/login -H 'Content-Type: application/json' -d '{"phone":"13800138000","code":"CODE"}'
-  curl -s -X POST http://$api_addr/voucher/seckill -H 'X-Admin-Token: $SECKILL_ADMIN_TOKEN' -H 'Content-Type: application/json' \\
+  curl -s ${curl_tls[*]} $scheme://$api_addr/readyz
+  curl -s ${curl_tls[*]} -X POST '$scheme://$api_addr/user/code?phone=13800138000'    (the code is in the api log)
+  curl -s ${curl_tls[*]} -X POST $scheme://$api_addr/user/login -H 'Content-Type: application/json' -d '{"phone":"13800138000","code":"CODE"}'
+  curl -s ${curl_tls[*]} -X POST $scheme://$api_addr/voucher/seckill -H 'X-Admin-Token: $SECKILL_ADMIN_TOKEN' -H 'Content-Type: application/json' \\
        -d '{"shopId":1,"title":"100 off","payValue":8000,"actualValue":10000,"stock":100,"beginTime":"2026-01-01T00:00:00Z","endTime":"2037-01-01T00:00:00Z"}'
-  curl -s -X POST http://$api_addr/voucher-order/seckill/VOUCHER_ID -H 'authorization: TOKEN'
+  curl -s ${curl_tls[*]} -X POST $scheme://$api_addr/voucher-order/seckill/VOUCHER_ID -H 'authorization: TOKEN'
   admin ports (metrics, pprof): api ${admins[*]}, order-writer $([ "$writers" -eq 1 ] && echo 127.0.0.1:9101 || echo "127.0.0.1:9131..$((9130 + writers))"), cache-invalidator 127.0.0.1:9102
 
 MSG

@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/internal/orderwriter"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/schema"
+	"github.com/seckill/seckill/internal/tlscert"
 	"github.com/seckill/seckill/internal/user"
 )
 
@@ -48,7 +49,9 @@ const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile <vouche
   jwt-key KID [HS256|EdDSA]
                print a new random signing key for SECKILL_JWT_KEYS_FILE
                (HS256 unless told); add it to the file's keys, make it the
-               signing one, keep the old key until its tokens expire`
+               signing one, keep the old key until its tokens expire
+  dev-cert DIR write a self-signed certificate for localhost (cert.pem,
+               key.pem; a year) into DIR: development TLS only`
 
 // Ctl runs one seckillctl command with the configuration from lookup and
 // reports to out.
@@ -86,6 +89,13 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 			return fmt.Errorf("jwt-key: %w", err)
 		}
 		return json.NewEncoder(out).Encode(spec)
+	case len(args) == 2 && args[0] == "dev-cert":
+		cert, key, err := tlscert.WriteDev(args[1], 365*24*time.Hour)
+		if err != nil {
+			return fmt.Errorf("dev-cert: %w", err)
+		}
+		fmt.Fprintf(out, "SECKILL_TLS_CERT=%s SECKILL_TLS_KEY=%s\n", cert, key)
+		return nil
 	case len(args) == 2 && args[0] == "reconcile":
 		id, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || id <= 0 {

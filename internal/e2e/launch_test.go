@@ -15,7 +15,7 @@ import (
 func TestLaunchersRefuseBadInput(t *testing.T) {
 	bin := t.TempDir()
 	started := filepath.Join(t.TempDir(), "started")
-	for _, p := range []string{"api", "order-writer", "cache-invalidator"} {
+	for _, p := range []string{"api", "order-writer", "cache-invalidator", "seckillctl"} {
 		script := "#!/bin/sh\necho " + p + " >> " + started + "\nsleep 30\n"
 		if err := os.WriteFile(filepath.Join(bin, p), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
@@ -37,6 +37,8 @@ func TestLaunchersRefuseBadInput(t *testing.T) {
 		{"no order-writer", "run.sh", nil, []string{"SECKILL_ORDER_WRITERS=0"}, "SECKILL_ORDER_WRITERS=0: say how many order-writers"},
 		{"the load balancer's port taken", "run.sh", nil, []string{"SECKILL_API_INSTANCES=2", "SECKILL_API_ADDR=" + lb.Addr().String()},
 			"the load balancer's address " + lb.Addr().String() + " is taken"},
+		{"a TLS switch that is neither", "run.sh", nil, []string{"SECKILL_DEV_TLS=maybe"}, "SECKILL_DEV_TLS=maybe: true or false"},
+		{"TLS on several instances", "run.sh", nil, []string{"SECKILL_DEV_TLS=true", "SECKILL_API_INSTANCES=2"}, "one instance only"},
 		{"two Kafka brokers", "stack.sh", []string{"up", "--kafka-brokers", "2"}, nil, "the stack runs one broker, or a cluster of 3"},
 		{"a Kafka topology that is none", "stack.sh", []string{"up"}, []string{"SECKILL_KAFKA_TOPOLOGY=triple"}, "SECKILL_KAFKA_TOPOLOGY=triple: say single or cluster"},
 		{"a Redis topology that is none", "stack.sh", []string{"up"}, []string{"SECKILL_REDIS_TOPOLOGY=ring"}, "SECKILL_REDIS_TOPOLOGY=ring: say single or cluster"},
