@@ -1,8 +1,6 @@
 package loadgen
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,16 +56,8 @@ func (s *Sale) MultiNode(ctx context.Context, out io.Writer, cfg MultiNodeConfig
 	if cfg.Runs == "" {
 		return nil
 	}
-	line, _ := json.Marshal(f)
-	file, err := os.OpenFile(cfg.Runs, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	recorded, err := appendRun(cfg.Runs, f)
 	if err != nil {
-		return err
-	}
-	if _, err := file.Write(append(line, '\n')); err != nil {
-		file.Close()
-		return err
-	}
-	if err := file.Close(); err != nil {
 		return err
 	}
 
@@ -80,19 +70,7 @@ func (s *Sale) MultiNode(ctx context.Context, out io.Writer, cfg MultiNodeConfig
 		return fmt.Errorf("the one-node figures in %s: %v", cfg.Single, err)
 	}
 	base := MultiNodeFigures{Label: single.Label, RPS: single.ManyRPS, P99: single.ManyP99, CPU: single.CPU[1]}
-	runs := []MultiNodeFigures{base}
-	all, err := os.ReadFile(cfg.Runs)
-	if err != nil {
-		return err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(all))
-	for sc.Scan() {
-		var r MultiNodeFigures
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return fmt.Errorf("%s: %w", cfg.Runs, err)
-		}
-		runs = append(runs, r)
-	}
+	runs := append([]MultiNodeFigures{base}, recorded...)
 	fmt.Fprintf(out, "\nOne node against the multi-node topology, the same load (%d orders over %d vouchers; one machine, 2 cores)\n", cfg.Users, cfg.Vouchers)
 	fmt.Fprintf(out, "%-34s %10s %10s %22s %10s\n", "topology", "req/s", "p99", "CPU-ms per 1,000 (all)", "vs one node")
 	var cpu []CPU

@@ -102,8 +102,9 @@ func (s *Sale) SessionBench(ctx context.Context, out io.Writer, cfg SessionBench
 	return nil
 }
 
-// appendRun adds f to the runs file and returns every run in it.
-func appendRun(path string, f SessionFigures) ([]SessionFigures, error) {
+// appendRun adds f to the runs file (one JSON object a line) and returns
+// every run in it.
+func appendRun[F any](path string, f F) ([]F, error) {
 	line, _ := json.Marshal(f)
 	file, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -120,10 +121,10 @@ func appendRun(path string, f SessionFigures) ([]SessionFigures, error) {
 	if err != nil {
 		return nil, err
 	}
-	var runs []SessionFigures
+	var runs []F
 	sc := bufio.NewScanner(bytes.NewReader(all))
 	for sc.Scan() {
-		var r SessionFigures
+		var r F
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
