@@ -112,17 +112,18 @@ func (r *Revocations) RevokeUser(ctx context.Context, uid int64, now time.Time) 
 }
 
 func (r *Revocations) add(ctx context.Context, now time.Time, kind, id string) error {
-	at := strconv.FormatInt(now.UnixMilli(), 10)
-	msg := redis.XMessage{Values: map[string]any{kind: id, "at": at}}
+	values := map[string]any{kind: id, "at": strconv.FormatInt(now.UnixMilli(), 10)}
 	if _, err := r.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: r.key, Values: msg.Values,
+		Stream: r.key, Values: values,
 		// Older entries revoke only tokens that have expired since.
 		MinID: strconv.FormatInt(now.Add(-r.keep).UnixMilli(), 10) + "-0", Approx: true,
 	}).Result(); err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
-	msg.Values = map[string]any{kind: id, "at": at}
-	r.apply([]redis.XMessage{msg})
+	// Applied here at once, without its id: the follower must still read
+	// the entries before it, and reads this one again (applying is
+	// idempotent).
+	r.apply([]redis.XMessage{{Values: values}})
 	return nil
 }
 
