@@ -42,8 +42,11 @@ type Revocations struct {
 
 // NewRevocations follows the stream at key; keep is how long an access
 // token can be accepted after it is issued (its TTL and the leeway).
+// go-redis does not interrupt a blocking XREAD when its context ends, so
+// the block is what a shutdown waits for: half a second, at two idle
+// round trips a second.
 func NewRevocations(rdb revocationRedis, key string, keep time.Duration, logger *slog.Logger) *Revocations {
-	return &Revocations{rdb: rdb, key: key, keep: keep, block: 2 * time.Second, logger: logger, last: "0-0",
+	return &Revocations{rdb: rdb, key: key, keep: keep, block: 500 * time.Millisecond, logger: logger, last: "0-0",
 		families: map[string]time.Time{}, users: map[int64]time.Time{}}
 }
 
