@@ -42,7 +42,7 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: help run run-multinode test up down status install migrate seed build lint bench go-check
+.PHONY: help run run-multinode test up down status install migrate seed build lint bench go-check webcheck
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -51,6 +51,7 @@ help:
 	@echo "make up|down|status   the local stack (deploy/local/stack.sh)"
 	@echo "make migrate|seed     schema migrations / demo data on the local stack"
 	@echo "make build|lint|bench"
+	@echo "make webcheck WEB=<the course's html/hmdp>   the course's web client in Chromium, in both session modes"
 
 go-check:
 	@command -v $(GO) >/dev/null || { echo "make: Go is not installed; install Go 1.26 from https://go.dev/dl/ (see README)" >&2; exit 1; }
@@ -80,6 +81,12 @@ seed: migrate
 
 run: seed
 	@$(RUN_ENV) deploy/local/run.sh
+
+# The browser check: the course's own web client (not in this repository;
+# WEB is the folder it ships in) driven in Chromium against the whole
+# system, once per session mode. docs/webcheck.md.
+webcheck: seed
+	@$(RUN_ENV) deploy/webcheck/webcheck.sh "$(WEB)"
 
 # Everything as production runs it, on this one machine.
 run-multinode:

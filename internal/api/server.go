@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill/internal/blog"
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/order"
@@ -66,6 +67,7 @@ type Deps struct {
 	TLS      *tls.Config
 	Limiter  *ratelimit.Limiter
 	Shops    *shop.Service
+	Blogs    *blog.Store
 	Vouchers *voucher.Vouchers
 	Orders   *order.Service
 	Lookup   *order.Lookup
@@ -104,6 +106,8 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.POST("/user/code", s.sendCode, s.rateLimit("code", cfg.Limits.Code))
 	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))
 	e.GET("/user/me", s.me, s.requireUser)
+	e.GET("/user/info/:id", s.userInfo, s.requireUser)
+	e.GET("/user/:id", s.userByID, s.requireUser)
 	e.POST("/user/logout", s.logout, s.requireUser)
 	e.POST("/user/refresh", s.refresh, s.rateLimit("refresh", cfg.Limits.Login))
 	if len(deps.JWKS) > 0 {
@@ -113,6 +117,10 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	public := s.rateLimit("public", cfg.Limits.Public)
 	e.GET("/shop/:id", s.getShop, public)
 	e.GET("/shop-type/list", s.listShopTypes, public)
+	e.GET("/shop/of/type", s.shopsOfType, public)
+	e.GET("/shop/of/name", s.shopsOfName, public)
+	e.GET("/blog/hot", s.hotBlogs, public)
+	e.GET("/blog/of/me", s.myBlogs, s.requireUser)
 	e.POST("/shop", s.createShop, s.requireAdmin)
 	e.PUT("/shop", s.updateShop, s.requireAdmin)
 	e.POST("/voucher", s.createVoucher(voucher.TypeOrdinary), s.requireAdmin)

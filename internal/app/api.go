@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/blog"
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/config"
@@ -121,6 +122,7 @@ func (m *API) Run(ctx context.Context) error {
 		Sessions: sessions, Refresher: refresher, JWKS: jwks, TLS: tlsConfig,
 		Limiter:  ratelimit.New(b.rdb, c.HTTP.RatePrefix, m.logger),
 		Shops:    shops,
+		Blogs:    blog.NewStore(db),
 		Vouchers: &voucher.Vouchers{DB: db, Sale: store},
 		Orders: &order.Service{
 			IDs: orderIDs(b.rdb, c.Sale).WithReplicationStamp(), Gate: store, Publisher: publisher,

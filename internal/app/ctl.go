@@ -33,7 +33,7 @@ import (
 const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile <voucher id>
   migrate      apply every migration not yet applied
   version      the schema version applied and the newest known
-  seed         load the demo shop types and shops (idempotent)
+  seed         load the demo shop types, shops, and notes with their authors (idempotent)
   check        compare every voucher on sale between Redis and MySQL (the
                sale is in Redis, its stock not above MySQL's, at least as
                many buyers as orders) and report; exit 1 on a violation
@@ -140,7 +140,7 @@ func schemaCtl(cmd, dsn string, out io.Writer) error {
 		if err := schema.Seed(ctx, db); err != nil {
 			return err
 		}
-		fmt.Fprintln(out, "seed: demo shop types and shops present")
+		fmt.Fprintln(out, "seed: demo shop types, shops and notes present")
 	}
 	return nil
 }

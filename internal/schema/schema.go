@@ -63,7 +63,8 @@ func Version(ctx context.Context, db *sql.DB) (current, latest int64, err error)
 	return current, latest, nil
 }
 
-// Seed loads the demo shop types and shops. Loading twice changes nothing.
+// Seed loads the demo shop types, shops, and notes with their authors.
+// Loading twice changes nothing.
 func Seed(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

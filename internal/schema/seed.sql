@@ -19,3 +19,17 @@ INSERT IGNORE INTO tb_shop (id, name, type_id, images, area, address, x, y, avg_
   (4, 'Mamala(杭州远洋乐堤港店)', 1, 'https://img.example.com/shop/4a.jpg', '拱宸桥/上塘', '丽水路66号远洋乐堤港商城2期1层B115号', 120.146659, 30.312742, 290, 13519, 9529, 49, '11:00-22:00'),
   (5, '海底捞火锅(水晶城购物中心店)', 1, 'https://img.example.com/shop/5a.jpg', '大关', '上塘路458号水晶城购物中心F6', 120.15778, 30.310633, 104, 4125, 2764, 49, '10:00-07:00'),
   (6, '星聚会KTV(拱墅区万达店)', 2, 'https://img.example.com/shop/6a.jpg', '北部新城', '杭州市拱墅区金华路80号万达广场4F', 120.138, 30.3163, 67, 1208, 854, 45, '11:30-06:00');
+-- Two authors and their notes for the home page's hot list; the authors
+-- are found by phone, so the seed never takes an id a real user has.
+INSERT IGNORE INTO tb_user (phone, nick_name, icon) VALUES
+  ('13600000001', '小鱼同学', '/imgs/blogs/blog1.jpg'),
+  ('13600000002', '可可今天不吃肉', '');
+INSERT IGNORE INTO tb_blog (id, shop_id, user_id, title, images, content, liked, comments)
+  SELECT 1, 1, id, '人均30的港式茶餐厅，值得排队', '/imgs/blogs/9/12/ac2ce2fb-0605-4f14-82cc-c962b8c86688.jpg,/imgs/blogs/blog1.jpg',
+    '叉烧饭和冻柠茶都很好，周末中午要等二十分钟。', 12, 3 FROM tb_user WHERE phone = '13600000002';
+INSERT IGNORE INTO tb_blog (id, shop_id, user_id, title, images, content, liked, comments)
+  SELECT 2, 4, id, '花园里的西餐厅，晚上灯一亮很好看', '/imgs/blogs/2/6/b0756279-65da-4f2d-b62a-33f74b06454a.jpg',
+    '牛排七分熟刚好，甜点一般，环境加分。', 8, 1 FROM tb_user WHERE phone = '13600000002';
+INSERT IGNORE INTO tb_blog (id, shop_id, user_id, title, images, content, liked, comments)
+  SELECT 3, 10, id, '周末去骑马，五十块一圈', '/imgs/blogs/blog1.jpg',
+    '教练很耐心，小朋友也可以骑。', 5, 0 FROM tb_user WHERE phone = '13600000001';

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -151,24 +152,96 @@ func (s *Service) Get(ctx context.Context, id int64) (Shop, error) {
 	return v, nil
 }
 
-func (s *Service) load(ctx context.Context, id int64) (Shop, bool, error) {
+const shopColumns = "id, name, type_id, images, area, address, x, y, avg_price, sold, comments, score, open_hours"
+
+// scanShop reads a row of shopColumns.
+func scanShop(row interface{ Scan(...any) error }) (Shop, error) {
 	var sh Shop
 	var area, hours sql.NullString
 	var avg sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT id, name, type_id, images, area, address, x, y, avg_price, sold, comments, score, open_hours
-		FROM tb_shop WHERE id = ?`, id).Scan(&sh.ID, &sh.Name, &sh.TypeID, &sh.Images, &area, &sh.Address, &sh.X, &sh.Y,
-		&avg, &sh.Sold, &sh.Comments, &sh.Score, &hours)
+	if err := row.Scan(&sh.ID, &sh.Name, &sh.TypeID, &sh.Images, &area, &sh.Address, &sh.X, &sh.Y,
+		&avg, &sh.Sold, &sh.Comments, &sh.Score, &hours); err != nil {
+		return Shop{}, err
+	}
+	sh.Area, sh.OpenHours = area.String, hours.String
+	if avg.Valid {
+		sh.AvgPrice = &avg.Int64
+	}
+	return sh, nil
+}
+
+func (s *Service) load(ctx context.Context, id int64) (Shop, bool, error) {
+	sh, err := scanShop(s.db.QueryRowContext(ctx, "SELECT "+shopColumns+" FROM tb_shop WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Shop{}, false, nil
 	}
 	if err != nil {
 		return Shop{}, false, fmt.Errorf("load shop %d: %w", id, err)
 	}
-	sh.Area, sh.OpenHours = area.String, hours.String
-	if avg.Valid {
-		sh.AvgPrice = &avg.Int64
-	}
 	return sh, true, nil
+}
+
+// The course's page sizes (SystemConstants): shops of a type come five at
+// a time, a search by name ten; MaxPage bounds the OFFSET.
+const (
+	TypePageSize = 5
+	NamePageSize = 10
+	MaxPage      = 10_000
+)
+
+// ErrPage is a page number out of 1..MaxPage.
+var ErrPage = apperr.Errorf(apperr.Invalid, "current: want a page number from 1 to %d", MaxPage)
+
+// OfType is page current of the shops of a type, by id, as the course
+// lists them when no coordinates are sent.
+func (s *Service) OfType(ctx context.Context, typeID int64, current int) ([]Shop, error) {
+	if typeID <= 0 || typeID > maxID {
+		return nil, apperr.Errorf(apperr.Invalid, "typeId: want a positive shop type id")
+	}
+	if current < 1 || current > MaxPage {
+		return nil, ErrPage
+	}
+	return s.list(ctx, "the shops of a type", "SELECT "+shopColumns+" FROM tb_shop WHERE type_id = ? ORDER BY id LIMIT ? OFFSET ?",
+		typeID, TypePageSize, (current-1)*TypePageSize)
+}
+
+// OfName is page current of the shops whose name has name in it (every
+// shop for an empty name); name is matched literally, % and _ included.
+func (s *Service) OfName(ctx context.Context, name string, current int) ([]Shop, error) {
+	if len(name) > 128 {
+		return nil, apperr.Errorf(apperr.Invalid, "name: at most 128 bytes")
+	}
+	if current < 1 || current > MaxPage {
+		return nil, ErrPage
+	}
+	pattern := "%" + likeEscaper.Replace(name) + "%"
+	return s.list(ctx, "the shops by name", "SELECT "+shopColumns+` FROM tb_shop WHERE name LIKE ? ESCAPE '!' ORDER BY id LIMIT ? OFFSET ?`,
+		pattern, NamePageSize, (current-1)*NamePageSize)
+}
+
+// likeEscaper makes a LIKE pattern match its text literally, with ! as the
+// escape character (a backslash would mean different things under MySQL's
+// NO_BACKSLASH_ESCAPES).
+var likeEscaper = strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
+
+func (s *Service) list(ctx context.Context, what, query string, args ...any) ([]Shop, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	defer rows.Close()
+	shops := []Shop{}
+	for rows.Next() {
+		sh, err := scanShop(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", what, err)
+		}
+		shops = append(shops, sh)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	return shops, nil
 }
 
 // Types is the shop-type list, by sort.

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Users is tb_user.
@@ -67,4 +68,47 @@ func (u *Users) ByID(ctx context.Context, id int64) (User, error) {
 		return User{}, fmt.Errorf("find user %d: %w", id, err)
 	}
 	return usr, nil
+}
+
+// Info is the course's UserInfo (tb_user_info): the details "my page"
+// shows. Gender is a boolean as in the course (false: male); Level is the
+// 0–9 membership level the column holds (the course's entity reads it as
+// a boolean, which loses it); Birthday is a date, YYYY-MM-DD.
+type Info struct {
+	UserID    int64   `json:"userId"`
+	City      string  `json:"city"`
+	Introduce *string `json:"introduce"`
+	Fans      int64   `json:"fans"`
+	Followee  int64   `json:"followee"`
+	Gender    bool    `json:"gender"`
+	Birthday  *string `json:"birthday"`
+	Credits   int64   `json:"credits"`
+	Level     int     `json:"level"`
+}
+
+// Info is the details of user id; nil when the user has none yet (the
+// course answers success with no data then).
+func (u *Users) Info(ctx context.Context, id int64) (*Info, error) {
+	var in Info
+	var city, introduce sql.NullString
+	var fans, followee, credits, gender, level sql.NullInt64
+	var birthday sql.NullTime
+	err := u.db.QueryRowContext(ctx, `SELECT user_id, city, introduce, fans, followee, gender, birthday, credits, level
+		FROM tb_user_info WHERE user_id = ?`, id).Scan(&in.UserID, &city, &introduce, &fans, &followee, &gender, &birthday, &credits, &level)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find the details of user %d: %w", id, err)
+	}
+	in.City, in.Fans, in.Followee, in.Credits = city.String, fans.Int64, followee.Int64, credits.Int64
+	in.Gender, in.Level = gender.Int64 != 0, int(level.Int64)
+	if introduce.Valid {
+		in.Introduce = &introduce.String
+	}
+	if birthday.Valid {
+		d := birthday.Time.Format(time.DateOnly)
+		in.Birthday = &d
+	}
+	return &in, nil
 }
