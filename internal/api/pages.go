@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -109,6 +110,26 @@ func (s *Server) userInfo(c echo.Context) error {
 		return c.JSON(http.StatusOK, OK(nil))
 	}
 	return c.JSON(http.StatusOK, OK(info))
+}
+
+// otherMethodsOf answers 405, as before the route existed, for a request
+// that a parameter route under prefix took only because its path is a
+// static route of other methods: GET /user/:id also matches GET
+// /user/login, which is POST only.
+func (s *Server) otherMethodsOf(prefix string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			path := c.Request().URL.Path
+			if strings.HasPrefix(path, prefix) {
+				for _, r := range s.echo.Routes() {
+					if r.Path == path {
+						return echo.ErrMethodNotAllowed
+					}
+				}
+			}
+			return next(c)
+		}
+	}
 }
 
 // GET /user/:id: another user's public face (id, nickname, icon); success

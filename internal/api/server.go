@@ -107,7 +107,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))
 	e.GET("/user/me", s.me, s.requireUser)
 	e.GET("/user/info/:id", s.userInfo, s.requireUser)
-	e.GET("/user/:id", s.userByID, s.requireUser)
+	e.GET("/user/:id", s.userByID, s.otherMethodsOf("/user/"), s.requireUser)
 	e.POST("/user/logout", s.logout, s.requireUser)
 	e.POST("/user/refresh", s.refresh, s.rateLimit("refresh", cfg.Limits.Login))
 	if len(deps.JWKS) > 0 {
