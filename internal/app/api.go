@@ -127,7 +127,7 @@ func (m *API) Run(ctx context.Context) error {
 		Orders: &order.Service{
 			IDs: orderIDs(b.rdb, c.Sale).WithReplicationStamp(), Gate: store, Publisher: publisher,
 			Durable: broker.OrderDurability{Topic: durability},
-			SoldOut: order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger,
+			SoldOut: order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger, Metrics: order.NewMetrics(b.reg),
 		},
 		Lookup: &order.Lookup{Settled: gate.NewSettledCache(b.rdb, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store},
 	})

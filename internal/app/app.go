@@ -112,6 +112,11 @@ func newSaleBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (bas
 	return b, db, nil
 }
 
+// lagInterval is how often a daemon reads its consumer group's lag for
+// seckill_consumer_lag_messages: three Kafka requests, far under the
+// alerts' minutes.
+const lagInterval = 5 * time.Second
+
 // orderIDs is the order-id generator every program shares: the API hands
 // ids out, a reconcile raises it above the ids in use.
 func orderIDs(rdb redis.UniversalClient, sale config.Sale) *idgen.Generator {

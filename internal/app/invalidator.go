@@ -70,8 +70,12 @@ func (m *CacheInvalidator) Run(ctx context.Context) error {
 	retries := &broker.Consumer{Name: "cache retries", Reader: reader, Handle: retrier.Handle, Logger: m.logger,
 		Stuck: broker.NewStuckMetric(b.reg).WithLabelValues("cache retries")}
 
+	lag := &broker.LagWatch{Progress: &broker.Progress{Brokers: c.KafkaBrokers, Group: c.Group, Topic: c.RetryTopic},
+		Gauge: broker.NewLagMetric(b.reg).WithLabelValues("cache retries"), Interval: lagInterval, Logger: m.logger}
+
 	m.d = b.daemon(c.Common, c.AdminAddr,
-		daemon.Worker{Name: "binlog invalidator", Run: invalidator.Run}, daemon.Worker{Name: "retry consumer", Run: retries.Run})
+		daemon.Worker{Name: "binlog invalidator", Run: invalidator.Run}, daemon.Worker{Name: "retry consumer", Run: retries.Run},
+		daemon.Worker{Name: "consumer lag", Run: lag.Run})
 	if err := m.d.Start(); err != nil {
 		return abandon(err, b.closers)
 	}

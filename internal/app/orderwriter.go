@@ -77,6 +77,12 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 		Backlog: progress,
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
+	relayed := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_relay_republished_total",
+		Help: "Reservations whose order events never reached Kafka, republished by the relay."})
+	b.reg.MustRegister(relayed)
+	relay.Relayed = func(n int) { relayed.Add(float64(n)) }
+	lag := &broker.LagWatch{Progress: progress, Gauge: broker.NewLagMetric(b.reg).WithLabelValues("orders"),
+		Interval: lagInterval, Logger: m.logger}
 
 	checkErrors := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_sale_check_errors_total",
 		Help: "Vouchers whose periodic sale check could not be made (the others were checked)."})
@@ -89,7 +95,8 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 
 	m.d = b.daemon(c.Common, c.AdminAddr,
 		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relay.Run},
-		daemon.Worker{Name: "sale checks", Run: checks.Run}, daemon.Worker{Name: "redis epoch", Run: epoch.Run})
+		daemon.Worker{Name: "sale checks", Run: checks.Run}, daemon.Worker{Name: "redis epoch", Run: epoch.Run},
+		daemon.Worker{Name: "consumer lag", Run: lag.Run})
 	if err := m.d.Start(); err != nil {
 		return abandon(err, b.closers)
 	}

@@ -52,6 +52,7 @@ type ShopFilter interface {
 type Metrics struct {
 	lag                                  prometheus.Histogram
 	deletes, failures, retries, deadLets prometheus.Counter
+	following                            prometheus.Gauge
 }
 
 // NewMetrics registers the invalidation metrics on reg.
@@ -66,8 +67,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failures: c("seckill_cache_invalidation_failures_total", "Cache key deletes that failed and went to the retry topic."),
 		retries:  c("seckill_cache_invalidation_retries_total", "Retried cache key deletes."),
 		deadLets: c("seckill_cache_invalidation_dead_letters_total", "Cache keys given up after the last retry."),
+		following: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_binlog_following",
+			Help: "1 while the follower is connected and reading the binlog, 0 while it is stopped or reconnecting."}),
 	}
-	reg.MustRegister(m.lag, m.deletes, m.failures, m.retries, m.deadLets)
+	reg.MustRegister(m.lag, m.deletes, m.failures, m.retries, m.deadLets, m.following)
 	return m
 }
 
@@ -91,6 +94,7 @@ func (inv *Invalidator) Run(ctx context.Context) error {
 	policy := backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(10*time.Second))
 	for {
 		err := inv.follow(ctx)
+		inv.Metrics.following.Set(0)
 		if ctx.Err() != nil {
 			return inv.Positions.Flush()
 		}
@@ -240,7 +244,15 @@ func (h *handler) addShop(c Change) error {
 	return nil
 }
 
+// OnRotate sees the rotate event the server sends first on every
+// connection: from then on the follower is reading.
+func (h *handler) OnRotate(_ *replication.EventHeader, _ *replication.RotateEvent) error {
+	h.inv.Metrics.following.Set(1)
+	return nil
+}
+
 func (h *handler) OnPosSynced(_ *replication.EventHeader, pos mysql.Position, set mysql.GTIDSet, force bool) error {
+	h.inv.Metrics.following.Set(1)
 	if err := h.inv.Positions.Save(h.inv.Source.Flavor, pos, set, force); err != nil {
 		h.inv.Logger.Error("saving the binlog position failed", "err", err)
 	}

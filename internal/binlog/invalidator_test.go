@@ -29,6 +29,7 @@ type rig struct {
 	dlq      string
 	posFile  string
 	metrics  *binlog.Metrics
+	registry *prometheus.Registry
 	serverID uint32
 }
 
@@ -39,7 +40,8 @@ func newRig(t *testing.T) *rig {
 	}
 	g.retry, g.dlq = g.k.MustTopic(t, 1), g.k.MustTopic(t, 1)
 	g.posFile = filepath.Join(t.TempDir(), "position.json")
-	g.metrics = binlog.NewMetrics(prometheus.NewRegistry())
+	g.registry = prometheus.NewRegistry()
+	g.metrics = binlog.NewMetrics(g.registry)
 	g.serverID = source(t, g.m).ServerID
 	return g
 }
@@ -156,12 +158,38 @@ func TestInvalidatorDeletesKeysOfChangedRows(t *testing.T) {
 	}
 }
 
+// following is the seckill_binlog_following gauge.
+func (g *rig) following(t *testing.T) float64 {
+	t.Helper()
+	families, err := g.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "seckill_binlog_following" {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("seckill_binlog_following is not registered")
+	return 0
+}
+
 // Stopped, rows changed, started again: the changes made while it was down
-// are handled, from the saved position.
+// are handled, from the saved position. The following gauge says 1 while it
+// follows, 0 once it stopped.
 func TestInvalidatorResumesFromItsPosition(t *testing.T) {
 	g := newRig(t)
+	if f := g.following(t); f != 0 {
+		t.Fatalf("following = %v before the start, want 0", f)
+	}
 	stop := g.start(t, g.r.Client)
+	if f := g.following(t); f != 1 {
+		t.Fatalf("following = %v while following, want 1", f)
+	}
 	stop()
+	if f := g.following(t); f != 0 {
+		t.Fatalf("following = %v after the stop, want 0", f)
+	}
 	raw, err := os.ReadFile(g.posFile)
 	if err != nil {
 		t.Fatalf("no position saved at shutdown: %v", err)

@@ -44,6 +44,8 @@ type Service struct {
 	Durable Durability
 	SoldOut *SoldOutCache
 	Logger  *slog.Logger
+	// Metrics, when set, count the answers and follow each sale's stock.
+	Metrics *Metrics
 }
 
 // Place takes one unit of voucherID for userID and returns the order id.
@@ -55,7 +57,8 @@ type Service struct {
 // decision and the publish complete on their own deadlines (the Redis
 // client's timeouts, the publisher's), so an accepted order reaches Kafka
 // at once instead of waiting for the relay, whoever still listens.
-func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, error) {
+func (s *Service) Place(ctx context.Context, userID, voucherID int64) (orderID int64, err error) {
+	defer func() { s.Metrics.answered(err) }()
 	if s.SoldOut.Has(voucherID) {
 		return 0, ErrSoldOut
 	}
@@ -66,7 +69,7 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 		return 0, err
 	}
 	ctx = context.WithoutCancel(ctx)
-	orderID, err := s.IDs.Next(ctx)
+	orderID, err = s.IDs.Next(ctx)
 	if err != nil {
 		return 0, ErrNotTaken.Wrap(err)
 	}
@@ -76,6 +79,9 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 	}
 	if errors.Is(d.Err, ErrSoldOut) || d.Err == nil && d.StockLeft == 0 {
 		s.SoldOut.Mark(voucherID)
+	}
+	if !errors.Is(d.Err, ErrUnknownVoucher) {
+		s.Metrics.stockSeen(voucherID, d.StockLeft)
 	}
 	if errors.Is(d.Err, ErrAlreadyBought) && d.OrderID != 0 {
 		// The buyer's order id, so a client that lost it can follow it.

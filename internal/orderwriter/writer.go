@@ -66,6 +66,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lag:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_order_lag_seconds", Help: "From acceptance in Redis to commit in MySQL.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
 	reg.MustRegister(m.inserted, m.already, m.failed, m.deadLettered, m.batch, m.lag)
+	// Each reason's series exists from the start at 0, so that an alert on
+	// increase() sees the first refusal (a series born at 1 shows none).
+	for _, reason := range []string{order.ReasonSoldOut, order.ReasonDuplicateUser, order.ReasonUnknownVoucher} {
+		m.failed.WithLabelValues(reason)
+	}
 	return m
 }
 

@@ -67,6 +67,13 @@ func NewGuard(r *Reconciler, timeout time.Duration, reg prometheus.Registerer) *
 			Help: "Reconciles started by a violated invariant, by result."}, []string{"result"}),
 	}
 	reg.MustRegister(g.violations, g.reconciles)
+	// Every series exists from the start at 0, so that an alert on
+	// increase() sees the first violation (a series born at 1 shows none).
+	for _, check := range []string{CheckVoucherMissing, CheckStockAboveMySQL, CheckBuyersLost, CheckEpochChanged, CheckLayoutOutdated} {
+		g.violations.WithLabelValues(check)
+	}
+	g.reconciles.WithLabelValues("done")
+	g.reconciles.WithLabelValues("failed")
 	g.ctx, g.stop = context.WithCancel(context.Background())
 	return g
 }
