@@ -30,7 +30,7 @@ import (
 )
 
 // CtlUsage lists seckillctl's commands.
-const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile <voucher id>
+const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile|logout-user|jwt-key|dev-cert|dlq ...
   migrate      apply every migration not yet applied
   version      the schema version applied and the newest known
   seed         load the demo shop types, shops, and notes with their authors (idempotent)
@@ -51,7 +51,16 @@ const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile <vouche
                (HS256 unless told); add it to the file's keys, make it the
                signing one, keep the old key until its tokens expire
   dev-cert DIR write a self-signed certificate for localhost (cert.pem,
-               key.pem; a year) into DIR: development TLS only`
+               key.pem; a year) into DIR: development TLS only
+  dlq list orders|cache
+               print every message of seckill.orders.dlq (orders) or
+               cache.invalidate.dlq (cache), one JSON line each: its place
+               (partition, offset), error, source topic, partition and
+               offset, attempt, key and value
+  dlq replay orders|cache all|PARTITION:OFFSET...
+               put the chosen dead letters back on the topic they were
+               consumed from (the orders topic; the cache retry topic):
+               safe to repeat, the consumers' rules make it idempotent`
 
 // Ctl runs one seckillctl command with the configuration from lookup and
 // reports to out.
@@ -96,6 +105,12 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "SECKILL_TLS_CERT=%s SECKILL_TLS_KEY=%s\n", cert, key)
 		return nil
+	case len(args) >= 3 && args[0] == "dlq":
+		cfg, err := config.LoadCtl(lookup)
+		if err != nil {
+			return err
+		}
+		return dlqCtl(cfg, args[1], args[2], args[3:], out)
 	case len(args) == 2 && args[0] == "reconcile":
 		id, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || id <= 0 {
@@ -143,6 +158,75 @@ func schemaCtl(cmd, dsn string, out io.Writer) error {
 		fmt.Fprintln(out, "seed: demo shop types, shops and notes present")
 	}
 	return nil
+}
+
+// dlqCtl lists or replays the dead letters of a family: orders or cache.
+func dlqCtl(cfg config.Ctl, verb, family string, refs []string, out io.Writer) error {
+	var dlq, fallback string
+	switch family {
+	case "orders":
+		dlq, fallback = cfg.Sale.OrdersDLQ, cfg.Sale.OrdersTopic
+	case "cache":
+		dlq, fallback = cfg.CacheDLQTopic, cfg.CacheRetryTopic
+	default:
+		return fmt.Errorf("dlq: %q is not a family: orders or cache\n%s", family, CtlUsage)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	switch {
+	case verb == "list" && len(refs) == 0:
+		letters, err := broker.ReadDeadLetters(ctx, cfg.KafkaBrokers, dlq)
+		if err != nil {
+			return fmt.Errorf("dlq list: %w", err)
+		}
+		enc := json.NewEncoder(out)
+		for _, d := range letters {
+			if err := enc.Encode(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	case verb == "replay" && len(refs) > 0:
+		letters, err := broker.ReadDeadLetters(ctx, cfg.KafkaBrokers, dlq)
+		if err != nil {
+			return fmt.Errorf("dlq replay: %w", err)
+		}
+		chosen, err := chooseLetters(letters, refs)
+		if err != nil {
+			return fmt.Errorf("dlq replay: %w", err)
+		}
+		if len(chosen) == 0 {
+			fmt.Fprintf(out, "dlq replay: %s is empty, nothing to replay\n", dlq)
+			return nil
+		}
+		sent, err := broker.Replay(ctx, cfg.KafkaBrokers, dlq, chosen, fallback)
+		for topic, n := range sent {
+			fmt.Fprintf(out, "dlq replay: %d message(s) of %s put back on %s\n", n, dlq, topic)
+		}
+		return err
+	}
+	return fmt.Errorf("dlq: want list, or replay with all or PARTITION:OFFSET...\n%s", CtlUsage)
+}
+
+// chooseLetters are the dead letters refs name: all, or PARTITION:OFFSET
+// each, every one of which must be there.
+func chooseLetters(letters []broker.DeadLetter, refs []string) ([]broker.DeadLetter, error) {
+	if len(refs) == 1 && refs[0] == "all" {
+		return letters, nil
+	}
+	byRef := map[string]broker.DeadLetter{}
+	for _, d := range letters {
+		byRef[d.Ref()] = d
+	}
+	var chosen []broker.DeadLetter
+	for _, ref := range refs {
+		d, ok := byRef[ref]
+		if !ok {
+			return nil, fmt.Errorf("no dead letter at %q (want PARTITION:OFFSET as dlq list prints them, or all)", ref)
+		}
+		chosen = append(chosen, d)
+	}
+	return chosen, nil
 }
 
 // reconcileCtl reconciles one voucher, waiting up to a minute for the

@@ -187,13 +187,17 @@ type Ctl struct {
 	Sale     Sale
 	Group    string
 	Sessions Sessions
+	// The cache-invalidator's retry and dead-letter topics, for dlq.
+	CacheRetryTopic, CacheDLQTopic string
 }
 
 // LoadCtl reads seckillctl's variables.
 func LoadCtl(lookup Lookup) (Ctl, error) {
 	r := NewFrom(lookup)
 	c := Ctl{Common: loadCommon(r), Sale: loadSale(r), Group: r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
-		Sessions: loadSessions(r)}
+		Sessions:        loadSessions(r),
+		CacheRetryTopic: r.String("SECKILL_INVALIDATE_RETRY_TOPIC", "cache.invalidate.retry"),
+		CacheDLQTopic:   r.String("SECKILL_INVALIDATE_DLQ_TOPIC", "cache.invalidate.dlq")}
 	return c, r.Err()
 }
 
