@@ -42,7 +42,7 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: help run run-multinode test up down status install migrate seed build lint bench go-check webcheck
+.PHONY: help run run-multinode test up down status install migrate seed build lint bench go-check webcheck apidoc-tools apidoc-lint
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -68,7 +68,22 @@ down:
 status:
 	@$(STACK) status
 
-build: go-check
+# The API document's tools (deploy/apidoc, pinned by its package-lock):
+# Swagger UI's files, embedded into the api binary at /docs, and the
+# document's linter.
+APIDOC := deploy/apidoc
+SWAGGER_UI := $(APIDOC)/node_modules/swagger-ui-dist
+
+apidoc-tools:
+	@command -v npm >/dev/null || { echo "make: npm is not installed (Node.js 20.19+ with npm 10+; Debian: the nodejs and npm packages are too old for the linter)" >&2; exit 1; }
+	@[ -d $(SWAGGER_UI) ] && [ -d $(APIDOC)/node_modules/@redocly/cli ] || (cd $(APIDOC) && npm ci --no-audit --no-fund --loglevel=error)
+	@cp $(SWAGGER_UI)/swagger-ui-bundle.js $(SWAGGER_UI)/swagger-ui.css internal/api/docsui/
+	@cp $(SWAGGER_UI)/LICENSE internal/api/docsui/swagger-ui-LICENSE
+
+apidoc-lint: apidoc-tools
+	cd $(APIDOC) && npx --no-install redocly lint --config redocly.yaml --format=summary ../../internal/api/openapi.yaml
+
+build: go-check apidoc-tools
 	@mkdir -p bin
 	@for p in $(PROGRAMS); do $(GO) build -o bin/$$p ./cmd/$$p; done
 	@cd $(BENCH_MODULE) && $(GO) build -o ../bin/loadgen ./cmd/loadgen
@@ -104,7 +119,7 @@ FUZZTIME ?= 30000x
 # single nodes.
 test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
-test: migrate
+test: migrate apidoc-lint
 	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
 	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"

@@ -115,15 +115,17 @@ type response struct {
 	Body   envelope
 }
 
-// call sends a request; body may be a string or an io.Reader (sent
-// chunked, without Content-Length).
+// call sends a request and checks the exchange against the OpenAPI
+// document; body may be a string or an io.Reader (sent chunked, without
+// Content-Length, and not checked: it is gone once sent).
 func call(t *testing.T, method, url string, header map[string]string, body any) response {
 	t.Helper()
 	var rd io.Reader
+	var sent []byte // the body, for the contract check; nil when streamed
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		rd, sent = strings.NewReader(b), []byte(b)
 	case io.Reader:
 		rd = b
 	}
@@ -144,6 +146,9 @@ func call(t *testing.T, method, url string, header map[string]string, body any) 
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	if _, streamed := body.(io.Reader); !streamed {
+		checkContract(t, req, sent, res, raw)
+	}
 	out := response{Status: res.StatusCode, Header: res.Header, Raw: string(raw)}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out.Body); err != nil {

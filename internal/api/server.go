@@ -100,6 +100,13 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{HSTSMaxAge: 365 * 24 * 3600, ContentTypeNosniff: "nosniff", XFrameOptions: "DENY"}))
 	e.Use(s.loadSession)
 
+	doc, err := openAPIJSON()
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	e.GET("/openapi.json", serveOpenAPI(doc))
+	routeDocs(e)
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
 	e.GET("/readyz", echo.WrapHandler(deps.Monitor.ReadyHandler()))
 
