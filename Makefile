@@ -120,13 +120,13 @@ FUZZTIME ?= 30000x
 test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
 test: migrate apidoc-lint
-	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
+	$(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
 	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
-	$(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -timeout 15m $(REDIS_PACKAGES)
+	$(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m $(REDIS_PACKAGES)
 	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three"
 	$(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
-	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -run '^TestChaos' ./internal/e2e/
+	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/
 	@for f in $(FUZZ); do \
 	  echo "fuzz $${f#*:} -fuzztime $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$${f#*:}$$" -fuzztime $(FUZZTIME) ./$${f%%:*} || exit 1; \

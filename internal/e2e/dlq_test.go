@@ -32,6 +32,7 @@ func seckillctl(t *testing.T, bin string, env map[string]string, args ...string)
 // headers and replayed onto the orders topic, twice: the writer counts
 // every replay as a redelivery, and MySQL still holds each order once.
 func TestDeadLettersListedAndReplayedIdempotently(t *testing.T) {
+	t.Parallel()
 	s := newSale(t)
 	voucher := s.voucher(t, 5, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	accepted, _, _ := s.buy(t, voucher, s.sessions(t, 1, 5))

@@ -1,5 +1,8 @@
 // Package e2e runs the built programs as separate processes against the
-// real stack.
+// real stack. The tests that mostly wait (for processes to start, stop
+// and rejoin their group) run in parallel with each other (make test gives
+// -parallel 4); the crowds that load the machine run alone, since their
+// assertions are about what a loaded machine still gets right.
 package e2e
 
 import (
@@ -65,6 +68,7 @@ var programs = []struct {
 const exitBound = 10 * time.Second
 
 func TestProgramsBecomeReadyAndStopOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
 	for _, p := range programs {
 		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
@@ -101,6 +105,7 @@ func TestProgramsBecomeReadyAndStopOnSIGTERM(t *testing.T) {
 }
 
 func TestProgramsRetryAnUnreachableDependency(t *testing.T) {
+	t.Parallel()
 	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
 	for _, p := range programs {
 		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
@@ -141,6 +146,7 @@ func TestProgramsRetryAnUnreachableDependency(t *testing.T) {
 }
 
 func TestInvalidConfigurationStopsTheStartNamingTheVariable(t *testing.T) {
+	t.Parallel()
 	for _, p := range programs {
 		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
 			bin := testsupport.MustBuild(t, p.dir)
@@ -164,6 +170,7 @@ func TestInvalidConfigurationStopsTheStartNamingTheVariable(t *testing.T) {
 // a message that names the problem, rather than a program that serves
 // errors.
 func TestBadRedisTopologyStopsTheStart(t *testing.T) {
+	t.Parallel()
 	dead := testsupport.FreeAddr(t)
 	cases := []struct {
 		name string

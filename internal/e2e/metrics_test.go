@@ -36,6 +36,7 @@ func families(t *testing.T, admin string) (names map[string]bool, series map[str
 // running program (a panel or an alert on a metric nobody exports would
 // stay empty, or silent, for ever).
 func TestOperatorMetrics(t *testing.T) {
+	t.Parallel()
 	s := newSale(t)
 	voucher := s.voucher(t, 20, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	accepted, _, msgs := s.buy(t, voucher, s.sessions(t, 1, 50))

@@ -269,6 +269,7 @@ func TestFlashSaleNoOversellNoDuplicate(t *testing.T) {
 // SIGTERM, and started again: still exactly the stock in orders, none
 // doubled, none lost.
 func TestWriterStoppedMidSale(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			s := newSale(t)
@@ -302,6 +303,7 @@ func TestWriterStoppedMidSale(t *testing.T) {
 // on one writer's three partitions has odds of 1 in 2,048), and together
 // exactly every sale's stock, none twice.
 func TestTwoWritersShareTheSales(t *testing.T) {
+	t.Parallel()
 	s := newSale(t)
 	first := s.writerEnv["SECKILL_ADMIN_ADDR"]
 	second := testsupport.FreeAddr(t)
