@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -44,29 +43,12 @@ const HeaderReplayedFrom = "replayed-from"
 // had when asked, in partition and offset order. Nothing is committed: a
 // dead-letter topic is read as a record, as often as wanted.
 func ReadDeadLetters(ctx context.Context, brokers []string, topic string) ([]DeadLetter, error) {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	parts, err := partitionOffsets(ctx, &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}, topic)
 	if err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+		return nil, err
 	}
-	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
-		return nil, fmt.Errorf("no topic %s on %v", topic, brokers)
-	}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for _, p := range meta.Topics[0].Partitions {
-		req.Topics[topic] = append(req.Topics[topic], kafka.FirstOffsetOf(p.ID), kafka.LastOffsetOf(p.ID))
-	}
-	offsets, err := client.ListOffsets(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("offsets of %s: %w", topic, err)
-	}
-	parts := offsets.Topics[topic]
-	slices.SortFunc(parts, func(a, b kafka.PartitionOffsets) int { return a.Partition - b.Partition })
 	var letters []DeadLetter
 	for _, po := range parts {
-		if po.Error != nil {
-			return nil, fmt.Errorf("offsets of %s/%d: %w", topic, po.Partition, po.Error)
-		}
 		read, err := readPartition(ctx, brokers, topic, po.Partition, po.FirstOffset, po.LastOffset)
 		if err != nil {
 			return nil, err

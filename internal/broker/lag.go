@@ -2,12 +2,10 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
 )
 
 // Lag is how many events of the topic the group has not committed: by
@@ -16,44 +14,22 @@ import (
 // starts from the oldest event, as every consumer here does).
 func (p *Progress) Lag(ctx context.Context) (int64, error) {
 	client := p.client(ctx)
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.Topic}})
+	offsets, err := partitionOffsets(ctx, client, p.Topic)
 	if err != nil {
-		return 0, fmt.Errorf("metadata of %s: %w", p.Topic, err)
+		return 0, err
 	}
-	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
-		return 0, fmt.Errorf("metadata of %s: no such topic, or %v", p.Topic, meta.Topics)
+	parts := make([]int, 0, len(offsets))
+	for _, part := range offsets {
+		parts = append(parts, part.Partition)
 	}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	parts := make([]int, 0, len(meta.Topics[0].Partitions))
-	for _, part := range meta.Topics[0].Partitions {
-		req.Topics[p.Topic] = append(req.Topics[p.Topic], kafka.FirstOffsetOf(part.ID), kafka.LastOffsetOf(part.ID))
-		parts = append(parts, part.ID)
-	}
-	offsets, err := client.ListOffsets(ctx, req)
+	committed, err := p.committed(ctx, client, parts)
 	if err != nil {
-		return 0, fmt.Errorf("offsets of %s: %w", p.Topic, err)
-	}
-	fetched, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: p.Group, Topics: map[string][]int{p.Topic: parts}})
-	if err != nil {
-		return 0, fmt.Errorf("committed offsets of %s: %w", p.Group, err)
-	}
-	if fetched.Error != nil {
-		return 0, fmt.Errorf("committed offsets of %s: %w", p.Group, fetched.Error)
-	}
-	committed := map[int]int64{}
-	for _, part := range fetched.Topics[p.Topic] {
-		if part.Error != nil {
-			return 0, fmt.Errorf("committed offset of %s/%d: %w", p.Topic, part.Partition, part.Error)
-		}
-		committed[part.Partition] = part.CommittedOffset
+		return 0, err
 	}
 	var lag int64
-	for _, part := range offsets.Topics[p.Topic] {
-		if part.Error != nil {
-			return 0, fmt.Errorf("offsets of %s/%d: %w", p.Topic, part.Partition, part.Error)
-		}
-		from, ok := committed[part.Partition]
-		if !ok || from < part.FirstOffset {
+	for _, part := range offsets {
+		from := committed[part.Partition]
+		if from < part.FirstOffset {
 			from = part.FirstOffset
 		}
 		lag += max(0, part.LastOffset-from)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -42,33 +43,66 @@ func (p *Progress) Ends(ctx context.Context) (map[int]int64, error) {
 const endsPatience = 10 * time.Second
 
 func (p *Progress) ends(ctx context.Context) (map[int]int64, error) {
-	client := p.client(ctx)
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.Topic}})
+	parts, err := partitionOffsets(ctx, p.client(ctx), p.Topic)
 	if err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", p.Topic, err)
-	}
-	if len(meta.Topics) != 1 {
-		return nil, fmt.Errorf("metadata of %s: %d topics in the answer", p.Topic, len(meta.Topics))
-	}
-	if err := meta.Topics[0].Error; err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", p.Topic, err)
-	}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for _, part := range meta.Topics[0].Partitions {
-		req.Topics[p.Topic] = append(req.Topics[p.Topic], kafka.LastOffsetOf(part.ID))
-	}
-	res, err := client.ListOffsets(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", p.Topic, err)
+		return nil, err
 	}
 	ends := map[int]int64{}
-	for _, part := range res.Topics[p.Topic] {
-		if part.Error != nil {
-			return nil, fmt.Errorf("end offset of %s/%d: %w", p.Topic, part.Partition, part.Error)
-		}
+	for _, part := range parts {
 		ends[part.Partition] = part.LastOffset
 	}
 	return ends, nil
+}
+
+// committed are the group's committed offsets of parts; -1 for a partition
+// it has committed nothing in.
+func (p *Progress) committed(ctx context.Context, client *kafka.Client, parts []int) (map[int]int64, error) {
+	res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: p.Group, Topics: map[string][]int{p.Topic: parts}})
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of %s: %w", p.Group, err)
+	}
+	if res.Error != nil {
+		return nil, fmt.Errorf("committed offsets of %s: %w", p.Group, res.Error)
+	}
+	committed := map[int]int64{}
+	for _, part := range res.Topics[p.Topic] {
+		if part.Error != nil {
+			return nil, fmt.Errorf("committed offset of %s/%d: %w", p.Topic, part.Partition, part.Error)
+		}
+		committed[part.Partition] = part.CommittedOffset
+	}
+	return committed, nil
+}
+
+// partitionOffsets are the first and last offsets of every partition of
+// topic, by partition.
+func partitionOffsets(ctx context.Context, client *kafka.Client, topic string) ([]kafka.PartitionOffsets, error) {
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	if len(meta.Topics) != 1 {
+		return nil, fmt.Errorf("metadata of %s: %d topics in the answer", topic, len(meta.Topics))
+	}
+	if err := meta.Topics[0].Error; err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, part := range meta.Topics[0].Partitions {
+		req.Topics[topic] = append(req.Topics[topic], kafka.FirstOffsetOf(part.ID), kafka.LastOffsetOf(part.ID))
+	}
+	res, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of %s: %w", topic, err)
+	}
+	parts := res.Topics[topic]
+	for _, part := range parts {
+		if part.Error != nil {
+			return nil, fmt.Errorf("offsets of %s/%d: %w", topic, part.Partition, part.Error)
+		}
+	}
+	slices.SortFunc(parts, func(a, b kafka.PartitionOffsets) int { return a.Partition - b.Partition })
+	return parts, nil
 }
 
 // Reached reports whether the group's committed offsets have reached ends
@@ -89,19 +123,9 @@ func (p *Progress) reached(ctx context.Context, ends map[int]int64) (bool, error
 	for part := range ends {
 		parts = append(parts, part)
 	}
-	res, err := p.client(ctx).OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: p.Group, Topics: map[string][]int{p.Topic: parts}})
+	committed, err := p.committed(ctx, p.client(ctx), parts)
 	if err != nil {
-		return false, fmt.Errorf("committed offsets of %s: %w", p.Group, err)
-	}
-	if res.Error != nil {
-		return false, fmt.Errorf("committed offsets of %s: %w", p.Group, res.Error)
-	}
-	committed := map[int]int64{}
-	for _, part := range res.Topics[p.Topic] {
-		if part.Error != nil {
-			return false, fmt.Errorf("committed offset of %s/%d: %w", p.Topic, part.Partition, part.Error)
-		}
-		committed[part.Partition] = part.CommittedOffset
+		return false, err
 	}
 	for part, end := range ends {
 		// A partition never committed reads -1: reached only while empty.
