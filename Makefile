@@ -42,7 +42,7 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: help run run-multinode test up down status install migrate seed build lint bench go-check webcheck apidoc-tools apidoc-lint
+.PHONY: help run run-multinode test up down status install migrate seed build lint bench go-check webcheck apidoc-tools apidoc-lint image
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -51,6 +51,7 @@ help:
 	@echo "make up|down|status   the local stack (deploy/local/stack.sh)"
 	@echo "make migrate|seed     schema migrations / demo data on the local stack"
 	@echo "make build|lint|bench"
+	@echo "make image    the programs' images (podman; deploy/image/Containerfile, the Dockerfile's final stages)"
 	@echo "make webcheck WEB=<the course's html/hmdp>   the course's web client in Chromium, in both session modes"
 
 go-check:
@@ -82,6 +83,20 @@ apidoc-tools:
 
 apidoc-lint: apidoc-tools
 	cd $(APIDOC) && npx --no-install redocly lint --config redocly.yaml --format=summary ../../internal/api/openapi.yaml
+
+# make image: the programs' images, with podman, from static binaries built
+# here (deploy/image/Containerfile: the Dockerfile's final stages, which a
+# machine with a registry builds with its Go stage instead).
+IMAGES := api order-writer cache-invalidator seckillctl
+
+image: go-check apidoc-tools
+	@command -v podman >/dev/null || { echo "make: podman is not installed: deploy/local/stack.sh install" >&2; exit 1; }
+	@mkdir -p bin/static
+	@for p in $(IMAGES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/static/$$p ./cmd/$$p || exit 1; done
+	@for p in $(IMAGES); do \
+	  podman build -q --ignorefile deploy/image/ignore -f deploy/image/Containerfile --target $$p -t localhost/seckill/$$p . >/dev/null || exit 1; \
+	  echo "image localhost/seckill/$$p"; \
+	done
 
 build: go-check apidoc-tools
 	@mkdir -p bin
@@ -119,7 +134,7 @@ FUZZTIME ?= 30000x
 # single nodes.
 test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
-test: migrate apidoc-lint
+test: migrate apidoc-lint image
 	$(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
 	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
