@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -117,15 +118,20 @@ func (s *Server) userInfo(c echo.Context) error {
 // static route of other methods: GET /user/:id also matches GET
 // /user/login, which is POST only.
 func (s *Server) otherMethodsOf(prefix string) echo.MiddlewareFunc {
+	// The routes are all registered by the first request.
+	static := sync.OnceValue(func() map[string]bool {
+		paths := map[string]bool{}
+		for _, r := range s.echo.Routes() {
+			if strings.HasPrefix(r.Path, prefix) && !strings.ContainsAny(r.Path, ":*") {
+				paths[r.Path] = true
+			}
+		}
+		return paths
+	})
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			path := c.Request().URL.Path
-			if strings.HasPrefix(path, prefix) {
-				for _, r := range s.echo.Routes() {
-					if r.Path == path {
-						return echo.ErrMethodNotAllowed
-					}
-				}
+			if static()[c.Request().URL.Path] {
+				return echo.ErrMethodNotAllowed
 			}
 			return next(c)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,6 +17,15 @@ import (
 type Metrics struct {
 	answers map[string]prometheus.Counter
 	stock   *prometheus.GaugeVec
+
+	mu   sync.Mutex
+	seen map[int64]stockAt // the latest gate answer per voucher
+}
+
+// stockAt is a voucher's stock as of a gate answer's time (Redis's clock).
+type stockAt struct {
+	at    time.Time
+	stock int64
 }
 
 // outcomes names each answer Place gives, in the order it is classified.
@@ -58,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	stock := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_sale_stock",
 		Help: "Units left in a voucher's sale, as its last gate answer through this instance said."}, []string{"voucher"})
 	reg.MustRegister(answers, stock)
-	m := &Metrics{answers: map[string]prometheus.Counter{}, stock: stock}
+	m := &Metrics{answers: map[string]prometheus.Counter{}, stock: stock, seen: map[int64]stockAt{}}
 	for _, name := range []string{"accepted", "abandoned", "error"} {
 		m.answers[name] = answers.WithLabelValues(name)
 	}
@@ -74,8 +85,19 @@ func (m *Metrics) answered(err error) {
 	}
 }
 
-func (m *Metrics) stockSeen(voucherID, stock int64) {
-	if m != nil {
-		m.stock.WithLabelValues(strconv.FormatInt(voucherID, 10)).Set(float64(stock))
+// stockSeen records a gate answer's stock unless a later answer was already
+// recorded: answers handled at once finish in any order, and the gauge
+// must not end at an earlier one's stock. Within one millisecond the lower
+// stock is the later (a restock in the same millisecond shows next time).
+func (m *Metrics) stockSeen(voucherID, stock int64, at time.Time) {
+	if m == nil {
+		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if prev, ok := m.seen[voucherID]; ok && (at.Before(prev.at) || at.Equal(prev.at) && stock >= prev.stock) {
+		return
+	}
+	m.seen[voucherID] = stockAt{at: at, stock: stock}
+	m.stock.WithLabelValues(strconv.FormatInt(voucherID, 10)).Set(float64(stock))
 }

@@ -81,7 +81,7 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (orderID i
 		s.SoldOut.Mark(voucherID)
 	}
 	if !errors.Is(d.Err, ErrUnknownVoucher) {
-		s.Metrics.stockSeen(voucherID, d.StockLeft)
+		s.Metrics.stockSeen(voucherID, d.StockLeft, d.AcceptedAt)
 	}
 	if errors.Is(d.Err, ErrAlreadyBought) && d.OrderID != 0 {
 		// The buyer's order id, so a client that lost it can follow it.
