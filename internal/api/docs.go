@@ -2,6 +2,7 @@ package api
 
 import (
 	"embed"
+	"fmt"
 	"io/fs"
 	"net/http"
 
@@ -28,12 +29,15 @@ const unbundledDocs = `<!doctype html><html lang="en"><head><meta charset="utf-8
 The API document is at <a href="/openapi.json">/openapi.json</a>.</p></body></html>`
 
 // routeDocs serves /docs and its files.
-func routeDocs(e *echo.Echo) {
+func routeDocs(e *echo.Echo) error {
 	if !docsBundled() {
 		e.GET("/docs", func(c echo.Context) error { return c.HTML(http.StatusOK, unbundledDocs) })
-		return
+		return nil
 	}
-	sub, _ := fs.Sub(docsUI, "docsui")
+	sub, err := fs.Sub(docsUI, "docsui")
+	if err != nil {
+		return fmt.Errorf("the /docs page's files: %w", err)
+	}
 	files := http.StripPrefix("/docs/", http.FileServer(http.FS(sub)))
 	e.GET("/docs", func(c echo.Context) error {
 		page, err := fs.ReadFile(sub, "index.html")
@@ -43,4 +47,5 @@ func routeDocs(e *echo.Echo) {
 		return c.HTMLBlob(http.StatusOK, page)
 	})
 	e.GET("/docs/*", echo.WrapHandler(files))
+	return nil
 }

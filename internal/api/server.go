@@ -106,7 +106,10 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	e.GET("/openapi.json", serveOpenAPI(doc))
-	routeDocs(e)
+	if err := routeDocs(e); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
 	e.GET("/readyz", echo.WrapHandler(deps.Monitor.ReadyHandler()))
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -73,10 +72,9 @@ func readPartition(ctx context.Context, brokers []string, topic string, partitio
 		if err != nil {
 			return nil, fmt.Errorf("read %s/%d at %d: %w", topic, partition, from, err)
 		}
-		attempt, _ := strconv.Atoi(Header(m, HeaderAttempt))
 		letters = append(letters, DeadLetter{Partition: m.Partition, Offset: m.Offset, Time: m.Time,
 			Error: Header(m, HeaderError), SourceTopic: Header(m, HeaderTopic), SourcePartition: Header(m, HeaderPartition),
-			SourceOffset: Header(m, HeaderOffset), Attempt: attempt, Key: string(m.Key), Value: string(m.Value), message: m})
+			SourceOffset: Header(m, HeaderOffset), Attempt: Attempt(m), Key: string(m.Key), Value: string(m.Value), message: m})
 		if m.Offset >= end-1 {
 			return letters, nil
 		}
