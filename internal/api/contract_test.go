@@ -37,8 +37,9 @@ var contract = sync.OnceValues(func() (routers.Router, error) {
 // must be one it describes, for its route and status; a request the server
 // accepted (a status under 400) must be one it allows. A request the
 // server refused may break the document (that is what the bad-input tests
-// send); its answer must still be described.
-func checkContract(t *testing.T, req *http.Request, body []byte, res *http.Response, raw []byte) {
+// send); its answer must still be described. A streamed body is gone once
+// sent: only the answer to it is checked.
+func checkContract(t *testing.T, req *http.Request, body []byte, streamed bool, res *http.Response, raw []byte) {
 	t.Helper()
 	router, err := contract()
 	if err != nil {
@@ -55,7 +56,7 @@ func checkContract(t *testing.T, req *http.Request, body []byte, res *http.Respo
 	}
 	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true, MultiError: true}
 	in := &openapi3filter.RequestValidationInput{Request: check, PathParams: params, Route: route, Options: opts}
-	if res.StatusCode < 400 {
+	if res.StatusCode < 400 && !streamed {
 		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
 			t.Errorf("%s %s was accepted (%d) but breaks the OpenAPI document: %v", req.Method, req.URL, res.StatusCode, err)
 		}
