@@ -8,10 +8,14 @@
 --
 -- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen, epoch}
 -- KEYS[2]  seckill:buyers:{id}      hash user id -> order id
--- KEYS[3]  seckill:pending:{id}     hash order id -> "userId:acceptedMs"
+-- KEYS[3]  seckill:pending:{id}     hash order id -> "userId:acceptedMs",
+--                                   or "userId:acceptedMs:traceparent"
 -- KEYS[4]  seckill:pending-at:{id}  zset order id by acceptedMs
 -- ARGV[1]  user id
 -- ARGV[2]  order id
+-- ARGV[3]  the W3C traceparent of the buyer's request, "" when untraced:
+--          kept with the reservation, so that a republished order links
+--          back to the request that took it
 --
 -- A sale is stamped with the replication id of the server its state was
 -- built under. Under another one (a restart, a restore, a failover: on
@@ -44,7 +48,7 @@ local stock = tonumber(v[1])
 local bought = redis.call('HGET', KEYS[2], ARGV[1])
 if bought == ARGV[2] then
   local r = redis.call('HGET', KEYS[3], ARGV[2])
-  local at = r and tonumber(string.match(r, ':(%d+)$')) or now
+  local at = r and tonumber(string.match(r, '^%d+:(%d+)')) or now
   return {0, stock, at, bought}
 end
 if v[4] then
@@ -67,6 +71,10 @@ if v[5] and v[5] ~= string.match(redis.call('INFO', 'replication'), 'master_repl
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -1)
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[1] .. ':' .. now)
+local reservation = ARGV[1] .. ':' .. now
+if ARGV[3] and ARGV[3] ~= '' then
+  reservation = reservation .. ':' .. ARGV[3]
+end
+redis.call('HSET', KEYS[3], ARGV[2], reservation)
 redis.call('ZADD', KEYS[4], now, ARGV[2])
 return {0, stock - 1, now, ARGV[2]}

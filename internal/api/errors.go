@@ -49,7 +49,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		writeErr = c.JSON(code, body)
 	}
 	if writeErr != nil {
-		s.logger.Warn("writing error response", "request_id", requestID(c), "err", writeErr)
+		s.logger.WarnContext(c.Request().Context(), "writing error response", "request_id", requestID(c), "err", writeErr)
 	}
 }
 
@@ -65,7 +65,7 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 		if status >= http.StatusInternalServerError {
 			// The component that failed logs its outage once; per request
 			// it is detail.
-			s.logger.Debug("request refused", "request_id", requestID(c), "path", c.Request().URL.Path, "err", err)
+			s.logger.DebugContext(c.Request().Context(), "request refused", "request_id", requestID(c), "path", c.Request().URL.Path, "err", err)
 		}
 		return status, Result{ErrorMsg: e.Message, Data: e.Data}
 	}
@@ -78,7 +78,7 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 		// and nobody to read the answer.
 		return statusClientClosed, Fail("client closed the request")
 	}
-	s.logger.Error("request failed", "request_id", requestID(c), "method", c.Request().Method,
+	s.logger.ErrorContext(c.Request().Context(), "request failed", "request_id", requestID(c), "method", c.Request().Method,
 		"path", c.Request().URL.Path, "err", err)
 	return http.StatusInternalServerError, Fail("internal server error")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -169,6 +170,19 @@ func Main[C any, P Program](name string, load func(config.Lookup) (C, error), bu
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	tracing, err := telemetry.Setup(ctx, "seckill-"+name, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: tracing: %v\n", name, err)
+		return 1
+	}
+	defer func() {
+		// The spans of the last seconds, before the process ends.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		}
+	}()
 	if err := Serve(ctx, build(cfg, os.Stderr)); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1

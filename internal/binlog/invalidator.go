@@ -16,9 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/telemetry"
 )
 
 // Invalidator follows the binlog of Database's mapped tables and deletes
@@ -185,6 +189,7 @@ func (inv *Invalidator) invalidate(ctx context.Context, key string, changed time
 	// The retry topic holds the binlog until Kafka takes the key: the
 	// position does not move past a key neither deleted nor queued.
 	m := kafka.Message{Key: []byte(key), Value: []byte(key), Topic: BinlogSource, Partition: -1, Offset: int64(logPos)}
+	broker.InjectTrace(ctx, &m)
 	if err := inv.Retry.Forward(ctx, m, 1, err); err != nil {
 		inv.Logger.Error("cannot queue a failed cache delete", "key", key, "err", err)
 		return false
@@ -206,25 +211,87 @@ type handler struct {
 	canal.DummyEventHandler
 	inv *Invalidator
 	ctx context.Context
+	// writer is the span of the statement whose rows come next, from the
+	// traceparent comment of its Rows_query event; invalid when none.
+	writer trace.SpanContext
 }
 
 // OnRow never fails for a failed delete (that goes to the retry topic).
 // It fails only on shutdown with a key neither deleted nor queued, so that
 // canal stops before the transaction's position is saved and the next
 // start handles the row again.
+//
+// The invalidations of a rows event are a span of a trace of their own,
+// linked to the statement that changed the rows when its traceparent is
+// known.
 func (h *handler) OnRow(e *canal.RowsEvent) error {
 	changed := time.Unix(int64(e.Header.Timestamp), 0)
+	var span trace.Span
 	for _, c := range Changes(e) {
 		if err := h.addShop(c); err != nil {
 			return err
 		}
-		for _, key := range KeysOf(h.inv.Mapping, c) {
-			if !h.inv.invalidate(h.ctx, key, changed, e.Header.LogPos) {
+		keys := KeysOf(h.inv.Mapping, c)
+		if len(keys) == 0 {
+			continue
+		}
+		ctx := h.ctx
+		if span == nil {
+			var links []trace.Link
+			if h.writer.IsValid() {
+				links = []trace.Link{{SpanContext: h.writer}}
+			}
+			ctx, span = tracer.Start(h.ctx, "invalidate "+e.Table.Name, trace.WithSpanKind(trace.SpanKindConsumer),
+				trace.WithNewRoot(), trace.WithLinks(links...), trace.WithAttributes(
+					attribute.String("db.collection.name", e.Table.Name), attribute.String("seckill.binlog.action", e.Action),
+					attribute.Int64("seckill.binlog.position", int64(e.Header.LogPos))))
+			defer span.End()
+		} else {
+			ctx = trace.ContextWithSpan(h.ctx, span)
+		}
+		for _, key := range keys {
+			if !h.inv.invalidate(ctx, key, changed, e.Header.LogPos) {
 				return fmt.Errorf("shutting down with %s neither deleted nor queued: %w", key, h.ctx.Err())
 			}
 		}
 	}
 	return nil
+}
+
+var tracer = otel.Tracer("github.com/seckill/seckill/internal/binlog")
+
+// OnRowsQueryEvent reads the statement of the rows that follow (MySQL with
+// binlog_rows_query_log_events=ON) for the traceparent comment the
+// programs' SQL carries while traced. MariaDB's equivalent, the
+// Annotate_rows event, does not reach here: go-mysql's canal (v1.13)
+// passes only MySQL's Rows_query events to its handler.
+func (h *handler) OnRowsQueryEvent(e *replication.RowsQueryEvent) error {
+	h.writer = TraceInQuery(string(e.Query))
+	return nil
+}
+
+// OnXID ends a transaction: the next statement says its own trace.
+func (h *handler) OnXID(*replication.EventHeader, mysql.Position) error {
+	h.writer = trace.SpanContext{}
+	return nil
+}
+
+// traceComment finds the W3C traceparent of an sqlcommenter comment
+// (/*traceparent='00-<trace id>-<span id>-<flags>'*/).
+var traceComment = regexp.MustCompile(`traceparent='([0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2})'`)
+
+// TraceInQuery is the span a statement's traceparent comment names;
+// invalid when it has none.
+func TraceInQuery(query string) trace.SpanContext {
+	m := traceComment.FindStringSubmatch(query)
+	if m == nil {
+		return trace.SpanContext{}
+	}
+	l, ok := telemetry.LinkTo(m[1])
+	if !ok {
+		return trace.SpanContext{}
+	}
+	return l.SpanContext
 }
 
 // addShop puts an inserted shop into the filter of shop ids.

@@ -34,3 +34,28 @@ func TestKeysOf(t *testing.T) {
 		t.Fatalf("tables %v", got)
 	}
 }
+
+func TestTraceInQuery(t *testing.T) {
+	for _, tc := range []struct {
+		query, trace, span string
+	}{
+		{query: "UPDATE tb_shop SET name = 'x' WHERE id = 1 /*traceparent='00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'*/",
+			trace: "0af7651916cd43dd8448eb211c80319c", span: "b7ad6b7169203331"},
+		{query: "UPDATE tb_shop SET name = 'x' /*traceparent='00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00',tracestate='a%3D1'*/",
+			trace: "0af7651916cd43dd8448eb211c80319c", span: "b7ad6b7169203331"},
+		{query: "UPDATE tb_shop SET name = 'x' WHERE id = 1"},
+		{query: "UPDATE tb_shop SET name = 'traceparent=''00-zz'''"},
+		{query: "/*traceparent='00-00000000000000000000000000000000-0000000000000000-01'*/ DELETE FROM tb_shop"},
+	} {
+		sc := TraceInQuery(tc.query)
+		if tc.trace == "" {
+			if sc.IsValid() {
+				t.Errorf("%q names span %v", tc.query, sc)
+			}
+			continue
+		}
+		if sc.TraceID().String() != tc.trace || sc.SpanID().String() != tc.span {
+			t.Errorf("%q: %s/%s, want %s/%s", tc.query, sc.TraceID(), sc.SpanID(), tc.trace, tc.span)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/seckill/seckill/internal/broker"
 )
@@ -40,7 +41,17 @@ func (r *Retrier) Handle(ctx context.Context, batch []kafka.Message) error {
 	return nil
 }
 
-func (r *Retrier) handle(ctx context.Context, m kafka.Message) error {
+// handle is a span of its own, linked to the trace of the invalidation
+// that queued the key.
+func (r *Retrier) handle(ctx context.Context, m kafka.Message) (err error) {
+	ctx, span := broker.StartProcess(ctx, m.Topic, []kafka.Message{m})
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	key, attempt := string(m.Value), broker.Attempt(m)
 	if key == "" || attempt < 1 {
 		return r.DLQ.Forward(ctx, m, attempt, errUndecodable)
@@ -55,17 +66,17 @@ func (r *Retrier) handle(ctx context.Context, m kafka.Message) error {
 	}
 	r.Metrics.retries.Inc()
 	dctx, cancel := context.WithTimeout(ctx, r.DeleteTimeout)
-	err := r.Redis.Del(dctx, key).Err()
+	failed := r.Redis.Del(dctx, key).Err()
 	cancel()
-	if err == nil {
+	if failed == nil {
 		r.Metrics.deletes.Inc()
 		return nil
 	}
 	attempt++
 	if attempt > r.MaxAttempts {
 		r.Metrics.deadLets.Inc()
-		r.Logger.Error("cache key could not be deleted; giving up, sent to the dead-letter topic", "key", key, "tries", attempt, "err", err)
-		return r.DLQ.Forward(ctx, m, attempt, err)
+		r.Logger.ErrorContext(ctx, "cache key could not be deleted; giving up, sent to the dead-letter topic", "key", key, "tries", attempt, "err", failed)
+		return r.DLQ.Forward(ctx, m, attempt, failed)
 	}
-	return r.Retry.Forward(ctx, m, attempt, err)
+	return r.Retry.Forward(ctx, m, attempt, failed)
 }

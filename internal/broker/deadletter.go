@@ -93,9 +93,13 @@ func Replay(ctx context.Context, brokers []string, dlq string, letters []DeadLet
 		if topic == "" {
 			topic = fallback
 		}
-		byTopic[topic] = append(byTopic[topic], kafka.Message{Key: d.message.Key, Value: d.message.Value, Headers: []kafka.Header{
+		m := kafka.Message{Key: d.message.Key, Value: d.message.Value, Headers: []kafka.Header{
 			{Key: HeaderReplayedFrom, Value: fmt.Appendf(nil, "%s/%d/%d", dlq, d.Partition, d.Offset)},
-		}})
+		}}
+		// The replayed message keeps its order's trace context: its
+		// consumer links back to the request, as on the first delivery.
+		m.Headers = append(m.Headers, traceHeaders(d.message)...)
+		byTopic[topic] = append(byTopic[topic], m)
 	}
 	sent := map[string]int{}
 	var errs []error

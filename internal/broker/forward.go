@@ -10,6 +10,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The headers of every message on a retry or dead-letter topic: why it is
@@ -45,8 +47,10 @@ type Forwarder struct {
 
 // Forward writes m with the reason it failed after attempt tries,
 // retrying until the topic takes it or ctx ends: the caller must not
-// commit past m before Forward returned nil.
-func (f *Forwarder) Forward(ctx context.Context, m kafka.Message, attempt int, reason error) error {
+// commit past m before Forward returned nil. The message keeps the trace
+// context it came with, and the forward is a span of ctx's trace linked to
+// it.
+func (f *Forwarder) Forward(ctx context.Context, m kafka.Message, attempt int, reason error) (err error) {
 	out := kafka.Message{Key: m.Key, Value: m.Value, Headers: []kafka.Header{
 		{Key: HeaderError, Value: []byte(reason.Error())},
 		{Key: HeaderTopic, Value: []byte(m.Topic)},
@@ -54,11 +58,20 @@ func (f *Forwarder) Forward(ctx context.Context, m kafka.Message, attempt int, r
 		{Key: HeaderOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
 		{Key: HeaderAttempt, Value: strconv.AppendInt(nil, int64(attempt), 10)},
 	}}
+	out.Headers = append(out.Headers, traceHeaders(m)...)
+	topic := "forward"
+	if w, ok := f.Writer.(*Writer); ok {
+		topic = w.Topic
+	}
+	ctx, span := tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithLinks(Links([]kafka.Message{m})...), messaging("send", topic, 1),
+		trace.WithAttributes(attribute.String("seckill.forward_reason", reason.Error()), attribute.Int("seckill.attempt", attempt)))
+	defer func() { endSpan(span, err) }()
 	timeout := f.Timeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	err := retry(ctx, f.Logger, f.Backoff, "forwarding a message", func() error {
+	err = retry(ctx, f.Logger, f.Backoff, "forwarding a message", func() error {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return f.Writer.WriteMessages(wctx, out)

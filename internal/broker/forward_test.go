@@ -73,3 +73,26 @@ func TestForwarderGivesUpOnlyWithItsContext(t *testing.T) {
 		t.Fatalf("forward against a dead topic: %v after %d calls", err, w.calls)
 	}
 }
+
+// TestForwardKeepsTheTraceContext: a forwarded message belongs to the
+// trace it came with (its consumer links to the order's request), and
+// says so once.
+func TestForwardKeepsTheTraceContext(t *testing.T) {
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	src := kafka.Message{Topic: "orders", Key: []byte("k"), Value: []byte("v"), Headers: []kafka.Header{
+		{Key: "traceparent", Value: []byte(parent)}, {Key: "tracestate", Value: []byte("vendor=1")}, {Key: "other", Value: []byte("x")}}}
+	w := &flakyWriter{}
+	if err := (&broker.Forwarder{Writer: w, Backoff: fast}).Forward(context.Background(), src, 1, errors.New("refused")); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, h := range w.written[0].Headers {
+		count[h.Key]++
+	}
+	if count["traceparent"] != 1 || count["tracestate"] != 1 || count["other"] != 0 {
+		t.Errorf("forwarded headers %v: want traceparent and tracestate once, no other header of the source", w.written[0].Headers)
+	}
+	if got := broker.Header(w.written[0], "traceparent"); got != parent {
+		t.Errorf("traceparent %q, want %q", got, parent)
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/telemetry"
 )
 
 // orderJSON is an order event on the wire. The order id is a string: a
@@ -27,8 +29,12 @@ type orderJSON struct {
 // one writer settles a voucher's orders, which all lock its stock row
 // anyway.
 func OrderMessage(e order.Event) kafka.Message {
-	v, _ := json.Marshal(orderJSON(e))
-	return kafka.Message{Key: orderKey(e.VoucherID), Value: v}
+	v, _ := json.Marshal(orderJSON{OrderID: e.OrderID, UserID: e.UserID, VoucherID: e.VoucherID, AcceptedAt: e.AcceptedAt})
+	m := kafka.Message{Key: orderKey(e.VoucherID), Value: v}
+	if e.Trace != "" {
+		m.Headers = []kafka.Header{{Key: "traceparent", Value: []byte(e.Trace)}}
+	}
+	return m
 }
 
 func orderKey(voucherID int64) []byte { return strconv.AppendInt(nil, voucherID, 10) }
@@ -70,7 +76,7 @@ func DecodeOrder(b []byte) (order.Event, error) {
 		return order.Event{}, fmt.Errorf("decode order event: acceptedAt %d is outside %s..%s",
 			j.AcceptedAt, EarliestAcceptance.Format(time.RFC3339), LatestAcceptance.Format(time.RFC3339))
 	}
-	return order.Event(j), nil
+	return order.Event{OrderID: j.OrderID, UserID: j.UserID, VoucherID: j.VoucherID, AcceptedAt: j.AcceptedAt}, nil
 }
 
 var _ order.Publisher = (*OrderPublisher)(nil)
@@ -88,11 +94,25 @@ func NewOrderPublisher(w *Writer, timeout time.Duration) *OrderPublisher {
 	return &OrderPublisher{w: w, timeout: timeout}
 }
 
-// Publish writes events synchronously.
-func (p *OrderPublisher) Publish(ctx context.Context, events ...order.Event) error {
+// Publish writes events synchronously. Each message carries its order's
+// trace context: the one the event keeps (a republished order), else the
+// publish span's, a child of ctx's.
+func (p *OrderPublisher) Publish(ctx context.Context, events ...order.Event) (err error) {
+	var links []trace.Link
+	for _, e := range events {
+		if l, ok := telemetry.LinkTo(e.Trace); ok {
+			links = append(links, l)
+		}
+	}
+	ctx, span := tracer.Start(ctx, "send "+p.w.Topic, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithLinks(links...), messaging("send", p.w.Topic, len(events)))
+	defer func() { endSpan(span, err) }()
 	msgs := make([]kafka.Message, len(events))
 	for i, e := range events {
 		msgs[i] = OrderMessage(e)
+		if e.Trace == "" {
+			InjectTrace(ctx, &msgs[i])
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()

@@ -130,7 +130,7 @@ func (c *Cache[T]) get(ctx context.Context, key string, load Loader[T]) (T, bool
 		// Someone else rebuilds: wait for the value, a bounded time, then
 		// load it ourselves rather than fail.
 		if time.Now().After(deadline) {
-			c.logger.Warn("cache: waited too long for another rebuild; loading directly", "key", key)
+			c.logger.WarnContext(ctx, "cache: waited too long for another rebuild; loading directly", "key", key)
 			c.countLoad()
 			return load(ctx)
 		}
@@ -183,7 +183,7 @@ func (c *Cache[T]) rebuild(ctx context.Context, key, owner string, load Loader[T
 		// Invalidated (or taken over) while we loaded: what we read may be
 		// older than the change, so it stays out of the cache. The caller
 		// still gets it: it was current when its request began.
-		c.logger.Debug("cache: write-back refused, the entry changed meanwhile", "key", key)
+		c.logger.DebugContext(ctx, "cache: write-back refused, the entry changed meanwhile", "key", key)
 	}
 	return v, found, nil
 }

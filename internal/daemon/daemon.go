@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/telemetry"
 )
 
 // Common are the settings of every program. The defaults point at the
@@ -45,7 +46,7 @@ func NewLogger(w io.Writer, format string, level slog.Level, program string) *sl
 	if format == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(h).With("program", program)
+	return slog.New(telemetry.LogHandler(h)).With("program", program)
 }
 
 // OpenRedis is the client of c's Redis topology, refused at start when the
@@ -58,6 +59,12 @@ func OpenRedis(ctx context.Context, c Common, logger *slog.Logger) (redis.Univer
 	}
 	for _, w := range warnings {
 		logger.Warn(w)
+	}
+	if telemetry.Enabled() {
+		if err := redisconn.Trace(rdb); err != nil {
+			_ = rdb.Close()
+			return nil, err
+		}
 	}
 	if err := redisconn.CheckNode(ctx, rdb); err != nil {
 		_ = rdb.Close()

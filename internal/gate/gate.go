@@ -9,8 +9,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/internal/voucher"
 	"github.com/seckill/seckill/lua"
 )
@@ -30,9 +35,20 @@ var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.
 // Try runs the gate: one unit of voucherID for userID under orderID. The
 // same attempt again (same order id) gets the same decision: a retry after
 // a timeout cannot take a second unit or refuse the buyer's own order.
-func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (order.Decision, error) {
+//
+// The decision is a span with the answer, naming its command: sent alone,
+// the EVALSHA is redisotel's span inside it; auto-pipelined, the command
+// rides in a pipeline shared by many requests, whose span belongs to none
+// of them, and this span is the request's view of it. The reservation
+// keeps the span's traceparent when it is sampled.
+func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d order.Decision, err error) {
+	ctx, span := tracer.Start(ctx, "seckill gate", trace.WithAttributes(
+		attribute.String("db.operation.name", "EVALSHA"), attribute.String("db.stored_procedure.name", "seckill.lua"),
+		attribute.Bool("seckill.autopipelined", s.gate != s.rdb),
+		attribute.Int64("seckill.voucher_id", voucherID), attribute.Int64("seckill.order_id", orderID)))
+	defer func() { endGateSpan(span, d, err) }()
 	res, err := lua.Seckill.Run(ctx, s.gate, s.KeysOf(voucherID).list(),
-		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)).Int64Slice()
+		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx)).Int64Slice()
 	if isOutdatedLayout(err) {
 		// A sale written by an earlier release: the order-writer's check
 		// finds it and reconciles it into today's layout.
@@ -45,6 +61,23 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (orde
 		return order.Decision{}, fmt.Errorf("seckill gate: unknown answer %v", res)
 	}
 	return order.Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3]}, nil
+}
+
+var tracer = otel.Tracer("github.com/seckill/seckill/internal/gate")
+
+// endGateSpan records the gate's answer on its span: a refusal is the
+// sale's outcome, not the span's failure; an error is.
+func endGateSpan(span trace.Span, d order.Decision, err error) {
+	switch {
+	case err != nil:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	case d.Err != nil:
+		span.SetAttributes(attribute.String("seckill.outcome", d.Err.Error()))
+	default:
+		span.SetAttributes(attribute.String("seckill.outcome", "accepted"), attribute.Int64("seckill.stock_left", d.StockLeft))
+	}
+	span.End()
 }
 
 // isOutdatedLayout reports whether err is Redis refusing a command on a key
@@ -107,15 +140,17 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 	}
 }
 
-// parseReservation reads a reservation's "userId:acceptedMs".
+// parseReservation reads a reservation's "userId:acceptedMs", with the
+// request's ":traceparent" when it was traced.
 func parseReservation(voucherID, orderID int64, v string) (order.Event, error) {
-	user, ms, ok := strings.Cut(v, ":")
+	user, rest, ok := strings.Cut(v, ":")
+	ms, traceparent, _ := strings.Cut(rest, ":")
 	uid, err1 := strconv.ParseInt(user, 10, 64)
 	at, err2 := strconv.ParseInt(ms, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
 		return order.Event{}, fmt.Errorf("reservation %d of voucher %d: malformed %q", orderID, voucherID, v)
 	}
-	return order.Event{OrderID: orderID, UserID: uid, VoucherID: voucherID, AcceptedAt: at}, nil
+	return order.Event{OrderID: orderID, UserID: uid, VoucherID: voucherID, AcceptedAt: at, Trace: traceparent}, nil
 }
 
 // List puts voucherID among the active vouchers, and reports whether it

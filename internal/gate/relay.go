@@ -9,9 +9,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/telemetry"
 )
 
 // Relay republishes reservations whose events were lost: the API died
@@ -206,6 +210,28 @@ func (r *Relay) takeBaseline(ctx context.Context) error {
 	return nil
 }
 
+// republish publishes events in a span of a trace of its own, linked to
+// the request of every order that was traced: the order's trace shows it
+// was relayed, and its message still carries the request's context.
+func (r *Relay) republish(ctx context.Context, voucherID int64, events []order.Event) (err error) {
+	var links []trace.Link
+	for _, e := range events {
+		if l, ok := telemetry.LinkTo(e.Trace); ok {
+			links = append(links, l)
+		}
+	}
+	ctx, span := tracer.Start(ctx, "relay republish", trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int64("seckill.voucher_id", voucherID), attribute.Int("seckill.orders", len(events))))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
+	return r.Publisher.Publish(ctx, events...)
+}
+
 // redisClock carries Redis' clock forward with the local monotonic clock,
 // so a long scan reads the time without a round trip per batch.
 type redisClock struct {
@@ -248,7 +274,7 @@ func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, cutoff time.Ti
 	if len(events) == 0 {
 		return 0, nil
 	}
-	if err := r.Publisher.Publish(ctx, events...); err != nil {
+	if err := r.republish(ctx, voucherID, events); err != nil {
 		return 0, err
 	}
 	// Due again only if still pending once the writer has passed a

@@ -22,6 +22,10 @@ type Event struct {
 	UserID     int64
 	VoucherID  int64
 	AcceptedAt int64 // ms since 1970, Redis's clock
+	// Trace is the W3C traceparent of the request that accepted the order,
+	// when it was traced: a republished order (the relay) keeps its link
+	// to it. It travels in the event's message headers, not its value.
+	Trace string
 }
 
 // The gate's answers a buyer should read.

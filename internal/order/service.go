@@ -95,7 +95,7 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (orderID i
 		if s.Durable != nil {
 			s.Durable.Failed(voucherID)
 		}
-		s.Logger.Warn("order reserved, publish failed: the relay will publish it", "order_id", orderID, "err", err)
+		s.Logger.WarnContext(ctx, "order reserved, publish failed: the relay will publish it", "order_id", orderID, "err", err)
 		return orderID, ErrNotPublished.WithData(strconv.FormatInt(orderID, 10)).Wrap(err)
 	}
 	return orderID, nil

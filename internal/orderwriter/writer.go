@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/order"
@@ -85,7 +86,19 @@ var ErrIDCollision = errors.New("order id already held by another order: the id 
 // taken the rest of the batch. An event that can never be settled (it
 // does not decode, its id is another order's, MySQL refuses its row) goes
 // to the dead-letter topic, so that it cannot hold the orders behind it.
-func (w *Writer) Handle(ctx context.Context, msgs []kafka.Message) error {
+//
+// Each try is a span of a trace of its own, linked to the trace of every
+// order in the batch (one batch, many requests: links, not a parent); its
+// statements and Redis calls are its children.
+func (w *Writer) Handle(ctx context.Context, msgs []kafka.Message) (err error) {
+	ctx, span := broker.StartProcess(ctx, msgs[0].Topic, msgs)
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	events := make([]order.Event, 0, len(msgs))
 	origin := make(map[order.Event]kafka.Message, len(msgs))
 	var undecodable []kafka.Message

@@ -91,7 +91,7 @@ func (l *Limiter) Check(ctx context.Context, key string, limit Limit, failOpen b
 	res, err := l.rl.Allow(ctx, l.prefix+key, redis_rate.Limit{Rate: limit.Rate, Burst: limit.Rate, Period: limit.Period})
 	if err != nil {
 		if !l.down.Swap(true) {
-			l.logger.Error("rate limiter cannot reach Redis; limits fail open or closed per route until it answers",
+			l.logger.ErrorContext(ctx, "rate limiter cannot reach Redis; limits fail open or closed per route until it answers",
 				"err", err)
 		}
 		if failOpen {
@@ -100,7 +100,7 @@ func (l *Limiter) Check(ctx context.Context, key string, limit Limit, failOpen b
 		return ErrUnavailable.Wrap(err)
 	}
 	if l.down.Swap(false) {
-		l.logger.Info("rate limiter reaches Redis again")
+		l.logger.InfoContext(ctx, "rate limiter reaches Redis again")
 	}
 	if res.Allowed == 0 {
 		return ErrExceeded.With("%s: slow down and retry later", who).Retry(res.RetryAfter)

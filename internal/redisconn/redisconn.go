@@ -14,7 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/telemetry"
 )
 
 // Config names one topology: a node's address, or a cluster's seeds.
@@ -251,4 +254,17 @@ func ReplicationIDs(ctx context.Context, rdb redis.UniversalClient) (map[string]
 		return nil
 	})
 	return ids, err
+}
+
+// Trace makes each command of rdb a span of the traced operation that
+// sends it (redisotel; on a cluster, on every node the client meets). The
+// spans carry no command text: login codes and session tokens are among
+// the arguments.
+func Trace(rdb redis.UniversalClient) error {
+	err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(telemetry.ChildrenOnly()),
+		redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false))
+	if err != nil {
+		return fmt.Errorf("redis tracing: %w", err)
+	}
+	return nil
 }

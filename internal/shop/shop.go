@@ -134,7 +134,7 @@ func (s *Service) Get(ctx context.Context, id int64) (Shop, error) {
 		maybe, err := s.Filter.MayContain(ctx, id)
 		if err != nil {
 			// The cache and MySQL still answer right, at their cost.
-			s.logger.Debug("shop filter unavailable; asking the cache", "err", err)
+			s.logger.DebugContext(ctx, "shop filter unavailable; asking the cache", "err", err)
 		}
 		if !maybe {
 			return Shop{}, ErrNotFound
@@ -283,7 +283,7 @@ func (s *Service) Create(ctx context.Context, sh Shop) (int64, error) {
 	// Known to the filter at once; the binlog follower adds it too.
 	if s.Filter != nil {
 		if err := s.Filter.Add(ctx, id); err != nil {
-			s.logger.Warn("shop created; adding it to the shop filter failed, the binlog follower will", "shop", id, "err", err)
+			s.logger.WarnContext(ctx, "shop created; adding it to the shop filter failed, the binlog follower will", "shop", id, "err", err)
 		}
 	}
 	// A null marker may sit under the new id (someone asked for it before):
@@ -314,7 +314,7 @@ func (s *Service) Update(ctx context.Context, sh Shop) error {
 		}
 	}
 	if err := s.shops.Invalidate(ctx, strconv.FormatInt(sh.ID, 10)); err != nil {
-		s.logger.Warn("shop updated; deleting its cache entry failed, the binlog invalidator will", "shop", sh.ID, "err", err)
+		s.logger.WarnContext(ctx, "shop updated; deleting its cache entry failed, the binlog invalidator will", "shop", sh.ID, "err", err)
 	}
 	return nil
 }

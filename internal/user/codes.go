@@ -25,8 +25,8 @@ type CodeSender interface {
 type LogSender struct{ Logger *slog.Logger }
 
 // SendCode logs the code.
-func (s LogSender) SendCode(_ context.Context, phone, code string) error {
-	s.Logger.Info("login code (LogSender: no SMS is sent)", "phone", phone, "code", code)
+func (s LogSender) SendCode(ctx context.Context, phone, code string) error {
+	s.Logger.InfoContext(ctx, "login code (LogSender: no SMS is sent)", "phone", phone, "code", code)
 	return nil
 }
 

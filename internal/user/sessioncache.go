@@ -74,7 +74,7 @@ func (c *CachedSessions) End(ctx context.Context, u User, token string, everywhe
 	for _, t := range tokens {
 		c.forget(t)
 		if err := c.rdb.Publish(ctx, c.channel, t).Err(); err != nil {
-			c.logger.Warn("logout: telling the other API instances failed; their cached copy ends within the cache TTL", "ttl", c.ttl, "err", err)
+			c.logger.WarnContext(ctx, "logout: telling the other API instances failed; their cached copy ends within the cache TTL", "ttl", c.ttl, "err", err)
 		}
 	}
 	return nil
