@@ -51,8 +51,8 @@ func TestInvalidationIsASpan(t *testing.T) {
 		Source: binlog.Source{Addr: m.Addr, User: m.User, Password: m.Password, Flavor: m.Flavor,
 			ServerID: 100000 + binary.BigEndian.Uint32(id[:])%1000000},
 		Database: m.Database, Mapping: binlog.Mapping(keys), Families: keys.Patterns(), Redis: r.Client,
-		Retry:     &broker.Forwarder{Writer: retry},
-		Positions: &binlog.PositionFile{Path: filepath.Join(t.TempDir(), "position.json"), Every: 100 * time.Millisecond},
+		Retry:         &broker.Forwarder{Writer: retry},
+		Positions:     &binlog.PositionFile{Path: filepath.Join(t.TempDir(), "position.json"), Every: 100 * time.Millisecond},
 		DeleteTimeout: time.Second, Logger: slog.New(slog.DiscardHandler), Metrics: binlog.NewMetrics(prometheus.NewRegistry()),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
