@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -259,12 +260,26 @@ func ReplicationIDs(ctx context.Context, rdb redis.UniversalClient) (map[string]
 // Trace makes each command of rdb a span of the traced operation that
 // sends it (redisotel; on a cluster, on every node the client meets). The
 // spans carry no command text: login codes and session tokens are among
-// the arguments.
+// the arguments. A new connection's handshake is no span: its CLIENT
+// SETINFO, which servers before 7.2 refuse and go-redis ignores, would
+// mark the request's trace failed.
 func Trace(rdb redis.UniversalClient) error {
 	err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(telemetry.ChildrenOnly()),
-		redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false))
+		redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false),
+		redisotel.WithCommandFilter(handshake), redisotel.WithCommandsFilter(func(cmds []redis.Cmder) bool {
+			return slices.ContainsFunc(cmds, handshake)
+		}))
 	if err != nil {
 		return fmt.Errorf("redis tracing: %w", err)
 	}
 	return nil
+}
+
+// handshake reports whether cmd is one a connection sends when it opens.
+func handshake(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "client", "auth", "select":
+		return true
+	}
+	return false
 }
