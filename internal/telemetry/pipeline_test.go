@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/telemetry"
@@ -389,4 +391,51 @@ func TestRelayedOrderKeepsItsLink(t *testing.T) {
 	if _, ok := find(inTrace(relay.SpanContext.TraceID()), named("send "+s.topic)); !ok {
 		t.Errorf("no publish span inside the relay's span")
 	}
+}
+
+// TestDeadLetterKeepsTheTrace: an event the writer cannot settle goes to
+// the dead-letter topic with its trace context; the forward is a span of
+// the writer's batch linked to the event's trace.
+func TestDeadLetterKeepsTheTrace(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	dlq := k.MustTopic(t, 1)
+	s := startSale(t, nil, map[string]string{"SECKILL_ORDERS_DLQ_TOPIC": dlq})
+
+	ctx, request := otel.Tracer("test").Start(t.Context(), "POST /voucher-order/seckill/:id", trace.WithSpanKind(trace.SpanKindServer))
+	m := kafka.Message{Key: []byte("7"), Value: []byte(`{"orderId":"1","userId":0}`)}
+	broker.InjectTrace(ctx, &m)
+	request.End()
+	w := broker.NewWriter(k.Brokers, s.topic)
+	defer w.Close()
+	if err := w.WriteMessages(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+
+	var letters []broker.DeadLetter
+	for end := time.Now().Add(30 * time.Second); len(letters) == 0 && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		var err error
+		if letters, err = broker.ReadDeadLetters(t.Context(), k.Brokers, dlq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(letters) != 1 {
+		t.Fatalf("%d dead letters, want the undecodable event", len(letters))
+	}
+	if got, want := broker.Header(letters[0].Message(), "traceparent"), broker.Header(m, "traceparent"); got != want || want == "" {
+		t.Errorf("dead letter's traceparent %q, want the event's %q", got, want)
+	}
+	var forward tracetest.SpanStub
+	found := false
+	for end := time.Now().Add(10 * time.Second); !found && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		_, linked := ended(request.SpanContext().TraceID())
+		forward, found = find(linked, named("send "+dlq))
+	}
+	if !found {
+		t.Fatal("no dead-letter span links to the event's trace")
+	}
+	batch, ok := find(inTrace(forward.SpanContext.TraceID()), named("process "+s.topic))
+	if !ok {
+		t.Fatal("the dead-letter span is not in the trace of the writer's batch")
+	}
+	childOf(t, forward, batch)
 }
