@@ -96,6 +96,37 @@ for mode in redis "jwt HS256" "jwt EdDSA"; do
   wait "$api_pid" 2>/dev/null || true
 done
 rm -f "$session_runs"
+
+# The accept path traced: the api restarted with tracing off, then
+# exporting over OTLP/HTTP to a sink that counts the spans and keeps none
+# (the exporter's whole cost stays in the api), sampling 1 % of the orders,
+# then all of them; redis sessions, the same order-writer, untraced.
+sink=${BENCH_OTLP_SINK:-127.0.0.1:14318}
+bin/loadgen otlp-sink -addr "$sink" &
+pids+=($!)
+tracing_runs=$(mktemp)
+for sampling in off "1 %" "100 %"; do
+  case $sampling in
+    off) trace_env=() ;;
+    "1 %") trace_env=(OTEL_TRACES_EXPORTER=otlp OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.01 OTEL_BSP_MAX_QUEUE_SIZE=32768) ;;
+    "100 %") trace_env=(OTEL_TRACES_EXPORTER=otlp OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=1 OTEL_BSP_MAX_QUEUE_SIZE=32768) ;;
+  esac
+  env "${trace_env[@]}" OTEL_EXPORTER_OTLP_ENDPOINT="http://$sink" OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf \
+    SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=${BENCH_API_ADMIN:-127.0.0.1:19100} SECKILL_LOG_LEVEL=warn \
+    SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
+  api_pid=$!
+  pids+=($api_pid)
+  for _ in $(seq 1 60); do curl -fsS "http://$api_addr/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS "http://$api_addr/readyz" >/dev/null || { echo "bench: the api (tracing $sampling) is not ready" >&2; exit 1; }
+  echo
+  echo "== tracing: $sampling =="
+  bin/loadgen tracing -api "http://$api_addr" -label "$sampling" -users "$spread_users" -workers "$workers" -sink "http://$sink" \
+    -procs "api=$api_pid,order-writer=$writer_pid,redis=$(cat "$stack/redis/redis.pid"),mariadb=$(cat "$stack/mariadb/mariadb.pid"),kafka=$(cat "$stack/kafka/kafka.pid")" \
+    -writer-metrics "http://$writer_admin/metrics" -runs "$tracing_runs"
+  kill -TERM "$api_pid"
+  wait "$api_pid" 2>/dev/null || true
+done
+rm -f "$tracing_runs"
 cleanup
 pids=()
 cluster_env=(env -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$cluster_seeds")

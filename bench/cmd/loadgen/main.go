@@ -8,6 +8,8 @@
 //	loadgen spread  [flags]   one Redis topology's figures, beside another's
 //	loadgen multinode [flags] one run on the multi-node topology, beside one node
 //	loadgen sessions  [flags] the accept path in the API's session mode, beside the other modes
+//	loadgen tracing   [flags] the accept path with the API's tracing sampler, beside the other runs
+//	loadgen otlp-sink [flags] an OTLP/HTTP trace receiver that counts the spans and keeps none
 //
 // The API must run with its seckill and login rate limits off (every
 // request comes from one address) and, for bench, SECKILL_API_BENCH_NOOP=true.
@@ -33,7 +35,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread|multinode|sessions [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|multinode|sessions|tracing|otlp-sink [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -63,10 +65,17 @@ func run(cmd string, args []string) error {
 	vouchers := fs.Int("vouchers", 12, "spread: the vouchers the users are spread over")
 	save := fs.String("save", "", "spread: write this run's figures to this file")
 	beside := fs.String("beside", "", "spread: print the figures of an earlier run (-save) beside this one's")
-	runs := fs.String("runs", "", "multinode, sessions: the file that collects every run's figures")
+	runs := fs.String("runs", "", "multinode, sessions, tracing: the file that collects every run's figures")
 	single := fs.String("single", "", "multinode: the one-node figures (spread -save) to compare with")
 	procs := fs.String("procs", "", "bench: the system's processes to measure the CPU of, name=pid,... (the load generator is measured apart)")
+	sink := fs.String("sink", "http://127.0.0.1:4318", "tracing: the OTLP sink the API exports to; otlp-sink: its address is -addr")
+	sinkAddr := fs.String("addr", "127.0.0.1:4318", "otlp-sink: the address to listen on")
 	_ = fs.Parse(args)
+	if cmd == "otlp-sink" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return loadgen.ServeOTLPSink(ctx, *sinkAddr)
+	}
 
 	common, sk, err := config.LoadCommon(os.LookupEnv)
 	if err != nil {
@@ -124,7 +133,7 @@ func run(cmd string, args []string) error {
 		}
 		return sale.MultiNode(ctx, os.Stdout, loadgen.MultiNodeConfig{Label: *label, Users: *users, Workers: *workers,
 			Vouchers: *vouchers, Procs: measured, Runs: *runs, Single: *single})
-	case "sessions":
+	case "sessions", "tracing":
 		measured, err := loadgen.ParseProcs(*procs)
 		if err != nil {
 			return err
@@ -138,8 +147,12 @@ func run(cmd string, args []string) error {
 		if api.Sessions.Mode != config.SessionsJWT {
 			api.Sessions.Keys = nil
 		}
-		return sale.SessionBench(ctx, os.Stdout, loadgen.SessionBenchConfig{Label: *label, Users: *users, Workers: *workers,
-			Procs: measured, Keys: api.Sessions.Keys, Runs: *runs})
+		bench := loadgen.SessionBenchConfig{Label: *label, Users: *users, Workers: *workers,
+			Procs: measured, Keys: api.Sessions.Keys, Runs: *runs}
+		if cmd == "tracing" {
+			bench.Varied, bench.Sink = "tracing", *sink
+		}
+		return sale.SessionBench(ctx, os.Stdout, bench)
 	case "bench":
 		if *plot != "" {
 			if err := os.MkdirAll(*plot, 0o755); err != nil {

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
@@ -16,8 +17,12 @@ import (
 	"github.com/seckill/seckill/internal/user"
 )
 
-// SessionBenchConfig is one run of the accept path in one session mode.
+// SessionBenchConfig is one run of the accept path in one configuration
+// of the API: a session mode, or a tracing sampler.
 type SessionBenchConfig struct {
+	// Varied is what the runs compare, in the table's title and first
+	// column ("session mode" when empty).
+	Varied  string
 	Label   string // e.g. "jwt HS256"
 	Users   int
 	Workers uint64
@@ -28,6 +33,9 @@ type SessionBenchConfig struct {
 	// Runs collects every mode's figures, one JSON object a line; the
 	// table printed after each run compares them all.
 	Runs string
+	// Sink, when set, is the OTLP sink the API exports its spans to
+	// (OTLPSink): the spans exported during the run are counted.
+	Sink string
 }
 
 // SessionFigures are one mode's.
@@ -36,6 +44,7 @@ type SessionFigures struct {
 	RPS   float64
 	P99   time.Duration
 	CPU   CPU
+	Spans int64 // exported to the sink during the run
 }
 
 // jwtTokens are access tokens for n users, each in a family of its own,
@@ -74,6 +83,14 @@ func (s *Sale) SessionBench(ctx context.Context, out io.Writer, cfg SessionBench
 		return fmt.Errorf("warm-up: %v %v", err, a.Violations)
 	}
 	fmt.Fprintf(out, "\n[%s] POST /voucher-order/seckill/:id, stock %d: every request accepted\n", cfg.Label, cfg.Users)
+	spans := func() (int64, error) { return 0, nil }
+	if cfg.Sink != "" {
+		spans = func() (int64, error) { return SinkSpans(ctx, cfg.Sink) }
+	}
+	before, err := spans()
+	if err != nil {
+		return err
+	}
 	var audit Audit
 	rep, cpu, err := cfg.Procs.Measure(cfg.Label, func() (rep Report, err error) {
 		rep, audit, err = s.SaleRun(ctx, out, cfg.Label, tokens, cfg.Users, Options{Workers: cfg.Workers})
@@ -85,17 +102,40 @@ func (s *Sale) SessionBench(ctx context.Context, out io.Writer, cfg SessionBench
 	if len(audit.Violations) > 0 {
 		return fmt.Errorf("audit: %v", audit.Violations)
 	}
-	f := SessionFigures{Label: cfg.Label, RPS: rep.PerSecond, P99: rep.P99, CPU: cpu}
+	// The API's batch exporter sends every 5 s (OTEL_BSP_SCHEDULE_DELAY):
+	// the run's last spans arrive once the count has stood still longer.
+	after, err := spans()
+	if err != nil {
+		return err
+	}
+	for still := time.Now(); cfg.Sink != "" && time.Since(still) < 6*time.Second; {
+		time.Sleep(time.Second)
+		n, err := spans()
+		if err != nil {
+			return err
+		}
+		if n != after {
+			after, still = n, time.Now()
+		}
+	}
+	f := SessionFigures{Label: cfg.Label, RPS: rep.PerSecond, P99: rep.P99, CPU: cpu, Spans: after - before}
 	runs, err := appendRun(cfg.Runs, f)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nThe accept path by session mode (one node, %d orders each, %d clients; one machine, 2 cores)\n", cfg.Users, cfg.Workers)
-	fmt.Fprintf(out, "%-22s %10s %10s %14s %14s\n", "sessions", "req/s", "p99", "api CPU-ms/1k", "all CPU-ms/1k")
+	varied := cmp.Or(cfg.Varied, "session mode")
+	fmt.Fprintf(out, "\nThe accept path by %s (one node, %d orders each, %d clients; one machine, 2 cores)\n", varied, cfg.Users, cfg.Workers)
+	fmt.Fprintf(out, "%-22s %10s %10s %14s %14s %12s\n", varied, "req/s", "p99", "api CPU-ms/1k", "all CPU-ms/1k", "spans/order")
 	var cpus []CPU
 	for _, r := range runs {
-		fmt.Fprintf(out, "%-22s %10.0f %10s %14.1f %14.1f\n", r.Label, r.RPS, r.P99.Round(100*time.Microsecond), r.CPU.PerThousand("api"), r.CPU.PerThousand("total"))
+		fmt.Fprintf(out, "%-22s %10.0f %10s %14.1f %14.1f %12.2f\n", r.Label, r.RPS, r.P99.Round(100*time.Microsecond),
+			r.CPU.PerThousand("api"), r.CPU.PerThousand("total"), float64(r.Spans)/float64(cfg.Users))
 		cpus = append(cpus, r.CPU)
+	}
+	if base := runs[0].CPU.PerThousand("api"); len(runs) > 1 && base > 0 {
+		for _, r := range runs[1:] {
+			fmt.Fprintf(out, "api CPU per order, %s / %s: %.2f\n", r.Label, runs[0].Label, r.CPU.PerThousand("api")/base)
+		}
 	}
 	fmt.Fprintln(out)
 	fmt.Fprint(out, CPUTable(cpus...))
