@@ -130,7 +130,10 @@ func mysqlServer(tb testing.TB) (dsn, flavor string) {
 			c, err := tcmysql.Run(ctx, "mysql:8.0",
 				tcmysql.WithUsername("root"), tcmysql.WithPassword("secret"), tcmysql.WithDatabase("seckill"),
 				testcontainers.WithCmdArgs("--server-id=1", "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
-					"--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1"))
+					"--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1",
+					// The statements' traceparent comments reach the
+					// binlog follower (telemetry TestInvalidationIsASpan).
+					"--binlog-rows-query-log-events=ON"))
 			if err != nil {
 				return err
 			}
