@@ -72,6 +72,16 @@ bin/loadgen spread -api "http://$api_addr" -label "one node" -users "$spread_use
 # processes measured.
 kill -TERM "$api_pid"
 wait "$api_pid" 2>/dev/null || true
+# start_api VAR=value...: the api on $api_addr with the bench's limits and
+# these variables, its pid in api_pid, once it is ready.
+start_api() {
+  env "$@" SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=${BENCH_API_ADMIN:-127.0.0.1:19100} SECKILL_LOG_LEVEL=warn \
+    SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
+  api_pid=$!
+  pids+=($api_pid)
+  for _ in $(seq 1 60); do curl -fsS "http://$api_addr/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS "http://$api_addr/readyz" >/dev/null || { echo "bench: the api ($*) is not ready" >&2; exit 1; }
+}
 session_runs=$(mktemp)
 hs_key=$(bin/seckillctl jwt-key bench-hs HS256)
 ed_key=$(bin/seckillctl jwt-key bench-ed EdDSA)
@@ -81,12 +91,7 @@ for mode in redis "jwt HS256" "jwt EdDSA"; do
     "jwt HS256") mode_env=(SECKILL_SESSION_MODE=jwt SECKILL_JWT_KEYS="{\"sign\":\"bench-hs\",\"keys\":[$hs_key]}") ;;
     "jwt EdDSA") mode_env=(SECKILL_SESSION_MODE=jwt SECKILL_JWT_KEYS="{\"sign\":\"bench-ed\",\"keys\":[$ed_key]}") ;;
   esac
-  env "${mode_env[@]}" SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=${BENCH_API_ADMIN:-127.0.0.1:19100} SECKILL_LOG_LEVEL=warn \
-    SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
-  api_pid=$!
-  pids+=($api_pid)
-  for _ in $(seq 1 60); do curl -fsS "http://$api_addr/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
-  curl -fsS "http://$api_addr/readyz" >/dev/null || { echo "bench: the api ($mode sessions) is not ready" >&2; exit 1; }
+  start_api "${mode_env[@]}"
   echo
   echo "== sessions: $mode =="
   env "${mode_env[@]}" bin/loadgen sessions -api "http://$api_addr" -label "$mode" -users "$spread_users" -workers "$workers" \
@@ -111,13 +116,7 @@ for sampling in off "1 %" "100 %"; do
     "1 %") trace_env=(OTEL_TRACES_EXPORTER=otlp OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.01 OTEL_BSP_MAX_QUEUE_SIZE=32768) ;;
     "100 %") trace_env=(OTEL_TRACES_EXPORTER=otlp OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=1 OTEL_BSP_MAX_QUEUE_SIZE=32768) ;;
   esac
-  env "${trace_env[@]}" OTEL_EXPORTER_OTLP_ENDPOINT="http://$sink" OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf \
-    SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=${BENCH_API_ADMIN:-127.0.0.1:19100} SECKILL_LOG_LEVEL=warn \
-    SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
-  api_pid=$!
-  pids+=($api_pid)
-  for _ in $(seq 1 60); do curl -fsS "http://$api_addr/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
-  curl -fsS "http://$api_addr/readyz" >/dev/null || { echo "bench: the api (tracing $sampling) is not ready" >&2; exit 1; }
+  start_api "${trace_env[@]}" OTEL_EXPORTER_OTLP_ENDPOINT="http://$sink" OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf
   echo
   echo "== tracing: $sampling =="
   bin/loadgen tracing -api "http://$api_addr" -label "$sampling" -users "$spread_users" -workers "$workers" -sink "http://$sink" \
