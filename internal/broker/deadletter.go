@@ -23,6 +23,9 @@ type DeadLetter struct {
 	Attempt         int       `json:"attempt"`
 	Key             string    `json:"key"`
 	Value           string    `json:"value"`
+	// TraceParent is the trace context of the message it carries, when
+	// it was traced: the order's request, in the tracing backend.
+	TraceParent string `json:"traceparent,omitempty"`
 
 	message kafka.Message
 }
@@ -74,7 +77,8 @@ func readPartition(ctx context.Context, brokers []string, topic string, partitio
 		}
 		letters = append(letters, DeadLetter{Partition: m.Partition, Offset: m.Offset, Time: m.Time,
 			Error: Header(m, HeaderError), SourceTopic: Header(m, HeaderTopic), SourcePartition: Header(m, HeaderPartition),
-			SourceOffset: Header(m, HeaderOffset), Attempt: Attempt(m), Key: string(m.Key), Value: string(m.Value), message: m})
+			SourceOffset: Header(m, HeaderOffset), Attempt: Attempt(m), Key: string(m.Key), Value: string(m.Value),
+			TraceParent: Header(m, "traceparent"), message: m})
 		if m.Offset >= end-1 {
 			return letters, nil
 		}

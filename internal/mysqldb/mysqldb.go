@@ -57,9 +57,11 @@ func Open(dsn string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("MySQL connector: %w", err)
 	}
-	db := sql.OpenDB(connector)
+	var db *sql.DB
 	if telemetry.Enabled() {
 		db = traced(connector)
+	} else {
+		db = sql.OpenDB(connector)
 	}
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(16)
