@@ -60,12 +60,6 @@ func OpenRedis(ctx context.Context, c Common, logger *slog.Logger) (redis.Univer
 	for _, w := range warnings {
 		logger.Warn(w)
 	}
-	if telemetry.Enabled() {
-		if err := redisconn.Trace(rdb); err != nil {
-			_ = rdb.Close()
-			return nil, err
-		}
-	}
 	if err := redisconn.CheckNode(ctx, rdb); err != nil {
 		_ = rdb.Close()
 		return nil, err

@@ -69,22 +69,35 @@ func (c Config) Validate() error {
 }
 
 // New is the client of c's topology, not yet checked (see Open).
+//
+// While tracing is on (telemetry.Enabled) its commands are spans (trace):
+// from its creation, since on a cluster redisotel hooks only the node
+// clients made after it.
 func New(c Config) (redis.UniversalClient, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	var rdb redis.UniversalClient
 	if len(c.Cluster) > 0 {
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Cluster, Password: c.Password,
 			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
 			MaxRetries: maxRetries, DialerRetries: dialRetries, ClusterStateReloadInterval: stateReload,
-		}), nil
+		})
+	} else {
+		rdb = redis.NewClient(&redis.Options{
+			Addr: c.Addr, Password: c.Password, DB: c.DB,
+			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
+			MaxRetries: maxRetries, DialerRetries: dialRetries,
+		})
 	}
-	return redis.NewClient(&redis.Options{
-		Addr: c.Addr, Password: c.Password, DB: c.DB,
-		DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
-		MaxRetries: maxRetries, DialerRetries: dialRetries,
-	}), nil
+	if telemetry.Enabled() {
+		if err := trace(rdb); err != nil {
+			_ = rdb.Close()
+			return nil, err
+		}
+	}
+	return rdb, nil
 }
 
 // Open is New, checked: a cluster is refused at start unless some seed
@@ -256,7 +269,7 @@ func ReplicationIDs(ctx context.Context, rdb redis.UniversalClient) (map[string]
 	return ids, err
 }
 
-// Trace makes each command of rdb a span of the traced operation that
+// trace makes each command of rdb a span of the traced operation that
 // sends it (redisotel; on a cluster, on every node the client meets). The
 // spans carry no command text: login codes and session tokens are among
 // the arguments. A new connection's handshake is no span: its CLIENT
@@ -267,7 +280,7 @@ func ReplicationIDs(ctx context.Context, rdb redis.UniversalClient) (map[string]
 // through runtime.Stack (go-redis's goroutine id check): profiled at 1 %
 // sampling, that was most of the api's tracing cost, for batches that
 // belong to no request.
-func Trace(rdb redis.UniversalClient) error {
+func trace(rdb redis.UniversalClient) error {
 	err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(telemetry.ChildrenOnly()),
 		redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false), redisotel.WithCommandFilter(handshake),
 		redisotel.WithCommandsFilter(func([]redis.Cmder) bool { return true }))

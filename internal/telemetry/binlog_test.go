@@ -17,7 +17,6 @@ import (
 	"github.com/seckill/seckill/internal/binlog"
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/mysqldb"
-	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/shop"
 	"github.com/seckill/seckill/internal/testsupport"
@@ -39,9 +38,6 @@ func TestInvalidationIsASpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	if err := redisconn.Trace(r.Client); err != nil {
-		t.Fatal(err)
-	}
 	retry := broker.NewWriter(k.Brokers, k.MustTopic(t, 1))
 	t.Cleanup(func() { _ = retry.Close() })
 	var id [4]byte

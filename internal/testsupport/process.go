@@ -18,21 +18,55 @@ import (
 	"time"
 )
 
+// builds are the binaries MustBuild made in this test process, by
+// package directory.
+var builds struct {
+	sync.Mutex
+	dir  string
+	bins map[string]string
+}
+
 // MustBuild compiles the main package in dir (relative to the test's
-// working directory) and returns the binary's path.
+// working directory) once per test process and returns the binary's path:
+// the tests that run the same program share it (a link takes seconds, and
+// the e2e tests start the api and the order-writer dozens of times). A
+// package whose tests use it removes the binaries in its TestMain
+// (RemoveBuilds).
 func MustBuild(tb testing.TB, dir string) string {
 	tb.Helper()
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out := filepath.Join(tb.TempDir(), filepath.Base(abs))
+	builds.Lock()
+	defer builds.Unlock()
+	if bin, ok := builds.bins[abs]; ok {
+		return bin
+	}
+	if builds.dir == "" {
+		if builds.dir, err = os.MkdirTemp("", "seckill-test-bin-"); err != nil {
+			tb.Fatal(err)
+		}
+		builds.bins = map[string]string{}
+	}
+	out := filepath.Join(builds.dir, filepath.Base(abs))
 	cmd := exec.Command("go", "build", "-o", out, ".")
 	cmd.Dir = dir
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("go build %s: %v\n%s", dir, err, msg)
 	}
+	builds.bins[abs] = out
 	return out
+}
+
+// RemoveBuilds deletes the binaries MustBuild made: from TestMain, after
+// the tests ran.
+func RemoveBuilds() {
+	builds.Lock()
+	defer builds.Unlock()
+	if builds.dir != "" {
+		_ = os.RemoveAll(builds.dir)
+	}
 }
 
 // FreeAddr is a loopback address with a port nobody listens on right now,
