@@ -97,7 +97,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{TargetHeader: echo.HeaderXRequestID}))
 	if telemetry.Enabled() {
-		e.Server.Handler = traced(e)
+		e.Server.Handler = traced(e, cfg.TrustedProxies)
 		e.Use(nameSpan)
 	}
 	e.Use(observe(deps.Registry))
@@ -214,13 +214,35 @@ func requestID(c echo.Context) string {
 
 // traced makes every request a server span (otelhttp, the maintained
 // net/http instrumentation: the contrib otelecho package is gone, and
-// labstack's successor needs echo v5), continuing the trace of a caller's
-// traceparent header. The probes are no spans: a load balancer's every
-// second would outnumber the buyers.
-func traced(h http.Handler) http.Handler {
+// labstack's successor needs echo v5). The probes are no spans: a load
+// balancer's every second would outnumber the buyers.
+//
+// A caller's traceparent header is continued only from a trusted proxy
+// (SECKILL_API_TRUSTED_PROXIES, as for X-Forwarded-For). From anyone else
+// the request starts a trace of its own, linked to the caller's: a crowd
+// that marks every request sampled would otherwise have each one traced
+// whatever the sampling ratio.
+func traced(h http.Handler, trusted []*net.IPNet) http.Handler {
 	return otelhttp.NewHandler(h, "http.server",
 		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path != "/healthz" && r.URL.Path != "/readyz" }),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
+		otelhttp.WithPublicEndpointFn(func(r *http.Request) bool { return !fromTrusted(r.RemoteAddr, trusted) }))
+}
+
+// fromTrusted reports whether a connection's remote address is in one of
+// the trusted networks.
+func fromTrusted(remote string, trusted []*net.IPNet) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	for _, n := range trusted {
+		if ip != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // nameSpan names the request's span by its route template once echo has

@@ -253,7 +253,8 @@ func TestOneOrderIsOneTrace(t *testing.T) {
 }
 
 func oneOrderIsOneTrace(t *testing.T, autopipeline bool) {
-	s := startSale(t, map[string]string{"SECKILL_REDIS_AUTOPIPELINE": fmt.Sprint(autopipeline)}, nil)
+	// The test is the API's trusted proxy: its traceparent is continued.
+	s := startSale(t, map[string]string{"SECKILL_REDIS_AUTOPIPELINE": fmt.Sprint(autopipeline), "SECKILL_API_TRUSTED_PROXIES": "127.0.0.1/32"}, nil)
 	token := s.login(t, "13800000001")
 
 	var traceID trace.TraceID
@@ -340,6 +341,38 @@ func oneOrderIsOneTrace(t *testing.T, autopipeline bool) {
 	}
 	if insert.SpanKind != trace.SpanKindClient || !insert.Parent.IsValid() {
 		t.Errorf("INSERT span kind %v parent %v: want a client span inside the batch", insert.SpanKind, insert.Parent)
+	}
+}
+
+// TestAStrangersTraceIsLinkedNotContinued: a traceparent from a client
+// that is no trusted proxy does not decide the API's trace: the request
+// starts one of its own, linked to the client's span.
+func TestAStrangersTraceIsLinkedNotContinued(t *testing.T) {
+	s := startSale(t, nil, nil)
+	token := s.login(t, "13800000002")
+	var traceID trace.TraceID
+	if _, err := rand.Read(traceID[:]); err != nil {
+		t.Fatal(err)
+	}
+	parent := fmt.Sprintf("00-%s-%s-01", traceID, "00f067aa0ba902b7")
+	post(t, fmt.Sprintf("%s/voucher-order/seckill/%d", s.api, s.voucher), map[string]string{"authorization": token, "traceparent": parent}, "")
+
+	var linked []tracetest.SpanStub
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		var own []tracetest.SpanStub
+		if own, linked = ended(traceID); len(own) > 0 {
+			t.Fatalf("the API continued a stranger's trace: %v", names(own))
+		}
+		if _, ok := find(linked, named("POST /voucher-order/seckill/:id")); ok {
+			break
+		}
+	}
+	server, ok := find(linked, named("POST /voucher-order/seckill/:id"))
+	if !ok {
+		t.Fatalf("no server span links to the client's span; spans linking to its trace: %v", names(linked))
+	}
+	if server.Parent.IsValid() || server.Links[0].SpanContext.SpanID().String() != "00f067aa0ba902b7" {
+		t.Errorf("server span: parent %v, links %v: want a root linked to the client's span", server.Parent, server.Links)
 	}
 }
 
