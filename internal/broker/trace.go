@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel"
@@ -66,7 +67,7 @@ func Links(msgs []kafka.Message) []trace.Link {
 	for _, m := range msgs {
 		if sc := TraceOf(m); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{
-				attribute.Int("messaging.kafka.partition", m.Partition), attribute.Int64("messaging.kafka.offset", m.Offset)}})
+				attribute.String("messaging.destination.partition.id", strconv.Itoa(m.Partition)), attribute.Int64("messaging.kafka.offset", m.Offset)}})
 		}
 	}
 	return links
