@@ -8,8 +8,9 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/telemetry/export"
 )
 
 func main() {
-	os.Exit(app.Main("cache-invalidator", config.LoadCacheInvalidator, app.NewCacheInvalidator))
+	os.Exit(app.Main("cache-invalidator", config.LoadCacheInvalidator, app.NewCacheInvalidator, export.Setup))
 }

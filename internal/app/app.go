@@ -159,10 +159,12 @@ func (cs closers) Close() error {
 }
 
 // Main is a program's main: it loads the configuration from the
-// environment (a bad variable is named on stderr, exit 1), builds the
-// program, runs it until SIGINT or SIGTERM, and closes it. It returns the
-// exit code.
-func Main[C any, P Program](name string, load func(config.Lookup) (C, error), build func(C, io.Writer) P) int {
+// environment (a bad variable is named on stderr, exit 1), turns tracing
+// on as the OTEL variables say (export.Setup, passed by the main so that
+// only the mains link the exporters), builds the program, runs it until
+// SIGINT or SIGTERM, closes it and flushes its spans. It returns the exit
+// code.
+func Main[C any, P Program](name string, load func(config.Lookup) (C, error), build func(C, io.Writer) P, tracing telemetry.Setup) int {
 	cfg, err := load(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: configuration:\n%v\n", name, err)
@@ -170,7 +172,7 @@ func Main[C any, P Program](name string, load func(config.Lookup) (C, error), bu
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	tracing, err := telemetry.Setup(ctx, "seckill-"+name, os.LookupEnv)
+	stopTracing, err := tracing(ctx, "seckill-"+name, os.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: tracing: %v\n", name, err)
 		return 1
@@ -179,7 +181,7 @@ func Main[C any, P Program](name string, load func(config.Lookup) (C, error), bu
 		// The spans of the last seconds, before the process ends.
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := tracing.Shutdown(sctx); err != nil {
+		if err := stopTracing(sctx); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		}
 	}()

@@ -17,45 +17,6 @@ func env(vars map[string]string) telemetry.Lookup {
 	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 }
 
-// TestSetupIsOffByDefault: without an exporter named, Setup installs
-// nothing and exports nothing; a variable that cannot work fails the
-// start instead of falling back. (An exporter named turns it on: the
-// programs' test, internal/e2e TestTracingFromTheEnvironment.)
-func TestSetupIsOffByDefault(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		vars map[string]string
-		err  string
-	}{
-		{name: "nothing set", vars: map[string]string{}},
-		{name: "empty exporter", vars: map[string]string{"OTEL_TRACES_EXPORTER": " "}},
-		{name: "exporter none", vars: map[string]string{"OTEL_TRACES_EXPORTER": "none"}},
-		{name: "sdk disabled", vars: map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}},
-		{name: "sampler without exporter", vars: map[string]string{"OTEL_TRACES_SAMPLER": "nonsense"}},
-		{name: "bad sampler", vars: map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_TRACES_SAMPLER": "sometimes"}, err: `OTEL_TRACES_SAMPLER="sometimes"`},
-		{name: "bad ratio", vars: map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_TRACES_SAMPLER_ARG": "2"}, err: `OTEL_TRACES_SAMPLER_ARG="2"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tr, err := telemetry.Setup(context.Background(), "seckill-test", env(tc.vars))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("Setup: %v, want an error naming %s", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tr.On() {
-				t.Errorf("tracing on")
-			}
-			if err := tr.Shutdown(context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-}
-
 // TestSampler: the ratio samplers follow a sampled link (a batch of
 // sampled orders is sampled), and a parent's decision stands.
 func TestSampler(t *testing.T) {
