@@ -20,7 +20,9 @@ const DefaultSampler = "parentbased_traceidratio"
 //
 // A new trace with links (a writer's batch, linked to its orders) is
 // sampled when one of the traces it links to was, whatever the ratio:
-// at 1 % every sampled order still shows the batch that wrote it.
+// at 1 % every sampled order still shows the batch that wrote it. Not a
+// server span's: its link is a stranger's traceparent (the API continues
+// only a trusted proxy's), whose sampled flag anyone can set.
 func Sampler(env Lookup) (sdktrace.Sampler, error) {
 	name, _ := env("OTEL_TRACES_SAMPLER")
 	name = strings.TrimSpace(name)
@@ -57,6 +59,9 @@ func Sampler(env Lookup) (sdktrace.Sampler, error) {
 type followLinks struct{ root sdktrace.Sampler }
 
 func (s followLinks) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if p.Kind == trace.SpanKindServer {
+		return s.root.ShouldSample(p)
+	}
 	for _, l := range p.Links {
 		if l.SpanContext.IsSampled() {
 			return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample,

@@ -28,6 +28,7 @@ func TestSampler(t *testing.T) {
 		name    string
 		vars    map[string]string
 		parent  oteltrace.SpanContext
+		kind    oteltrace.SpanKind
 		links   []oteltrace.SpanContext
 		sampled bool
 	}{
@@ -35,6 +36,8 @@ func TestSampler(t *testing.T) {
 		{name: "1 % refuses a root", vars: map[string]string{"OTEL_TRACES_SAMPLER_ARG": "0.01"}},
 		{name: "1 % samples a root linked to a sampled span", vars: map[string]string{"OTEL_TRACES_SAMPLER_ARG": "0.01"}, links: []oteltrace.SpanContext{unsampled, sampled}, sampled: true},
 		{name: "1 % refuses a root linked to unsampled spans", vars: map[string]string{"OTEL_TRACES_SAMPLER_ARG": "0.01"}, links: []oteltrace.SpanContext{unsampled}},
+		{name: "1 % refuses a server span linked to a stranger's sampled span", vars: map[string]string{"OTEL_TRACES_SAMPLER_ARG": "0.01"},
+			kind: oteltrace.SpanKindServer, links: []oteltrace.SpanContext{sampled}},
 		{name: "a sampled parent stands", vars: map[string]string{"OTEL_TRACES_SAMPLER_ARG": "0"}, parent: sampled, sampled: true},
 		{name: "an unsampled parent stands", vars: map[string]string{}, parent: unsampled},
 		{name: "always_off ignores links", vars: map[string]string{"OTEL_TRACES_SAMPLER": "always_off"}, links: []oteltrace.SpanContext{sampled}},
@@ -49,7 +52,7 @@ func TestSampler(t *testing.T) {
 			if tc.parent.IsValid() {
 				ctx = oteltrace.ContextWithSpanContext(ctx, tc.parent)
 			}
-			p := trace.SamplingParameters{ParentContext: ctx, TraceID: refused, Name: "process seckill.orders"}
+			p := trace.SamplingParameters{ParentContext: ctx, TraceID: refused, Name: "process seckill.orders", Kind: tc.kind}
 			for _, l := range tc.links {
 				p.Links = append(p.Links, oteltrace.Link{SpanContext: l})
 			}
