@@ -193,6 +193,9 @@ for n in 0 1 2 3; do
   deploy/local/haproxy.sh config "$lb" "${api_addrs[@]:0:$((n == 0 ? 3 : n))}" > "$stack/bench-haproxy.cfg"
   haproxy -db -f "$stack/bench-haproxy.cfg" &
   lb_pid=$!
+  # Among the pids, so that a run that fails stops it too: the exit's
+  # cleanup waits for every child.
+  pids+=($lb_pid)
   for _ in $(seq 1 40); do curl -fsS "http://$lb/readyz" >/dev/null 2>&1 && break; sleep 0.25; done
   echo
   if [ "$n" = 0 ]; then
