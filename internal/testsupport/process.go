@@ -75,20 +75,38 @@ func RemoveBuilds() {
 // connection, so a program started on it a moment later could find it taken
 // (CI saw "bind: address already in use" that way). The band 23000–26999
 // stays clear of the stack's fixed ports, of the cluster buses (27001–27006)
-// and of freeClusterPort's pairs.
+// and of freeClusterPort's pairs. A port is handed out once per test
+// process: two parallel tests that drew the same free port, neither yet
+// listening, both got it, and the second program's bind failed (make test
+// saw it once in a run of the e2e package).
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
+	handed.Lock()
+	defer handed.Unlock()
 	for range 100 {
 		addr := "127.0.0.1:" + strconv.Itoa(23000+rand.IntN(4000))
+		if handed.addrs[addr] {
+			continue
+		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
 		}
 		_ = ln.Close()
+		if handed.addrs == nil {
+			handed.addrs = map[string]bool{}
+		}
+		handed.addrs[addr] = true
 		return addr
 	}
 	tb.Fatal("no free loopback port in 23000–26999")
 	return ""
+}
+
+// handed are the addresses FreeAddr gave out in this process.
+var handed struct {
+	sync.Mutex
+	addrs map[string]bool
 }
 
 // Process is a program started by a test, its output kept for assertions.
