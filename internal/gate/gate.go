@@ -42,10 +42,14 @@ var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.
 // of them, and this span is the request's view of it. The reservation
 // keeps the span's traceparent when it is sampled.
 func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d order.Decision, err error) {
-	ctx, span := tracer.Start(ctx, "seckill gate", trace.WithAttributes(
-		attribute.String("db.operation.name", "EVALSHA"), attribute.String("db.stored_procedure.name", "seckill.lua"),
-		attribute.Bool("seckill.autopipelined", s.gate != s.rdb),
-		attribute.Int64("seckill.voucher_id", voucherID), attribute.Int64("seckill.order_id", orderID)))
+	ctx, span := tracer.Start(ctx, "seckill gate")
+	// Built only for a span that records: the gate is every buyer's call,
+	// and tracing is off or unsampled for almost all of them.
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("db.operation.name", "EVALSHA"), attribute.String("db.stored_procedure.name", "seckill.lua"),
+			attribute.Bool("seckill.autopipelined", s.gate != s.rdb),
+			attribute.Int64("seckill.voucher_id", voucherID), attribute.Int64("seckill.order_id", orderID))
+	}
 	defer func() { endGateSpan(span, d, err) }()
 	res, err := lua.Seckill.Run(ctx, s.gate, s.KeysOf(voucherID).list(),
 		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx)).Int64Slice()
@@ -68,6 +72,10 @@ var tracer = otel.Tracer("github.com/seckill/seckill/internal/gate")
 // endGateSpan records the gate's answer on its span: a refusal is the
 // sale's outcome, not the span's failure; an error is.
 func endGateSpan(span trace.Span, d order.Decision, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	switch {
 	case err != nil:
 		span.RecordError(err)
