@@ -57,3 +57,36 @@ func TestQuantileOfHistogramDifference(t *testing.T) {
 		t.Fatalf("p99 of nothing %v, want 0", got)
 	}
 }
+
+// A warm-up's refusals may have fallen on any voucher: the audit of each
+// allows up to all of them, never more than its buyers, and still catches
+// a unit lost or sold twice.
+func TestSpreadExpect(t *testing.T) {
+	tests := []struct {
+		name             string
+		buyers, refused  int64
+		orders           int64
+		want             Expect
+		violationsWanted int
+	}{
+		{"NoneRefused", 100, 0, 100, Expect{Users: 100, Stock: 100, Accepted: 100}, 0},
+		{"SomeRefusedHere", 100, 7, 95, Expect{Users: 100, Stock: 100, Accepted: 93, Unanswered: 7}, 0},
+		{"RefusedElsewhere", 100, 7, 100, Expect{Users: 100, Stock: 100, Accepted: 93, Unanswered: 7}, 0},
+		{"MoreRefusedThanBuyers", 100, 250, 0, Expect{Users: 100, Stock: 100, Accepted: 0, Unanswered: 100}, 0},
+		{"TooFewOrders", 100, 7, 92, Expect{Users: 100, Stock: 100, Accepted: 93, Unanswered: 7}, 1},
+		{"Oversold", 100, 7, 101, Expect{Users: 100, Stock: 100, Accepted: 93, Unanswered: 7}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := spreadExpect(tt.buyers, tt.refused)
+			if got != tt.want {
+				t.Fatalf("spreadExpect(%d, %d) = %+v, want %+v", tt.buyers, tt.refused, got, tt.want)
+			}
+			left := got.Stock - tt.orders
+			a := Audit{Expect: got, Orders: tt.orders, DistinctUsers: tt.orders, MySQLStock: left, RedisStock: left}
+			if v := a.violations(); len(v) != tt.violationsWanted {
+				t.Fatalf("violations %q, want %d", v, tt.violationsWanted)
+			}
+		})
+	}
+}

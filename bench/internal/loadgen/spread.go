@@ -27,6 +27,12 @@ type SpreadConfig struct {
 	// Save writes this run's figures there; Beside reads an earlier run's
 	// (the other topology) to print both side by side.
 	Save, Beside string
+	// Warmup tolerates requests that were not accepted: a warm-up runs
+	// on brokers that may have just restarted, whose first minute (the
+	// JIT compiling on two shared cores) can be slow enough for
+	// publishes to time out. Its audit still checks every invariant that
+	// does not need to know which voucher a refusal fell on.
+	Warmup bool
 }
 
 // SpreadFigures are one topology's figures.
@@ -173,11 +179,12 @@ func (s *Sale) spreadRun(ctx context.Context, out io.Writer, cfg SpreadConfig, t
 	}
 	end := time.Now()
 	fmt.Fprintln(out, rep)
-	if rep.OK != int64(len(tokens)) {
+	refused := int64(len(tokens)) - rep.OK
+	if refused > 0 && !cfg.Warmup {
 		return rep, 0, fmt.Errorf("%s: %d of %d requests accepted: %v", name, rep.OK, len(tokens), rep.Outcomes)
 	}
 	for i, v := range vouchers {
-		a, err := s.AuditSale(ctx, v, Expect{Users: buyers[i], Stock: buyers[i], Accepted: buyers[i]}, end, 60*time.Second, lag)
+		a, err := s.AuditSale(ctx, v, spreadExpect(buyers[i], refused), end, 60*time.Second, lag)
 		if err != nil {
 			return rep, 0, err
 		}
@@ -187,4 +194,15 @@ func (s *Sale) spreadRun(ctx context.Context, out io.Writer, cfg SpreadConfig, t
 	}
 	fmt.Fprintf(out, "audit: the %d vouchers OK (on %d masters)\n", cfg.Vouchers, len(masters))
 	return rep, len(masters), nil
+}
+
+// spreadExpect is what the audit of a voucher with buyers buyers, each
+// with a unit, expects when refused requests of the run were not accepted.
+// Which vouchers they fell on is not kept, and an answer such as "reserved,
+// the queue is slow" still becomes an order: so up to refused of this
+// voucher's buyers may or may not have an order, as for clients that hung
+// up.
+func spreadExpect(buyers, refused int64) Expect {
+	unknown := min(refused, buyers)
+	return Expect{Users: buyers, Stock: buyers, Accepted: buyers - unknown, Unanswered: unknown}
 }
