@@ -190,8 +190,9 @@ lb=${BENCH_LB_ADDR:-127.0.0.1:18080}
 # n=0: a warm-up through all three, not recorded: the cluster's brokers may
 # have restarted since their last load (the failure tests restart them),
 # and their JIT costs CPU at first, enough on two shared cores for some
-# publishes to time out: the warm-up counts its refusals (503s, nothing
-# else) and audits with them; the recorded runs want every request accepted.
+# publishes to time out: the warm-up counts its refusals (503s, a tenth of
+# the run at most) and audits with them; the recorded runs want every
+# request accepted.
 for n in 0 1 2 3; do
   deploy/local/haproxy.sh config "$lb" "${api_addrs[@]:0:$((n == 0 ? 3 : n))}" > "$stack/bench-haproxy.cfg"
   haproxy -db -f "$stack/bench-haproxy.cfg" &

@@ -91,23 +91,30 @@ func TestSpreadExpect(t *testing.T) {
 	}
 }
 
-func TestWarmupToleratesOnlyUnavailable(t *testing.T) {
+func TestWarmupToleratesColdRefusalsOnly(t *testing.T) {
+	const notTaken = "503 flash sale temporarily unavailable: your order was not taken, try again shortly"
 	tests := []struct {
 		name     string
 		outcomes map[string]int64
 		want     bool
 	}{
-		{"AllOK", map[string]int64{"ok": 10}, true},
-		{"NotTaken", map[string]int64{"ok": 8, "503 flash sale temporarily unavailable: your order was not taken, try again shortly": 2}, true},
-		{"ReservedQueueSlow", map[string]int64{"ok": 9, "503 your order is reserved but the order queue is slow: it will be processed; follow it by its id": 1}, true},
-		{"ServerFault", map[string]int64{"ok": 9, "500 internal error": 1}, false},
-		{"TransportError", map[string]int64{"ok": 9, "transport error: connection refused": 1}, false},
-		{"SoldOut", map[string]int64{"ok": 9, "200 sold out": 1}, false},
+		{"AllOK", map[string]int64{"ok": 100}, true},
+		{"NotTaken", map[string]int64{"ok": 98, notTaken: 2}, true},
+		{"ReservedQueueSlow", map[string]int64{"ok": 99, "503 your order is reserved but the order queue is slow: it will be processed; follow it by its id": 1}, true},
+		{"ATenth", map[string]int64{"ok": 90, notTaken: 10}, true},
+		{"MostlyRefused", map[string]int64{"ok": 89, notTaken: 11}, false},
+		{"ServerFault", map[string]int64{"ok": 99, "500 internal error": 1}, false},
+		{"TransportError", map[string]int64{"ok": 99, "transport error: connection refused": 1}, false},
+		{"SoldOut", map[string]int64{"ok": 99, "200 sold out": 1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := onlyUnavailable(tt.outcomes); got != tt.want {
-				t.Fatalf("onlyUnavailable(%v) = %v, want %v", tt.outcomes, got, tt.want)
+			var requests int64
+			for _, n := range tt.outcomes {
+				requests += n
+			}
+			if got := coldRefusals(tt.outcomes, requests-tt.outcomes["ok"], requests); got != tt.want {
+				t.Fatalf("coldRefusals(%v) = %v, want %v", tt.outcomes, got, tt.want)
 			}
 		})
 	}

@@ -181,7 +181,7 @@ func (s *Sale) spreadRun(ctx context.Context, out io.Writer, cfg SpreadConfig, t
 	end := time.Now()
 	fmt.Fprintln(out, rep)
 	refused := int64(len(tokens)) - rep.OK
-	if refused > 0 && (!cfg.Warmup || !onlyUnavailable(rep.Outcomes)) {
+	if refused > 0 && (!cfg.Warmup || !coldRefusals(rep.Outcomes, refused, int64(len(tokens)))) {
 		return rep, 0, fmt.Errorf("%s: %d of %d requests accepted: %v", name, rep.OK, len(tokens), rep.Outcomes)
 	}
 	for i, v := range vouchers {
@@ -197,11 +197,15 @@ func (s *Sale) spreadRun(ctx context.Context, out io.Writer, cfg SpreadConfig, t
 	return rep, len(masters), nil
 }
 
-// onlyUnavailable reports whether every answer but "ok" is a 503, what the
-// api answers when a publish does not complete in time: a cold cluster's
-// refusal. Anything else (a 500, a transport error, a sold-out) is a
-// defect even in a warm-up.
-func onlyUnavailable(outcomes map[string]int64) bool {
+// coldRefusals reports whether the refused of a warm-up's requests look
+// like a cold cluster's: every answer but "ok" a 503, what the api answers
+// when a publish does not complete in time, and no more than a tenth of
+// them (a cold cluster refused 1.3 %). Anything else (a 500, a transport
+// error, a sold-out, a run mostly refused) is a defect even in a warm-up.
+func coldRefusals(outcomes map[string]int64, refused, requests int64) bool {
+	if refused*10 > requests {
+		return false
+	}
 	for o := range outcomes {
 		if o != "ok" && !strings.HasPrefix(o, "503 ") {
 			return false
