@@ -134,7 +134,7 @@ func TestMissingShopQueriesMySQLOnce(t *testing.T) {
 			var answer string
 			res, err := client.Get(url)
 			if err == nil {
-				var body struct{ ErrorMsg string }
+				var body envelope
 				err = json.NewDecoder(res.Body).Decode(&body)
 				res.Body.Close()
 				answer = strconv.Itoa(res.StatusCode) + " " + body.ErrorMsg

@@ -103,22 +103,15 @@ func (c *Cluster) ReplicaOf(tb testing.TB, master string) string {
 }
 
 // freeClusterPort is a port free for a node and for its cluster bus (the
-// port + 10000), both below the ephemeral range.
+// port + 10000), both below the ephemeral range, handed out once per test
+// process as FreeAddr's are.
 func freeClusterPort(tb testing.TB) string {
 	tb.Helper()
 	for range 100 {
 		p := 20000 + rand.IntN(2700)
-		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
+		if free(p) && free(p+10000) && handOut(p, p+10000) {
+			return strconv.Itoa(p)
 		}
-		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
-		a.Close()
-		if err != nil {
-			continue
-		}
-		b.Close()
-		return strconv.Itoa(p)
 	}
 	tb.Fatal("no free port pair for a cluster node")
 	return ""

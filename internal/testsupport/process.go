@@ -75,38 +75,54 @@ func RemoveBuilds() {
 // connection, so a program started on it a moment later could find it taken
 // (CI saw "bind: address already in use" that way). The band 23000–26999
 // stays clear of the stack's fixed ports, of the cluster buses (27001–27006)
-// and of freeClusterPort's pairs. A port is handed out once per test
-// process: two parallel tests that drew the same free port, neither yet
-// listening, both got it, and the second program's bind failed (make test
-// saw it once in a run of the e2e package).
+// and of freeClusterPort's pairs.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	handed.Lock()
-	defer handed.Unlock()
 	for range 100 {
-		addr := "127.0.0.1:" + strconv.Itoa(23000+rand.IntN(4000))
-		if handed.addrs[addr] {
-			continue
+		port := 23000 + rand.IntN(4000)
+		if free(port) && handOut(port) {
+			return "127.0.0.1:" + strconv.Itoa(port)
 		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		_ = ln.Close()
-		if handed.addrs == nil {
-			handed.addrs = map[string]bool{}
-		}
-		handed.addrs[addr] = true
-		return addr
 	}
 	tb.Fatal("no free loopback port in 23000–26999")
 	return ""
 }
 
-// handed are the addresses FreeAddr gave out in this process.
+// free reports whether nobody listens on the loopback port right now.
+func free(port int) bool {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	_ = ln.Close()
+	return true
+}
+
+// handOut reserves ports for the caller, unless one of them was handed out
+// before in this test process: two parallel tests that drew the same free
+// port, neither yet listening, both got it, and the second program's bind
+// failed (make test saw it once in a run of the e2e package).
+func handOut(ports ...int) bool {
+	handed.Lock()
+	defer handed.Unlock()
+	for _, p := range ports {
+		if handed.ports[p] {
+			return false
+		}
+	}
+	if handed.ports == nil {
+		handed.ports = map[int]bool{}
+	}
+	for _, p := range ports {
+		handed.ports[p] = true
+	}
+	return true
+}
+
+// handed are the ports handOut gave out in this process.
 var handed struct {
 	sync.Mutex
-	addrs map[string]bool
+	ports map[int]bool
 }
 
 // Process is a program started by a test, its output kept for assertions.
