@@ -82,6 +82,15 @@ var RecordSettled = mustLoad("record_settled.lua")
 // a reuse, and deletes the family on a reuse.
 var RefreshRotate = mustLoad("refresh_rotate.lua")
 
+// RefreshIndex indexes a new refresh family under its user and reads the
+// user's logout generation.
+var RefreshIndex = mustLoad("refresh_index.lua")
+
+// RefreshLogoutUser raises a user's logout generation and empties the
+// index of the user's refresh families.
+var RefreshLogoutUser = mustLoad("refresh_logout_user.lua")
+
+
 // all is every script, for LoadAll.
 var all []*redis.Script
 

@@ -49,9 +49,12 @@ type SessionStore interface {
 	End(ctx context.Context, u user.User, token string, everywhere bool) error
 }
 
-// Refresher exchanges a refresh token for a new grant (the jwt mode).
+// Refresher exchanges a refresh token for a new grant, and ends the login
+// a client proves it holds by an access token signed by us (expired or
+// not) or its refresh token (the jwt mode).
 type Refresher interface {
 	Refresh(ctx context.Context, refresh string) (user.Grant, error)
+	EndHeld(ctx context.Context, token, refresh string, everywhere bool) error
 }
 
 // Deps are the services behind the routes, built by the program's wiring
@@ -95,6 +98,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 
 	s := &Server{echo: e, ln: ln, logger: deps.Logger, cfg: cfg, deps: deps}
 	e.HTTPErrorHandler = s.handleError
+	e.Pre(forwardedProtoFrom(cfg.TrustedProxies))
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{TargetHeader: echo.HeaderXRequestID}))
 	if telemetry.Enabled() {
 		e.Server.Handler = traced(e, cfg.TrustedProxies)
@@ -126,7 +130,13 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.GET("/user/me", s.me, s.requireUser)
 	e.GET("/user/info/:id", s.userInfo, s.requireUser)
 	e.GET("/user/:id", s.userByID, s.otherMethodsOf("/user/"), s.requireUser)
-	e.POST("/user/logout", s.logout, s.requireUser)
+	// The jwt mode's logout proves the login itself (an expired token
+	// still ends its login); the redis mode's needs a live session.
+	if deps.Refresher != nil {
+		e.POST("/user/logout", s.logout)
+	} else {
+		e.POST("/user/logout", s.logout, s.requireUser)
+	}
 	e.POST("/user/refresh", s.refresh, s.rateLimit("refresh", cfg.Limits.Login))
 	if len(deps.JWKS) > 0 {
 		e.GET("/.well-known/jwks.json", s.jwks)
@@ -166,6 +176,24 @@ func ipExtractor(trusted []*net.IPNet) echo.IPExtractor {
 		opts = append(opts, echo.TrustIPRange(n))
 	}
 	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// forwardedProtoFrom drops the headers that tell echo the client came over
+// TLS (c.Scheme, the HSTS middleware) unless a trusted proxy sent them: on
+// plain HTTP a client's X-Forwarded-Proto must not make the refresh cookie
+// Secure (a browser would then never send it back) nor switch HSTS on.
+func forwardedProtoFrom(trusted []*net.IPNet) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if !fromTrusted(r.RemoteAddr, trusted) {
+				for _, h := range []string{echo.HeaderXForwardedProto, echo.HeaderXForwardedProtocol, echo.HeaderXForwardedSsl, echo.HeaderXUrlScheme} {
+					r.Header.Del(h)
+				}
+			}
+			return next(c)
+		}
+	}
 }
 
 // Addr is the bound address (useful with port 0).

@@ -62,24 +62,39 @@ func (s *Server) login(c echo.Context) error {
 // that only the refresh route gets and no script can read.
 func (s *Server) grant(c echo.Context, g user.Grant) error {
 	if g.Refresh != "" {
-		c.SetCookie(refreshCookie(c, g.Refresh, g.RefreshTTL))
+		setRefreshCookies(c, g.Refresh, g.RefreshTTL)
 	}
 	return c.JSON(http.StatusOK, OK(g.Access))
 }
 
-const (
-	refreshCookieName = "seckill_refresh"
-	refreshPath       = "/user/refresh"
-)
+const refreshCookieName = "seckill_refresh"
 
-// refreshCookie carries value for ttl; a zero ttl deletes it.
-func refreshCookie(c echo.Context, value string, ttl time.Duration) *http.Cookie {
+// refreshPaths are where the browser sends the refresh cookie: the refresh,
+// and the logout that must end the login after the access token expired.
+// One cookie per path, not Path=/user: the 7-day secret goes to these two
+// routes only (which is also why it has no __Host- prefix, which needs
+// Path=/; docs/sessions.md).
+var refreshPaths = []string{"/user/refresh", "/user/logout"}
+
+// setRefreshCookies carries value for ttl on each refresh path; a zero ttl
+// deletes them.
+func setRefreshCookies(c echo.Context, value string, ttl time.Duration) {
 	maxAge := int(ttl / time.Second)
 	if ttl == 0 {
 		maxAge = -1
 	}
-	return &http.Cookie{Name: refreshCookieName, Value: value, Path: refreshPath, MaxAge: maxAge,
-		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode}
+	for _, path := range refreshPaths {
+		c.SetCookie(&http.Cookie{Name: refreshCookieName, Value: value, Path: path, MaxAge: maxAge,
+			HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode})
+	}
+}
+
+// refreshCookieValue is the request's refresh cookie, if any.
+func refreshCookieValue(c echo.Context) string {
+	if ck, err := c.Cookie(refreshCookieName); err == nil {
+		return ck.Value
+	}
+	return ""
 }
 
 // errNoRefreshMode answers a refresh in the redis mode, whose sessions
@@ -91,14 +106,10 @@ func (s *Server) refresh(c echo.Context) error {
 	if s.deps.Refresher == nil {
 		return errNoRefreshMode
 	}
-	var value string
-	if ck, err := c.Cookie(refreshCookieName); err == nil {
-		value = ck.Value
-	}
-	g, err := s.deps.Refresher.Refresh(c.Request().Context(), value)
+	g, err := s.deps.Refresher.Refresh(c.Request().Context(), refreshCookieValue(c))
 	if err != nil {
 		if apperr.CodeOf(err) == apperr.Unauthorized {
-			c.SetCookie(refreshCookie(c, "", 0))
+			setRefreshCookies(c, "", 0)
 		}
 		return err
 	}
@@ -127,13 +138,23 @@ func (s *Server) logout(c echo.Context) error {
 	default:
 		return apperr.Errorf(apperr.Invalid, "query parameter all: want true or false, got %q", all)
 	}
+	ctx := c.Request().Context()
+	if s.deps.Refresher != nil {
+		err := s.deps.Refresher.EndHeld(ctx, sessionToken(c), refreshCookieValue(c), everywhere)
+		if err != nil && apperr.CodeOf(err) != apperr.Unauthorized {
+			return err
+		}
+		// A cookie that proved nothing is worth nothing either.
+		setRefreshCookies(c, "", 0)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, OK(nil))
+	}
 	token, _ := c.Get(ctxToken).(string)
 	u, _ := currentUser(c)
-	if err := s.deps.Sessions.End(c.Request().Context(), u, token, everywhere); err != nil {
+	if err := s.deps.Sessions.End(ctx, u, token, everywhere); err != nil {
 		return err
-	}
-	if s.deps.Refresher != nil {
-		c.SetCookie(refreshCookie(c, "", 0))
 	}
 	return c.JSON(http.StatusOK, OK(nil))
 }

@@ -260,7 +260,7 @@ func logoutUserCtl(cfg config.Ctl, uid int64, out io.Writer) error {
 		u := user.User{ID: uid}
 		redisSessions := user.NewCachedSessions(user.NewSessions(rdb, user.Keys{Prefix: cfg.Sale.KeyPrefix}, 0), rdb, time.Second, logger)
 		jkeys := jwtauth.Keys{Prefix: cfg.Sale.KeyPrefix}
-		jwtSessions := &jwtauth.Sessions{Families: jwtauth.NewFamilies(rdb, jkeys, 0, 0),
+		jwtSessions := &jwtauth.Sessions{Families: jwtauth.NewFamilies(rdb, jkeys, cfg.Sessions.RefreshTTL, 0),
 			Revocations: jwtauth.NewRevocations(rdb, jkeys.Revocations(), jwtauth.Lifetime(cfg.Sessions.AccessTTL), logger)}
 		if err := errors.Join(redisSessions.End(ctx, u, "", true), jwtSessions.End(ctx, u, "", true)); err != nil {
 			return err

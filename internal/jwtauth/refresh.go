@@ -30,13 +30,20 @@ var (
 // Keys names the jwt mode's Redis keys.
 type Keys struct{ Prefix string }
 
-// Family is a refresh family's hash: its user, when it started, the
-// current and the previous token's hash, and the sealed current token.
+// Family is a refresh family's hash: its user, when it started, the user's
+// logout generation then, the current and the previous token's hash, the
+// hashes of the tokens it retired, and the sealed current token.
 func (k Keys) Family(fid string) string { return k.Prefix + "jwt:family:{" + fid + "}" }
 
 // userFamilies is the set of a user's families, for "log out everywhere".
 func (k Keys) userFamilies(uid int64) string {
 	return k.Prefix + "jwt:families:{" + strconv.FormatInt(uid, 10) + "}"
+}
+
+// userLogouts is a user's logout generation, beside the set of families:
+// "log out everywhere" raises it in the same script that reads the set.
+func (k Keys) userLogouts(uid int64) string {
+	return k.Prefix + "jwt:logouts:{" + strconv.FormatInt(uid, 10) + "}"
 }
 
 // Revocations is the stream every API instance follows.
@@ -47,7 +54,8 @@ type familyRedis interface {
 	redis.Scripter
 	TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
-	SMembers(ctx context.Context, key string) *redis.StringSliceCmd
+	Get(ctx context.Context, key string) *redis.StringCmd
+	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
@@ -72,31 +80,35 @@ func (f *Families) TTL() time.Duration { return f.ttl }
 // secretBytes is 256 bits.
 const secretBytes = 32
 
+// keepIndex is how much longer than a family a user's index and logout
+// generation are kept: the generation must outlive every family it judges.
+const keepIndex = time.Minute
+
 // Start opens a family for user uid and returns its id and first token.
+// The family is indexed under its user first, reading the user's logout
+// generation, and stored with it second (they live in different slots):
+// a "log out everywhere" between the two steps raises the generation, and
+// the family is refused at its first refresh.
 func (f *Families) Start(ctx context.Context, uid int64, now time.Time) (fid, token string, err error) {
 	fid = rand.Text()
 	secret, err := newSecret()
 	if err != nil {
 		return "", "", err
 	}
+	gen, err := lua.RefreshIndex.Run(ctx, f.rdb, []string{f.keys.userFamilies(uid), f.keys.userLogouts(uid)},
+		fid, (f.ttl + keepIndex).Milliseconds()).Int64()
+	if err != nil {
+		return "", "", fmt.Errorf("index refresh family: %w", err)
+	}
 	key := f.keys.Family(fid)
 	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, "uid", strconv.FormatInt(uid, 10), "created", strconv.FormatInt(now.UnixMilli(), 10), "cur", digest(secret))
+		p.HSet(ctx, key, "uid", strconv.FormatInt(uid, 10), "created", strconv.FormatInt(now.UnixMilli(), 10),
+			"cur", digest(secret), "gen", strconv.FormatInt(gen, 10))
 		p.PExpire(ctx, key, f.ttl)
 		return nil
 	})
 	if err != nil {
 		return "", "", fmt.Errorf("store refresh family: %w", err)
-	}
-	// The user's set lives in another slot: a second step. A family
-	// missing from it (this step failed) still ends with its TTL.
-	index := f.keys.userFamilies(uid)
-	if _, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.SAdd(ctx, index, fid)
-		p.PExpire(ctx, index, f.ttl)
-		return nil
-	}); err != nil {
-		return "", "", fmt.Errorf("index refresh family: %w", err)
 	}
 	return fid, fid + "." + secret, nil
 }
@@ -106,6 +118,7 @@ type Rotation struct {
 	Family  string
 	UserID  int64
 	Created time.Time // the family's login
+	Gen     int64     // the user's logout generation at the login
 	Token   string    // the new refresh token
 }
 
@@ -134,25 +147,65 @@ func (f *Families) Rotate(ctx context.Context, token string) (Rotation, error) {
 	case "reused":
 		return Rotation{}, ErrRefreshReused
 	case "retry":
-		if len(res) != 4 {
+		if len(res) != 5 {
 			return Rotation{}, fmt.Errorf("rotate refresh token: script answered %q", res)
 		}
-		if next, err = unseal(secret, res[3]); err != nil {
+		if next, err = unseal(secret, res[4]); err != nil {
 			return Rotation{}, ErrRefreshUnknown
 		}
 	case "rotated":
 	default:
 		return Rotation{}, fmt.Errorf("rotate refresh token: script answered %q", res)
 	}
-	if len(res) < 3 {
+	if len(res) < 4 {
 		return Rotation{}, fmt.Errorf("rotate refresh token: script answered %q", res)
 	}
 	uid, err1 := strconv.ParseInt(res[1], 10, 64)
 	created, err2 := strconv.ParseInt(res[2], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
+	gen, err3 := strconv.ParseInt(res[3], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return Rotation{}, fmt.Errorf("refresh family %s…: %w", fid[:6], err)
 	}
-	return Rotation{Family: fid, UserID: uid, Created: time.UnixMilli(created), Token: fid + "." + next}, nil
+	return Rotation{Family: fid, UserID: uid, Created: time.UnixMilli(created), Gen: gen, Token: fid + "." + next}, nil
+}
+
+// Generation is user uid's logout generation: a family stored with a lower
+// one was started before a "log out everywhere".
+func (f *Families) Generation(ctx context.Context, uid int64) (int64, error) {
+	gen, err := f.rdb.Get(ctx, f.keys.userLogouts(uid)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read logout generation: %w", err)
+	}
+	return gen, nil
+}
+
+// Holder is the family and user of refresh token token if it is the
+// family's current or previous token: a logout's proof that the client
+// holds the login. ok is false for anything else.
+func (f *Families) Holder(ctx context.Context, token string) (fid string, uid int64, ok bool, err error) {
+	fid, secret, well := splitToken(token)
+	if !well {
+		return "", 0, false, nil
+	}
+	v, err := f.rdb.HMGet(ctx, f.keys.Family(fid), "cur", "prev", "uid").Result()
+	if err != nil {
+		return "", 0, false, fmt.Errorf("read refresh family: %w", err)
+	}
+	h := digest(secret)
+	if cur, _ := v[0].(string); h != cur {
+		if prev, _ := v[1].(string); h != prev {
+			return "", 0, false, nil
+		}
+	}
+	s, _ := v[2].(string)
+	uid, err = strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return "", 0, false, fmt.Errorf("refresh family %s…: uid %q", fid[:6], s)
+	}
+	return fid, uid, true, nil
 }
 
 // Revoke ends family fid: its refresh tokens are refused from now on.
@@ -166,27 +219,24 @@ func (f *Families) Revoke(ctx context.Context, fid string) error {
 	return nil
 }
 
-// RevokeUser ends every family of user uid.
+// RevokeUser ends every family of user uid: its logout generation goes up
+// (exact: every family started before is refused at its next refresh),
+// then the families it indexed are deleted. A delete that fails leaves a
+// family that can no longer refresh; it ends with its TTL.
 func (f *Families) RevokeUser(ctx context.Context, uid int64) error {
-	index := f.keys.userFamilies(uid)
-	fids, err := f.rdb.SMembers(ctx, index).Result()
+	fids, err := lua.RefreshLogoutUser.Run(ctx, f.rdb, []string{f.keys.userFamilies(uid), f.keys.userLogouts(uid)},
+		(f.ttl + keepIndex).Milliseconds()).StringSlice()
 	if err != nil {
-		return fmt.Errorf("list refresh families: %w", err)
+		return fmt.Errorf("log out everywhere: %w", err)
 	}
-	keys := make([]string, 0, len(fids)+1)
-	for _, fid := range fids {
-		keys = append(keys, f.keys.Family(fid))
-	}
-	// One DEL per key: they are in different slots.
-	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, k := range append(keys, index) {
-			p.Del(ctx, k)
+	// One DEL per key: they are in different slots. A failed one is not
+	// the logout's failure: the raised generation refuses the family.
+	_, _ = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, fid := range fids {
+			p.Del(ctx, f.keys.Family(fid))
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("revoke refresh families: %w", err)
-	}
 	return nil
 }
 

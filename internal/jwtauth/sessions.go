@@ -3,9 +3,9 @@ package jwtauth
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/user"
 )
 
@@ -76,7 +76,12 @@ func (s *Sessions) Refresh(ctx context.Context, refresh string) (user.Grant, err
 	if err != nil {
 		return user.Grant{}, err
 	}
-	if cutoff, ok := s.Revocations.UserCutoff(r.UserID); ok && r.Created.Before(cutoff) {
+	gen, err := s.Families.Generation(ctx, r.UserID)
+	if err != nil {
+		return user.Grant{}, err
+	}
+	if gen > r.Gen {
+		// Started before a "log out everywhere" that did not delete it.
 		return user.Grant{}, errors.Join(ErrRefreshUnknown, s.Families.Revoke(ctx, r.Family))
 	}
 	u, err := s.Users.ByID(ctx, r.UserID)
@@ -93,25 +98,55 @@ func (s *Sessions) Refresh(ctx context.Context, refresh string) (user.Grant, err
 	return user.Grant{Access: access, Refresh: r.Token, RefreshTTL: s.Families.TTL()}, nil
 }
 
+// ErrNothingHeld answers a logout that proves no login: neither a token
+// signed by us nor a live refresh token.
+var ErrNothingHeld = apperr.New(apperr.Unauthorized, "nothing to log out: please log in")
+
 // End logs out the session of access token token: its refresh family is
 // deleted and every access token of the family denied on every instance.
 // everywhere ends every session of u.
 func (s *Sessions) End(ctx context.Context, u user.User, token string, everywhere bool) error {
-	now := s.now()
 	if everywhere {
-		if err := s.Revocations.RevokeUser(ctx, u.ID, now); err != nil {
-			return err
+		return s.endUser(ctx, u.ID)
+	}
+	return s.EndHeld(ctx, token, "", false)
+}
+
+// EndHeld logs out the login the client proves it holds: an access token
+// signed by us, expired or not (the course's page never refreshes, so
+// after the access TTL its token has expired), or else the login's refresh
+// token. everywhere ends every login of its user.
+func (s *Sessions) EndHeld(ctx context.Context, token, refresh string, everywhere bool) error {
+	var fid string
+	var uid int64
+	if c, err := s.Tokens.held(token); err == nil {
+		u, _ := c.User()
+		if s.Revocations.Revoked(c.Family, u.ID, c.IssuedAt.Time) {
+			return ErrNothingHeld // logged out already
 		}
-		return s.Families.RevokeUser(ctx, u.ID)
+		fid, uid = c.Family, u.ID
+	} else {
+		var ok bool
+		if fid, uid, ok, err = s.Families.Holder(ctx, refresh); err != nil {
+			return err
+		} else if !ok {
+			return ErrNothingHeld
+		}
 	}
-	// The route's check passed a moment ago; the token may have expired
-	// since, and its family must end all the same.
-	fid, err := s.Tokens.familyOf(token)
-	if err != nil {
-		return fmt.Errorf("logout: %w", err)
+	if everywhere {
+		return s.endUser(ctx, uid)
 	}
-	if err := s.Revocations.RevokeFamily(ctx, fid, now); err != nil {
+	if err := s.Families.Revoke(ctx, fid); err != nil {
 		return err
 	}
-	return s.Families.Revoke(ctx, fid)
+	return s.Revocations.RevokeFamily(ctx, fid, s.now())
+}
+
+// endUser ends every login of user uid. The refresh side first: the raised
+// generation is what makes it exact.
+func (s *Sessions) endUser(ctx context.Context, uid int64) error {
+	if err := s.Families.RevokeUser(ctx, uid); err != nil {
+		return err
+	}
+	return s.Revocations.RevokeUser(ctx, uid, s.now())
 }

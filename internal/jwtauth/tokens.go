@@ -107,8 +107,10 @@ func (t *Tokens) Verify(token string) (*Claims, error) {
 	if _, err := t.parser.ParseWithClaims(token, &c, t.keys.verifyKey); err != nil {
 		return nil, err
 	}
-	if c.Family == "" || c.ID == "" {
-		return nil, errors.New("token without fid or jti")
+	// WithIssuedAt checks iat only when present; ours always carry it,
+	// and a revocation compares it.
+	if c.Family == "" || c.ID == "" || c.IssuedAt == nil {
+		return nil, errors.New("token without fid, jti or iat")
 	}
 	if _, err := c.User(); err != nil {
 		return nil, err
@@ -116,14 +118,22 @@ func (t *Tokens) Verify(token string) (*Claims, error) {
 	return &c, nil
 }
 
-// familyOf is the fid of a token signed by one of the keys, valid or not.
-func (t *Tokens) familyOf(token string) (string, error) {
+// held is the family and user of a token signed by one of the keys for
+// this issuer, expired or not: a logout's proof that the client holds the
+// login.
+func (t *Tokens) held(token string) (*Claims, error) {
+	if len(token) > maxToken {
+		return nil, errors.New("token too long")
+	}
 	var c Claims
 	if _, err := t.signed.ParseWithClaims(token, &c, t.keys.verifyKey); err != nil {
-		return "", err
+		return nil, err
 	}
-	if c.Family == "" {
-		return "", errors.New("token without fid")
+	if c.Issuer != issuer || !wellFormedFID(c.Family) || c.IssuedAt == nil {
+		return nil, errors.New("token of another issuer, or without fid or iat")
 	}
-	return c.Family, nil
+	if _, err := c.User(); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
