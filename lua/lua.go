@@ -86,10 +86,13 @@ var RefreshRotate = mustLoad("refresh_rotate.lua")
 // user's logout generation.
 var RefreshIndex = mustLoad("refresh_index.lua")
 
+// Revoke appends a revocation to the jwt feed and trims it by Redis's
+// clock.
+var Revoke = mustLoad("revoke.lua")
+
 // RefreshLogoutUser raises a user's logout generation and empties the
 // index of the user's refresh families.
 var RefreshLogoutUser = mustLoad("refresh_logout_user.lua")
-
 
 // all is every script, for LoadAll.
 var all []*redis.Script

@@ -9,6 +9,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/seckill/seckill/internal/jwtauth"
+	"github.com/seckill/seckill/internal/testsupport"
 )
 
 // expiredCopy is token re-signed with the same claims but an expiry in the
@@ -173,4 +174,37 @@ func TestForwardedProtoOnlyFromTheProxy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An instance whose revocation follower keeps failing (here: the feed's
+// key is no stream, so every XREAD fails while Redis itself answers)
+// reports itself not ready, names why in /readyz, the log and the
+// dependency metric, and is ready again once the feed reads.
+func TestStaleRevocationFollowerIsNotReady(t *testing.T) {
+	env := modeEnv(t, "jwt")
+	env["SECKILL_JWT_REVOCATIONS_STALE"] = "1s"
+	a := startAPI(t, env)
+	feed := jwtauth.Keys{Prefix: a.Redis.Prefix}.Revocations()
+	ctx := t.Context()
+	if err := a.Redis.Client.Del(ctx, feed).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Redis.Client.Set(ctx, feed, "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	body := testsupport.Eventually(t, a.Admin+"/readyz", http.StatusServiceUnavailable, 20*time.Second)
+	if !strings.Contains(body, "jwt revocations") {
+		t.Fatalf("/readyz does not name the revocation feed: %s", body)
+	}
+	testsupport.Wait(t, 5*time.Second, "the log names the stale feed", func() bool {
+		return strings.Contains(a.Logs.String(), "jwt revocations")
+	})
+	_, metrics := testsupport.Get(ctx, a.Admin+"/metrics")
+	if !strings.Contains(metrics, `seckill_dependency_up{dependency="jwt revocations"} 0`) {
+		t.Fatal("the dependency metric does not show the stale feed")
+	}
+	if err := a.Redis.Client.Del(ctx, feed).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, a.Admin+"/readyz", http.StatusOK, 20*time.Second)
 }

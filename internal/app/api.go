@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
@@ -101,7 +102,7 @@ func (m *API) Run(ctx context.Context) error {
 	}
 	loginKeys := user.Keys{Prefix: c.Sale.KeyPrefix}
 	workers := []daemon.Worker{{Name: "http server", Run: m.serve}, {Name: "kafka durability", Run: durability.Run}}
-	sessions, refresher, jwks, sessionWorkers, err := m.sessions(ctx, b.rdb, loginKeys, db, hot)
+	sessions, refresher, jwks, sessionWorkers, err := m.sessions(ctx, b.rdb, loginKeys, db, hot, b.monitor)
 	if err != nil {
 		return abandon(err, b.closers)
 	}
@@ -146,13 +147,15 @@ func (m *API) Run(ctx context.Context) error {
 // sessions builds the configured session mode: redis token sessions (with
 // the instance's session cache), or jwt tokens and the revocation feed,
 // read whole before the first request is checked.
-func (m *API) sessions(ctx context.Context, rdb redis.UniversalClient, keys user.Keys, db *sql.DB, hot *redis.AutoPipeliner) (
+func (m *API) sessions(ctx context.Context, rdb redis.UniversalClient, keys user.Keys, db *sql.DB, hot *redis.AutoPipeliner, monitor *health.Monitor) (
 	api.SessionStore, api.Refresher, []jwtauth.JWK, []daemon.Worker, error) {
 	c := m.cfg
 	if c.Sessions.Mode == config.SessionsJWT {
 		tokens := jwtauth.NewTokens(c.Sessions.Keys, c.Sessions.AccessTTL)
 		jkeys := jwtauth.Keys{Prefix: c.Sale.KeyPrefix}
 		revocations := jwtauth.NewRevocations(rdb, jkeys.Revocations(), tokens.Lifetime(), m.logger)
+		revocations.StaleAfter = c.Sessions.RevocationsStale
+		monitor.Add("jwt revocations", jkeys.Revocations(), revocations.Fresh)
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := revocations.Load(lctx); err != nil {

@@ -81,7 +81,10 @@ const (
 type Sessions struct {
 	Mode                                string
 	AccessTTL, RefreshTTL, RefreshGrace time.Duration
-	Keys                                *jwtauth.Keyring // the jwt mode's
+	// RevocationsStale is how long the revocation follower may go without
+	// a read before the instance reports itself not ready.
+	RevocationsStale time.Duration
+	Keys             *jwtauth.Keyring // the jwt mode's
 }
 
 // TLS is the API's certificate; empty: plain HTTP.
@@ -382,10 +385,14 @@ func loadStrategy(r *Reader, family, mode string, ttl time.Duration) cache.Strat
 
 func loadSessions(r *Reader) Sessions {
 	s := Sessions{
-		Mode:         r.OneOf("SECKILL_SESSION_MODE", SessionsRedis, SessionsRedis, SessionsJWT),
-		AccessTTL:    r.Duration("SECKILL_JWT_ACCESS_TTL", 15*time.Minute),
-		RefreshTTL:   r.Duration("SECKILL_JWT_REFRESH_TTL", 7*24*time.Hour),
-		RefreshGrace: durationOrOff(r, "SECKILL_JWT_REFRESH_GRACE", 10*time.Second),
+		Mode:             r.OneOf("SECKILL_SESSION_MODE", SessionsRedis, SessionsRedis, SessionsJWT),
+		AccessTTL:        r.Duration("SECKILL_JWT_ACCESS_TTL", 15*time.Minute),
+		RefreshTTL:       r.Duration("SECKILL_JWT_REFRESH_TTL", 7*24*time.Hour),
+		RefreshGrace:     durationOrOff(r, "SECKILL_JWT_REFRESH_GRACE", 10*time.Second),
+		RevocationsStale: r.Duration("SECKILL_JWT_REVOCATIONS_STALE", 10*time.Second),
+	}
+	if s.RevocationsStale < time.Second {
+		r.Fail("SECKILL_JWT_REVOCATIONS_STALE", s.RevocationsStale.String(), "at least 1s: the follower's blocking read takes half a second")
 	}
 	if s.AccessTTL < time.Minute || s.AccessTTL > 24*time.Hour {
 		r.Fail("SECKILL_JWT_ACCESS_TTL", s.AccessTTL.String(), "want 1m to 24h: an access token cannot be taken back before it expires without the deny-list")

@@ -7,14 +7,17 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
 )
 
 // revocationRedis is what the revocation feed needs of Redis.
 type revocationRedis interface {
-	XAdd(ctx context.Context, a *redis.XAddArgs) *redis.StringCmd
+	redis.Scripter
 	XRange(ctx context.Context, stream, start, stop string) *redis.XMessageSliceCmd
 	XRead(ctx context.Context, a *redis.XReadArgs) *redis.XStreamSliceCmd
 }
@@ -27,17 +30,31 @@ type revocationRedis interface {
 // disconnected (Redis restarting, failing over) reads what it missed when
 // it reconnects: unlike pub/sub, nothing is lost to a reconnect. An entry
 // is kept as long as the access tokens it revokes can live, then trimmed.
+//
+// A revocation that cannot be written (Redis failing over) is applied here
+// at once and written by the follower as soon as Redis answers; an
+// instance whose follower has not read the feed for StaleAfter reports
+// itself not ready (Fresh), since it would accept tokens revoked elsewhere.
 type Revocations struct {
 	rdb    revocationRedis
 	key    string
 	keep   time.Duration
 	block  time.Duration
 	logger *slog.Logger
+	// StaleAfter is how long the follower may go without a read before
+	// Fresh fails; zero: 10 s.
+	StaleAfter time.Duration
+	// Now is the clock of Fresh; nil: time.Now.
+	Now func() time.Time
+
+	following atomic.Bool
+	lastRead  atomic.Int64 // unix ns of the last successful read
 
 	mu       sync.RWMutex
 	last     string               // the last stream id applied
 	families map[string]time.Time // revoked family → when its tokens are all expired
 	users    map[int64]time.Time  // user → tokens issued before this are revoked
+	unsent   []map[string]any     // revocations applied here, not yet in the feed
 }
 
 // NewRevocations follows the stream at key; keep is how long an access
@@ -58,11 +75,34 @@ func (r *Revocations) Load(ctx context.Context) error {
 		return fmt.Errorf("read the jwt revocations: %w", err)
 	}
 	r.apply(msgs)
+	r.lastRead.Store(r.now().UnixNano())
+	return nil
+}
+
+func (r *Revocations) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Fresh fails when the follower has not read the feed for StaleAfter: the
+// readiness check of an instance that checks tokens against it.
+func (r *Revocations) Fresh(context.Context) error {
+	stale := r.StaleAfter
+	if stale <= 0 {
+		stale = 10 * time.Second
+	}
+	if since := r.now().Sub(time.Unix(0, r.lastRead.Load())); since > stale {
+		return fmt.Errorf("no read of the revocation feed for %s (bound %s): tokens revoked elsewhere would pass here", since.Round(time.Second), stale)
+	}
 	return nil
 }
 
 // Run follows the stream until ctx ends.
 func (r *Revocations) Run(ctx context.Context) error {
+	r.following.Store(true)
+	defer r.following.Store(false)
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
 	failing := false
@@ -72,12 +112,14 @@ func (r *Revocations) Run(ctx context.Context) error {
 			r.sweep(now)
 		default:
 		}
+		r.sendUnsent(ctx)
 		r.mu.RLock()
 		last := r.last
 		r.mu.RUnlock()
 		streams, err := r.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{r.key, last}, Block: r.block, Count: 1000}).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
+			r.lastRead.Store(r.now().UnixNano())
 			continue
 		case err != nil:
 			if ctx.Err() != nil {
@@ -93,6 +135,7 @@ func (r *Revocations) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		r.lastRead.Store(r.now().UnixNano())
 		if failing {
 			r.logger.Info("jwt revocations: following the stream again")
 			failing = false
@@ -116,18 +159,57 @@ func (r *Revocations) RevokeUser(ctx context.Context, uid int64, now time.Time) 
 
 func (r *Revocations) add(ctx context.Context, now time.Time, kind, id string) error {
 	values := map[string]any{kind: id, "at": strconv.FormatInt(now.UnixMilli(), 10)}
-	if _, err := r.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: r.key, Values: values,
-		// Older entries revoke only tokens that have expired since.
-		MinID: strconv.FormatInt(now.Add(-r.keep).UnixMilli(), 10) + "-0", Approx: true,
-	}).Result(); err != nil {
-		return fmt.Errorf("revoke: %w", err)
-	}
 	// Applied here at once, without its id: the follower must still read
 	// the entries before it, and reads this one again (applying is
 	// idempotent).
 	r.apply([]redis.XMessage{{Values: values}})
+	err := r.write(ctx, values)
+	if err == nil {
+		return nil
+	}
+	if !r.following.Load() {
+		return err // seckillctl: no follower to retry it; the operator does
+	}
+	r.mu.Lock()
+	r.unsent = append(r.unsent, values)
+	r.mu.Unlock()
+	r.logger.Warn("jwt revocations: writing a revocation failed; the follower retries it until it is written", "err", err)
 	return nil
+}
+
+func (r *Revocations) write(ctx context.Context, values map[string]any) error {
+	kind, id := "u", str(values["u"])
+	if fid := str(values["f"]); fid != "" {
+		kind, id = "f", fid
+	}
+	if err := lua.Revoke.Run(ctx, r.rdb, []string{r.key}, kind, id, values["at"], r.keep.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	return nil
+}
+
+// sendUnsent writes the revocations that failed to be written, in order,
+// until one fails again.
+func (r *Revocations) sendUnsent(ctx context.Context) {
+	for {
+		r.mu.RLock()
+		if len(r.unsent) == 0 {
+			r.mu.RUnlock()
+			return
+		}
+		next := r.unsent[0]
+		r.mu.RUnlock()
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := r.write(wctx, next)
+		cancel()
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		r.unsent = r.unsent[1:]
+		r.mu.Unlock()
+		r.logger.Info("jwt revocations: a revocation that had failed is written")
+	}
 }
 
 func (r *Revocations) apply(msgs []redis.XMessage) {
@@ -181,13 +263,4 @@ func (r *Revocations) Revoked(fid string, uid int64, iat time.Time) bool {
 	}
 	cutoff, ok := r.users[uid]
 	return ok && iat.Before(cutoff)
-}
-
-// UserCutoff is when user uid was last logged out everywhere, if within the
-// kept window.
-func (r *Revocations) UserCutoff(uid int64) (time.Time, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	t, ok := r.users[uid]
-	return t, ok
 }
