@@ -6,6 +6,10 @@
 -- a per-phone ceiling bounds what one phone receives in a day from all
 -- addresses (SMS bombing); it does not apply to an address the phone has
 -- logged in from (the owner's), which keeps only its own daily count.
+-- Past the ceiling a new address still gets a code when the phone has had
+-- none past the ceiling for the slow interval: strangers who used up the
+-- ceiling cannot keep the owner at a new address from logging in all day,
+-- and the pump past it is bounded to one code per interval.
 -- A new code replaces the address's old one and resets its wrong tries.
 --
 -- Idempotent by the request's id: the same request sent again (go-redis
@@ -17,6 +21,7 @@
 -- KEYS[3]  login:code:day:{phone}:<addr>  codes issued today to this address
 -- KEYS[4]  login:code:day:{phone}         codes issued today to the phone
 -- KEYS[5]  login:trusted:{phone}          set of addresses the phone logged in from
+-- KEYS[6]  login:code:slow:{phone}        set while the slow interval past the ceiling runs
 -- ARGV[1]  the code
 -- ARGV[2]  the code's lifetime, ms
 -- ARGV[3]  the cooldown, ms
@@ -25,10 +30,12 @@
 -- ARGV[6]  the request's id
 -- ARGV[7]  codes per phone per day from addresses it has not logged in from
 -- ARGV[8]  the client address
+-- ARGV[9]  the slow interval past the ceiling, ms
 --
 -- Returns {1, 0} when issued; {0, ms} when the cooldown has ms to run;
 -- {-1, ms} when the address's codes for today are used up, for ms more;
--- {-2, ms} when the phone's ceiling is reached, for ms more.
+-- {-2, ms} when the phone's ceiling is reached and its slow interval has
+-- ms to run.
 if redis.call('HGET', KEYS[1], 'issued') == ARGV[6] then
   return {1, 0}
 end
@@ -41,7 +48,11 @@ if tonumber(redis.call('GET', KEYS[3]) or '0') >= tonumber(ARGV[4]) then
 end
 if redis.call('SISMEMBER', KEYS[5], ARGV[8]) == 0 and
     tonumber(redis.call('GET', KEYS[4]) or '0') >= tonumber(ARGV[7]) then
-  return {-2, redis.call('PTTL', KEYS[4])}
+  local slow = redis.call('PTTL', KEYS[6])
+  if slow > 0 then
+    return {-2, slow}
+  end
+  redis.call('SET', KEYS[6], '1', 'PX', ARGV[9])
 end
 for _, k in ipairs({KEYS[3], KEYS[4]}) do
   if redis.call('INCR', k) == 1 then

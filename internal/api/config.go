@@ -22,6 +22,10 @@ type Config struct {
 	// TrustedProxies may set X-Forwarded-For; from anyone else the client IP
 	// is the connection's.
 	TrustedProxies []*net.IPNet
+	// AllowedOrigins are the web origins besides the API's own whose pages
+	// may ask for login codes (the course's client served on another
+	// port, say); every other site is refused (403).
+	AllowedOrigins []string
 	// AdminToken is the X-Admin-Token of admin routes; empty disables them.
 	AdminToken string
 	RatePrefix string

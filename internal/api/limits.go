@@ -24,7 +24,7 @@ func (s *Server) rateLimit(route string, p RoutePolicy) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			ctx := c.Request().Context()
-			if err := check(ctx, route+":ip:"+c.RealIP(), p.PerIP, "from your address"); err != nil {
+			if err := check(ctx, route+":ip:"+clientAddr(c), p.PerIP, "from your address"); err != nil {
 				return err
 			}
 			if u, ok := currentUser(c); ok {

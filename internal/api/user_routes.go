@@ -16,7 +16,7 @@ func (s *Server) sendCode(c echo.Context) error {
 	if phone == "" {
 		return apperr.Errorf(apperr.Invalid, "missing query parameter: phone")
 	}
-	if err := s.deps.Users.SendCode(c.Request().Context(), phone, c.RealIP()); err != nil {
+	if err := s.deps.Users.SendCode(c.Request().Context(), phone, clientAddr(c)); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, OK(nil))
@@ -46,7 +46,7 @@ func (s *Server) login(c echo.Context) error {
 		return apperr.Errorf(apperr.Invalid, "missing field: code")
 	}
 	ctx := c.Request().Context()
-	u, err := s.deps.Users.Login(ctx, *f.Phone, c.RealIP(), *f.Code)
+	u, err := s.deps.Users.Login(ctx, *f.Phone, clientAddr(c), *f.Code)
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func (m *API) Run(ctx context.Context) error {
 	}
 	srv, err := api.Listen(c.HTTP, api.Deps{
 		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
-		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy),
+		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy).WithMetrics(user.NewCodeMetrics(b.reg)),
 			Users: user.NewUsers(db), Sender: sender},
 		Sessions: sessions, Refresher: refresher, JWKS: jwks, TLS: tlsConfig,
 		Limiter:  ratelimit.New(b.rdb, c.HTTP.RatePrefix, m.logger),

@@ -6,6 +6,7 @@ package config
 
 import (
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -320,7 +321,32 @@ func loadHTTP(r *Reader) api.Config {
 	c.CodePolicy.DailyMax = r.Int("SECKILL_CODE_DAILY_MAX", c.CodePolicy.DailyMax, 1, 1000)
 	c.CodePolicy.PhoneDailyMax = r.Int("SECKILL_CODE_PHONE_DAILY_MAX", c.CodePolicy.PhoneDailyMax, 1, 10000)
 	c.CodePolicy.MaxTries = r.Int("SECKILL_CODE_MAX_TRIES", c.CodePolicy.MaxTries, 1, 100)
+	c.CodePolicy.PastCeilingEvery = r.Duration("SECKILL_CODE_PAST_CEILING_EVERY", c.CodePolicy.PastCeilingEvery)
+	if c.CodePolicy.PastCeilingEvery < time.Minute {
+		r.Fail("SECKILL_CODE_PAST_CEILING_EVERY", c.CodePolicy.PastCeilingEvery.String(), "at least 1m: it bounds the codes a phone gets past its ceiling")
+	}
+	c.CodePolicy.SiteDailyMax = r.Int("SECKILL_CODE_SITE_DAILY_MAX", c.CodePolicy.SiteDailyMax, 1, 100_000_000)
+	c.AllowedOrigins = allowedOrigins(r, "SECKILL_API_ALLOWED_ORIGINS")
 	return c
+}
+
+// allowedOrigins are the web origins besides the API's own whose pages
+// may ask for a login code: scheme://host[:port], comma-separated.
+func allowedOrigins(r *Reader, key string) []string {
+	var out []string
+	for _, s := range strings.Split(r.String(key, ""), ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+			r.Fail(key, s, "want web origins such as https://shop.example or http://localhost:8080, comma-separated")
+			continue
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return out
 }
 
 func routePolicy(r *Reader, route, perIP, perUser, failMode, scope string) api.RoutePolicy {

@@ -3,12 +3,14 @@ package user
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/apperr"
@@ -40,7 +42,13 @@ type CodePolicy struct {
 	Cooldown      time.Duration // between two codes for one phone and address
 	DailyMax      int           // codes per phone and address per day
 	PhoneDailyMax int           // codes per phone per day from addresses it has not logged in from
-	MaxTries      int           // wrong tries that burn a code
+	// PastCeilingEvery is how often a phone past PhoneDailyMax still gets
+	// a code for a new address: the owner's way in after strangers used
+	// up the ceiling.
+	PastCeilingEvery time.Duration
+	// SiteDailyMax is the site's budget of codes a day, all phones.
+	SiteDailyMax int
+	MaxTries     int // wrong tries that burn a code
 	// Trust is how long an address the phone logged in from stays exempt
 	// from PhoneDailyMax after the last login from it.
 	Trust time.Duration
@@ -50,10 +58,12 @@ type CodePolicy struct {
 
 // DefaultCodePolicy: 5-minute codes, one a minute and ten a day per
 // address (China's calendar day), thirty a day per phone from new
-// addresses, burned by the fifth wrong try; an address stays trusted 30
+// addresses and then one per ten minutes, a hundred thousand a day for
+// the site, burned by the fifth wrong try; an address stays trusted 30
 // days after a login.
 var DefaultCodePolicy = CodePolicy{
 	TTL: 5 * time.Minute, Cooldown: time.Minute, DailyMax: 10, PhoneDailyMax: 30, MaxTries: 5,
+	PastCeilingEvery: 10 * time.Minute, SiteDailyMax: 100_000,
 	Trust: 30 * 24 * time.Hour, Day: time.FixedZone("UTC+8", 8*60*60),
 }
 
@@ -80,6 +90,11 @@ func (k Keys) phoneDay(phone string) string { return k.Prefix + "login:code:day:
 
 func (k Keys) trusted(phone string) string { return k.Prefix + "login:trusted:{" + phone + "}" }
 
+func (k Keys) phoneSlow(phone string) string { return k.Prefix + "login:code:slow:{" + phone + "}" }
+
+// siteDay counts the codes the whole site sent on day (yyyymmdd).
+func (k Keys) siteDay(day string) string { return k.Prefix + "login:code:site:" + day }
+
 // Logouts is the channel on which API instances announce logouts to each
 // other's session caches.
 func (k Keys) Logouts() string { return k.Prefix + "login:logouts" }
@@ -92,18 +107,69 @@ func (k Keys) userSessions(uid int64) string {
 // Session is the key of token's session.
 func (k Keys) Session(token string) string { return k.Prefix + "login:token:{" + token + "}" }
 
+// codeRedis is what the codes need of Redis.
+type codeRedis interface {
+	redis.Scripter
+	Get(ctx context.Context, key string) *redis.StringCmd
+	Incr(ctx context.Context, key string) *redis.IntCmd
+	PExpire(ctx context.Context, key string, ttl time.Duration) *redis.BoolCmd
+}
+
 // Codes keeps login codes in Redis.
 type Codes struct {
-	rdb    redis.Scripter
-	keys   Keys
-	policy CodePolicy
-	now    func() time.Time
+	rdb     redis.Scripter
+	site    codeRedis
+	keys    Keys
+	policy  CodePolicy
+	metrics *CodeMetrics
+	now     func() time.Time
 }
 
 // NewCodes is the code store under keys with its policy.
-func NewCodes(rdb redis.Scripter, keys Keys, policy CodePolicy) *Codes {
-	return &Codes{rdb: rdb, keys: keys, policy: policy, now: time.Now}
+func NewCodes(rdb codeRedis, keys Keys, policy CodePolicy) *Codes {
+	return &Codes{rdb: rdb, site: rdb, keys: keys, policy: policy, metrics: noCodeMetrics(), now: time.Now}
 }
+
+// WithMetrics counts the codes sent and refused on m.
+func (c *Codes) WithMetrics(m *CodeMetrics) *Codes {
+	c.metrics = m
+	m.budget.Set(float64(c.policy.SiteDailyMax))
+	return c
+}
+
+// CodeMetrics are the login codes' counters: what an SMS pump would show.
+type CodeMetrics struct {
+	sent    prometheus.Counter
+	refused *prometheus.CounterVec
+	used    prometheus.Gauge
+	budget  prometheus.Gauge
+}
+
+// NewCodeMetrics registers the code metrics on reg.
+func NewCodeMetrics(reg prometheus.Registerer) *CodeMetrics {
+	m := newCodeMetrics()
+	reg.MustRegister(m.sent, m.refused, m.used, m.budget)
+	return m
+}
+
+func newCodeMetrics() *CodeMetrics {
+	return &CodeMetrics{
+		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_login_codes_sent_total",
+			Help: "Login codes issued by this instance."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_login_codes_refused_total",
+			Help: "Login code requests refused by a limit: cooldown, address_daily, phone_ceiling, site_budget."}, []string{"reason"}),
+		used: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_login_code_budget_used",
+			Help: "Codes the whole site has issued today, as this instance last counted them (max over instances)."}),
+		budget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_login_code_budget",
+			Help: "The site's daily budget of login codes (SECKILL_CODE_SITE_DAILY_MAX)."}),
+	}
+}
+
+func noCodeMetrics() *CodeMetrics { return newCodeMetrics() }
+
+// ErrCodeSiteBudget refuses every code once the site's daily budget is
+// used: a pump must not cost more than the budget, whatever it hits.
+var ErrCodeSiteBudget = apperr.New(apperr.Unavailable, "login codes are paused until tomorrow: the site's daily SMS budget is used up")
 
 // Issue stores a fresh code for phone asked from the client address addr
 // and returns it, or ErrCodeCooldown, ErrCodeDailyMax or
@@ -116,25 +182,51 @@ func (c *Codes) Issue(ctx context.Context, phone, addr string) (string, error) {
 	now := c.now().In(c.policy.Day)
 	y, m, d := now.Date()
 	dayEnds := time.Date(y, m, d+1, 0, 0, 0, 0, c.policy.Day).Sub(now)
+	// The site's budget is another slot than the phone's keys: read before
+	// the phone's script, counted after it issued. Concurrent requests can
+	// pass it by as many as are in flight; a request a limit refuses costs
+	// the budget nothing, so refused requests cannot use it up.
+	siteKey := c.keys.siteDay(now.Format("20060102"))
+	used, err := c.site.Get(ctx, siteKey).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("read the site's code budget: %w", err)
+	}
+	if used >= int64(c.policy.SiteDailyMax) {
+		c.metrics.refused.WithLabelValues("site_budget").Inc()
+		return "", ErrCodeSiteBudget.Retry(dayEnds)
+	}
 	keys := []string{c.keys.Code(phone, addr), c.keys.codeLast(phone, addr), c.keys.codeDay(phone, addr),
-		c.keys.phoneDay(phone), c.keys.trusted(phone)}
+		c.keys.phoneDay(phone), c.keys.trusted(phone), c.keys.phoneSlow(phone)}
 	res, err := lua.IssueCode.Run(ctx, c.rdb, keys, code, c.policy.TTL.Milliseconds(),
 		c.policy.Cooldown.Milliseconds(), c.policy.DailyMax, max(dayEnds.Milliseconds(), 1), rand.Text(),
-		c.policy.PhoneDailyMax, addr).Int64Slice()
+		c.policy.PhoneDailyMax, addr, c.policy.PastCeilingEvery.Milliseconds()).Int64Slice()
 	if err != nil {
 		return "", fmt.Errorf("issue login code: %w", err)
 	}
 	wait := time.Duration(res[1]) * time.Millisecond
 	switch res[0] {
 	case 1:
-		return code, nil
 	case 0:
+		c.metrics.refused.WithLabelValues("cooldown").Inc()
 		return "", ErrCodeCooldown.Retry(wait)
 	case -1:
+		c.metrics.refused.WithLabelValues("address_daily").Inc()
 		return "", ErrCodeDailyMax.Retry(wait)
 	default:
+		c.metrics.refused.WithLabelValues("phone_ceiling").Inc()
 		return "", ErrCodePhoneDailyMax.Retry(wait)
 	}
+	n, err := c.site.Incr(ctx, siteKey).Result()
+	if err != nil {
+		return "", fmt.Errorf("count the site's code budget: %w", err)
+	}
+	if n == 1 {
+		// Kept a day past its own, so that a clock near midnight reads it.
+		c.site.PExpire(ctx, siteKey, dayEnds+24*time.Hour)
+	}
+	c.metrics.sent.Inc()
+	c.metrics.used.Set(float64(n))
+	return code, nil
 }
 
 // Verify checks code for phone against the code asked from addr: nil when
@@ -182,5 +274,5 @@ var (
 	// ErrCodePhoneDailyMax: the phone has had as many codes today as it
 	// may get from addresses it has not logged in from.
 	ErrCodePhoneDailyMax = apperr.New(apperr.RateLimited,
-		"this phone has had as many codes today as it may get from new addresses: try again tomorrow, or from where you logged in before")
+		"this phone has had as many codes today as it may get from new addresses: try again later, or from where you logged in before")
 )
