@@ -4,6 +4,15 @@
 # write its configuration here.
 #
 #   haproxy.sh config LISTEN BACKEND...   print the configuration
+#   haproxy.sh source                     the address it connects to the
+#                                         instances from: their only
+#                                         trusted proxy (run.sh)
+#
+# Each client keeps its address: the balancer *sets* X-Forwarded-For to
+# the connection's source (a client's own header is replaced, never
+# appended to, so it cannot name another address) and connects to the
+# instances from an address of its own, which they trust and nothing else
+# uses. X-Forwarded-Proto is set to http: this balancer speaks plain HTTP.
 #
 # Each backend is health-checked through /readyz every 500 ms: two failures
 # take it out, two answers put it back. A request is retried on another
@@ -12,6 +21,8 @@
 # sent twice — it is not idempotent to the balancer, the buyer sees a 502
 # and asks again, and the gate answers the second ask with the same order.
 set -euo pipefail
+
+SOURCE=127.0.0.254
 
 config() {
   local listen=$1 i=1 b maxconn hard
@@ -46,10 +57,14 @@ defaults
 
 frontend seckill
   bind $listen
+  http-request set-header X-Forwarded-For %[src]
+  http-request set-header X-Forwarded-Proto http
+  http-request del-header Forwarded
   default_backend api
 
 backend api
   balance roundrobin
+  source $SOURCE
   option httpchk GET /readyz
   http-check expect status 200
   default-server inter 500ms fall 2 rise 2 maxconn 4000
@@ -65,5 +80,6 @@ case "${1:-}" in
     shift
     [ $# -ge 2 ] || { echo "usage: $0 config LISTEN BACKEND..." >&2; exit 2; }
     config "$@" ;;
-  *) echo "usage: $0 config LISTEN BACKEND..." >&2; exit 2 ;;
+  source) echo "$SOURCE" ;;
+  *) echo "usage: $0 config LISTEN BACKEND... | source" >&2; exit 2 ;;
 esac

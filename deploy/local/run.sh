@@ -77,6 +77,9 @@ stop_all() {
 }
 trap stop_all INT TERM
 
+# Behind the balancer the instances trust exactly it: the address it
+# connects from sets X-Forwarded-For, nobody else's is believed.
+if [ "$apis" -gt 1 ]; then export SECKILL_API_TRUSTED_PROXIES; SECKILL_API_TRUSTED_PROXIES=$(deploy/local/haproxy.sh source); fi
 for i in $(seq 0 $((apis - 1))); do
   SECKILL_API_ADDR=${addrs[$i]} SECKILL_ADMIN_ADDR=${admins[$i]} "$bin/api" &
   pids+=($!)

@@ -8,12 +8,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -214,28 +210,3 @@ func longestGapAfter(at []time.Duration, from time.Duration) (gap, began time.Du
 	return gap, began
 }
 
-// startLoadBalancer runs HAProxy, configured by deploy/local/haproxy.sh
-// as run.sh configures it, in front of backends; its URL.
-func startLoadBalancer(t *testing.T, backends ...string) string {
-	t.Helper()
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Fatal("haproxy is not installed: deploy/local/stack.sh install puts it there")
-	}
-	listen := testsupport.FreeAddr(t)
-	args := []string{"config", listen}
-	for _, b := range backends {
-		args = append(args, strings.TrimPrefix(b, "http://"))
-	}
-	cfg, err := exec.Command("../../deploy/local/haproxy.sh", args...).Output()
-	if err != nil {
-		t.Fatalf("haproxy.sh config: %v", err)
-	}
-	file := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(file, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Start(t, bin, nil, "-db", "-f", file)
-	testsupport.Eventually(t, "http://"+listen+"/readyz", 200, 15*time.Second)
-	return "http://" + listen
-}
