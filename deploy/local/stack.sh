@@ -213,6 +213,10 @@ cluster_ports() { seq "$REDIS_CLUSTER_PORT" $((REDIS_CLUSTER_PORT + REDIS_CLUSTE
 cluster_seeds() { cluster_ports | sed 's/^/127.0.0.1:/' | paste -sd, -; }
 cluster_pid() { echo "$cluster_dir/$1/redis.pid"; }
 cluster_conf() { echo "$cluster_dir/$1/redis.conf"; }
+# What a cluster node's process title keeps of it: redis-server replaces
+# its command line with "redis-server 127.0.0.1:PORT [cluster]", dropping
+# the config file's path.
+cluster_title() { echo "127.0.0.1:$1 [cluster]"; }
 
 redis_cluster_node_up() {
   local port=$1 dir=$cluster_dir/$1
@@ -235,7 +239,7 @@ save ""
 maxmemory 128mb
 maxmemory-policy volatile-lru
 EOF
-  pid_alive "$(cluster_pid "$port")" "$(cluster_conf "$port")" && return
+  pid_alive "$(cluster_pid "$port")" "$(cluster_title "$port")" && return
   redis-server "$(cluster_conf "$port")" || die "redis-server :$port did not start; see $logs_dir/redis-cluster-$port.log"
   wait_for "redis cluster node 127.0.0.1:$port" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $port ping)\" = PONG ]" \
     || die "redis cluster node :$port did not answer PING; see $logs_dir/redis-cluster-$port.log"
@@ -282,8 +286,8 @@ redis_cluster_up() {
 redis_cluster_down() {
   local port
   for port in $(cluster_ports); do
-    if pid_alive "$(cluster_pid "$port")" "$(cluster_conf "$port")"; then
-      stop_pid "redis cluster node :$port" "$(cluster_pid "$port")" "$(cluster_conf "$port")"
+    if pid_alive "$(cluster_pid "$port")" "$(cluster_title "$port")"; then
+      stop_pid "redis cluster node :$port" "$(cluster_pid "$port")" "$(cluster_title "$port")"
     fi
   done
 }
@@ -291,7 +295,7 @@ redis_cluster_down() {
 redis_cluster_status() {
   local port role
   for port in $(cluster_ports); do
-    if pid_alive "$(cluster_pid "$port")" "$(cluster_conf "$port")"; then
+    if pid_alive "$(cluster_pid "$port")" "$(cluster_title "$port")"; then
       role=$(redis-cli -h 127.0.0.1 -p "$port" role 2>/dev/null | head -1)
       printf '%-8s running  pid %-7s %s:%s (cluster %s)\n' "rcluster" "$(cat "$(cluster_pid "$port")")" 127.0.0.1 "$port" "${role:-?}"
     fi
