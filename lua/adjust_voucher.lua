@@ -6,13 +6,15 @@
 -- re-sends a command whose reply timed out) is not applied twice; it gets
 -- the first answer.
 --
--- A change brings a retired sale back: its keys lose their expiry (the
--- caller puts the voucher back in the relay's active set).
+-- A change brings a retired sale back: its keys lose their expiry, the
+-- settled records too (the caller puts the voucher back in the relay's
+-- active set); the changes keep only their own memory's expiry.
 --
--- KEYS[1]  seckill:voucher:{id}  hash {stock, begin, end}
+-- KEYS[1]  seckill:voucher:{id}  hash {stock, begin, end, frozen, epoch, fence, reconciled}
 -- KEYS[2]  seckill:changes:{id}  hash change id -> stock after it
 -- KEYS[3]  seckill:buyers:{id}, KEYS[4] seckill:pending:{id},
--- KEYS[5]  seckill:pending-at:{id}: kept with the sale
+-- KEYS[5]  seckill:pending-at:{id}, KEYS[6] seckill:settled:{id}: kept
+--          with the sale
 -- ARGV[1]  stock delta (may be negative)
 -- ARGV[2]  new begin, ms, or "" to keep it
 -- ARGV[3]  new end, ms, or "" to keep it

@@ -14,6 +14,7 @@
 -- KEYS[3]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
 -- KEYS[4]  seckill:pending:{id}
 -- KEYS[5]  seckill:pending-at:{id}
+-- KEYS[6]  seckill:settled:{id}
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
 -- ARGV[3]  end, ms
@@ -48,7 +49,9 @@ local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%
 redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid,
   'reconciled', ARGV[5], 'fence', math.max(fence, seen))
 redis.call('HDEL', KEYS[1], 'frozen')
-for _, i in ipairs({1, 2, 4, 5}) do
+-- A reconcile can bring a retired sale back: every key of the sale is live
+-- again (the changes keep their own memory's expiry).
+for _, i in ipairs({1, 2, 4, 5, 6}) do
   redis.call('PERSIST', KEYS[i])
 end
 return 1

@@ -3,7 +3,7 @@
 -- that an eviction policy limited to keys with a TTL never takes them), and
 -- the caller drops the voucher from the relay's active set.
 --
--- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end}
+-- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen, epoch, fence, reconciled}
 -- KEYS[2]  seckill:buyers:{id}
 -- KEYS[3]  seckill:pending:{id}
 -- KEYS[4]  seckill:pending-at:{id}

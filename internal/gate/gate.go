@@ -127,7 +127,7 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
 	k := s.KeysOf(voucherID)
-	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{k.Voucher, k.Changes, k.Buyers, k.Pending, k.PendingAt},
+	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{k.Voucher, k.Changes, k.Buyers, k.Pending, k.PendingAt, k.Settled},
 		delta, ms(begin), ms(end), rand.Text(), changeMemory.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("adjust voucher %d in Redis: %w", voucherID, err)

@@ -110,7 +110,7 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 		none = "1"
 	}
 	beforeRebuildScript()
-	res, err := lua.ReconcileSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, rebuilt, k.Pending, k.PendingAt},
+	res, err := lua.ReconcileSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, rebuilt, k.Pending, k.PendingAt, k.Settled},
 		p.Stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence).Int()
 	switch {
 	case err != nil:
