@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,10 +75,20 @@ type Lock struct {
 	once   sync.Once
 }
 
+// keys are lock name's hash and fencing counter, under one hash tag: the
+// name's own if it has one (a lock whose token is checked beside other
+// keys names their tag, so token and check share a slot and a master),
+// else the whole name.
 func (c *Client) keys(name string) []string {
 	k := c.prefix + "lock:{" + name + "}"
+	if _, rest, ok := strings.Cut(name, "{"); ok && strings.Index(rest, "}") > 0 {
+		k = c.prefix + "lock:" + name
+	}
 	return []string{k, k + ":fence"}
 }
+
+// FenceKey is where lock name's fencing counter lives.
+func (c *Client) FenceKey(name string) string { return c.keys(name)[1] }
 
 // Acquire takes the lock name with a new owner token.
 func (c *Client) Acquire(ctx context.Context, name string, opt Options) (*Lock, error) {

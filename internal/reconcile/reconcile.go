@@ -97,6 +97,12 @@ type Report struct {
 	Waited    time.Duration // for the writer
 }
 
+// LockName is the reconcile lock of voucherID. It carries the voucher's
+// hash tag: its fencing token is checked against the fence in the sale's
+// hash, and on one slot a failover that loses the counter's writes loses
+// the fence's too, so the check never sees a counter gone back below it.
+func LockName(voucherID int64) string { return "reconcile:{" + strconv.FormatInt(voucherID, 10) + "}" }
+
 // Run freezes voucherID, waits until the writer has consumed what was
 // published before, rebuilds the voucher's Redis state from MySQL and
 // unfreezes it. Safe to run twice and while the sale is live; on failure
@@ -105,7 +111,7 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 	rep.VoucherID = voucherID
 	var fence int64
 	if r.Locks != nil {
-		l, err := r.Locks.Acquire(ctx, "reconcile:"+strconv.FormatInt(voucherID, 10), lock.Options{
+		l, err := r.Locks.Acquire(ctx, LockName(voucherID), lock.Options{
 			TTL: 10 * time.Second, Watchdog: true, RetryMin: 50 * time.Millisecond, RetryMax: time.Second, RetryFor: r.Wait})
 		if err != nil {
 			return rep, fmt.Errorf("reconcile voucher %d: another reconcile of it holds its lock: %w", voucherID, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -294,5 +295,62 @@ func TestReconcilesOfOneVoucherTakeTurns(t *testing.T) {
 	}
 	if g.stock(t, v) != 10 {
 		t.Fatalf("stock %d after four reconciles, want 10", g.stock(t, v))
+	}
+}
+
+// hashTag is what Redis Cluster hashes of key: keys with one tag share a
+// slot, and so a master and its fate in a failover.
+func hashTag(key string) string {
+	if _, rest, ok := strings.Cut(key, "{"); ok {
+		if tag, _, ok := strings.Cut(rest, "}"); ok && tag != "" {
+			return tag
+		}
+	}
+	return key
+}
+
+// A failover that loses the writes of the master holding the reconcile
+// lock's fencing counter takes the counter back. The token and the fence
+// it is checked against share the voucher's slot, so they go back
+// together and the next reconcile runs. Before, the lock lived in a slot
+// of its own: its counter went back alone, below the voucher's stored
+// fence, and every reconcile of the sale was refused as stale.
+func TestReconcileAfterTheLockMasterLostWrites(t *testing.T) {
+	g := newRig(t)
+	locks := lock.New(g.r.Client, g.r.Prefix)
+	g.rec.Locks = locks
+	ctx := t.Context()
+	const v = 9101
+	g.onSale(t, v, 10, 10)
+	counter := locks.FenceKey(reconcile.LockName(v))
+	slot := []string{counter}
+	if sale := g.store.KeysOf(v).Voucher; hashTag(sale) == hashTag(counter) {
+		slot = append(slot, sale)
+	}
+	// The master's state before the writes it will lose.
+	before := map[string]string{}
+	for _, k := range slot {
+		if dump, err := g.r.Client.Dump(ctx, k).Result(); err == nil {
+			before[k] = dump
+		}
+	}
+	for range 2 {
+		if _, err := g.rec.Run(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range slot {
+		g.r.Client.Del(ctx, k)
+		if dump, ok := before[k]; ok {
+			if err := g.r.Client.Restore(ctx, k, 0, dump).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := g.rec.Run(ctx, v); err != nil {
+		t.Fatalf("a reconcile after the lock's master lost writes: %v", err)
+	}
+	if got := g.stock(t, v); got != 10 {
+		t.Fatalf("stock %d after the reconcile, want MySQL's 10", got)
 	}
 }
