@@ -209,4 +209,3 @@ func longestGapAfter(at []time.Duration, from time.Duration) (gap, began time.Du
 	}
 	return gap, began
 }
-
