@@ -296,10 +296,23 @@ func (vs *Vouchers) changeMySQL(ctx context.Context, id, n int64, w window) erro
 	if err != nil {
 		return fmt.Errorf("change voucher %d in MySQL: %w", id, err)
 	}
-	if rows, _ := res.RowsAffected(); rows != 1 {
-		return fmt.Errorf("change voucher %d in MySQL: refused (stock would leave 0..%d)", id, MaxStock)
+	if rows, _ := res.RowsAffected(); rows == 1 {
+		return nil
 	}
-	return nil
+	// MySQL counts changed rows: a window change to the window the row
+	// already has (no units) matched it and changed nothing, which is done,
+	// not refused. A change of units always changes a row it matched.
+	var stock int64
+	err = vs.DB.QueryRowContext(ctx, "SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&stock)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return fmt.Errorf("change voucher %d in MySQL: %w", id, err)
+	case n == 0:
+		return nil
+	}
+	return ErrInvalid.With("addStock: the stock would be %d, outside 0..%d", stock+n, MaxStock)
 }
 
 func nullTime(t time.Time) any {
