@@ -17,7 +17,8 @@ TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/' \
 	SECKILL_TEST_MYSQL_FLAVOR=mariadb \
 	SECKILL_TEST_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
-	SECKILL_TEST_KAFKA_CLUSTER=$(KAFKA_CLUSTER_BROKERS)
+	SECKILL_TEST_KAFKA_CLUSTER=$(KAFKA_CLUSTER_BROKERS) \
+	SECKILL_TEST_SCHEMATHESIS=$(SCHEMATHESIS)
 # The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
 # and the packages whose tests use Redis, which make test runs on it too.
 REDIS_CLUSTER_SEEDS ?= 127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
@@ -42,7 +43,12 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: help run run-multinode test up down status install migrate seed build lint bench go-check webcheck apidoc-tools apidoc-lint image
+# Schemathesis, which checks the API document against a running api in
+# make test: pinned, in a virtualenv of the stack's.
+SCHEMATHESIS_VENV := .stack/schemathesis
+SCHEMATHESIS := $(CURDIR)/$(SCHEMATHESIS_VENV)/bin/schemathesis
+
+.PHONY: apicheck-tools help run run-multinode test up down status install migrate seed build lint bench go-check webcheck apidoc-tools apidoc-lint image
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -83,6 +89,11 @@ apidoc-tools:
 
 apidoc-lint: apidoc-tools
 	cd $(APIDOC) && npx --no-install redocly lint --config redocly.yaml --format=summary ../../internal/api/openapi.yaml
+
+apicheck-tools:
+	@command -v python3 >/dev/null || { echo "make: python3 is not installed (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
+	@[ -x $(SCHEMATHESIS) ] || { python3 -m venv $(SCHEMATHESIS_VENV) && $(SCHEMATHESIS_VENV)/bin/pip install -q --disable-pip-version-check -r deploy/apidoc/schemathesis-requirements.txt; } \
+	  || { rm -rf $(SCHEMATHESIS_VENV); echo "make: could not install Schemathesis in $(SCHEMATHESIS_VENV) (python3 -m venv needs Debian's python3-venv; pip needs PyPI)" >&2; exit 1; }
 
 # make image: the programs' images, with podman, from static binaries built
 # here (deploy/image/Containerfile: the Dockerfile's final stages, which a
@@ -134,7 +145,7 @@ FUZZTIME ?= 30000x
 # single nodes.
 test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
-test: migrate apidoc-lint image
+test: migrate apidoc-lint apicheck-tools image
 	$(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
 	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"

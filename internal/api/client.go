@@ -3,6 +3,8 @@ package api
 import (
 	"net"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -51,4 +53,73 @@ func sameSiteOnly(allowed []string) echo.MiddlewareFunc {
 // ownOrigin: origin is the API's own address as the client reached it.
 func ownOrigin(c echo.Context, origin string) bool {
 	return origin == c.Scheme()+"://"+c.Request().Host
+}
+
+// allowedMethods answers 405 with Allow (RFC 9110 §15.5.6) for a method
+// the path's routes do not take, before echo routes it: echo would hand
+// GET /voucher-order/seckill/1 to the parameter route GET
+// /voucher-order/:id (a 400 about the id), and GET /user/login to GET
+// /user/:id, and its own 405 names no methods. A path's routes are those
+// whose template matches it with the most static segments, as echo's
+// router prefers a static segment to a parameter.
+func (s *Server) allowedMethods() echo.MiddlewareFunc {
+	type route struct {
+		segments []string
+		method   string
+	}
+	routes := sync.OnceValue(func() []route {
+		var out []route
+		for _, r := range s.echo.Routes() {
+			if strings.Contains(r.Path, "*") || r.Method == echo.RouteNotFound {
+				continue
+			}
+			out = append(out, route{strings.Split(r.Path, "/"), r.Method})
+		}
+		return out
+	})
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			path := strings.Split(c.Request().URL.Path, "/")
+			best, allow := -1, []string{}
+			for _, r := range routes() {
+				static, ok := matchSegments(r.segments, path)
+				switch {
+				case !ok || static < best:
+					continue
+				case static > best:
+					best, allow = static, allow[:0]
+				}
+				if !slices.Contains(allow, r.method) {
+					allow = append(allow, r.method)
+				}
+			}
+			if best < 0 || slices.Contains(allow, c.Request().Method) {
+				return next(c)
+			}
+			slices.Sort(allow)
+			c.Response().Header().Set(echo.HeaderAllow, strings.Join(allow, ", "))
+			return echo.ErrMethodNotAllowed
+		}
+	}
+}
+
+// matchSegments reports whether a route template's segments match a
+// path's, and how many of them are static.
+func matchSegments(template, path []string) (static int, ok bool) {
+	if len(template) != len(path) {
+		return 0, false
+	}
+	for i, seg := range template {
+		switch {
+		case strings.HasPrefix(seg, ":"):
+			if path[i] == "" {
+				return 0, false
+			}
+		case seg == path[i]:
+			static++
+		default:
+			return 0, false
+		}
+	}
+	return static, true
 }

@@ -17,16 +17,17 @@ import (
 // outcome is a business answer the user should read: 200 with success
 // false, as the course's client expects.
 var statusOf = map[apperr.Code]int{
-	apperr.Outcome:      http.StatusOK,
-	apperr.Invalid:      http.StatusBadRequest,
-	apperr.Unauthorized: http.StatusUnauthorized,
-	apperr.Forbidden:    http.StatusForbidden,
-	apperr.NotFound:     http.StatusNotFound,
-	apperr.Conflict:     http.StatusConflict,
-	apperr.Unsupported:  http.StatusUnsupportedMediaType,
-	apperr.RateLimited:  http.StatusTooManyRequests,
-	apperr.Unavailable:  http.StatusServiceUnavailable,
-	apperr.Internal:     http.StatusInternalServerError,
+	apperr.Outcome:       http.StatusOK,
+	apperr.Invalid:       http.StatusBadRequest,
+	apperr.Unauthorized:  http.StatusUnauthorized,
+	apperr.Forbidden:     http.StatusForbidden,
+	apperr.NotFound:      http.StatusNotFound,
+	apperr.Conflict:      http.StatusConflict,
+	apperr.Unprocessable: http.StatusUnprocessableEntity,
+	apperr.Unsupported:   http.StatusUnsupportedMediaType,
+	apperr.RateLimited:   http.StatusTooManyRequests,
+	apperr.Unavailable:   http.StatusServiceUnavailable,
+	apperr.Internal:      http.StatusInternalServerError,
 }
 
 // handleError is echo's HTTPErrorHandler: every failed request is answered

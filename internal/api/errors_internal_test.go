@@ -22,7 +22,7 @@ func TestRetryAfterSecondsRoundsUp(t *testing.T) {
 // 500 for what is no server fault.
 func TestEveryCodeHasAStatus(t *testing.T) {
 	codes := []apperr.Code{apperr.Outcome, apperr.Invalid, apperr.Unauthorized, apperr.Forbidden, apperr.NotFound,
-		apperr.Conflict, apperr.Unsupported, apperr.RateLimited, apperr.Unavailable, apperr.Internal}
+		apperr.Conflict, apperr.Unprocessable, apperr.Unsupported, apperr.RateLimited, apperr.Unavailable, apperr.Internal}
 	if len(statusOf) != len(codes) {
 		t.Fatalf("%d statuses for %d codes", len(statusOf), len(codes))
 	}

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
-	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,15 +13,20 @@ import (
 
 // The routes behind the course's home page, shop list and "my page".
 
-// pageParam is the query parameter current, 1 when absent, as the course.
+// maxPage bounds the page a client may ask for: deeper pages cost the
+// database an OFFSET scan, and no one reads the 10,001st page.
+const maxPage = 10_000
+
+// pageParam is the query parameter current, 1 when absent, as the course;
+// present, it is a page from 1 to maxPage.
 func pageParam(c echo.Context) (int, error) {
-	raw := c.QueryParam("current")
-	if raw == "" {
+	values, present := c.QueryParams()["current"]
+	if !present {
 		return 1, nil
 	}
-	n, err := strconv.Atoi(raw)
-	if err != nil {
-		return 0, apperr.Errorf(apperr.Invalid, "query parameter current: want a page number, got %q", raw)
+	n, err := strconv.Atoi(values[0])
+	if err != nil || n < 1 || n > maxPage {
+		return 0, apperr.Errorf(apperr.Invalid, "query parameter current: want a page from 1 to %d, got %q", maxPage, values[0])
 	}
 	return n, nil
 }
@@ -111,31 +114,6 @@ func (s *Server) userInfo(c echo.Context) error {
 		return c.JSON(http.StatusOK, OK(nil))
 	}
 	return c.JSON(http.StatusOK, OK(info))
-}
-
-// otherMethodsOf answers 405, as before the route existed, for a request
-// that a parameter route under prefix took only because its path is a
-// static route of other methods: GET /user/:id also matches GET
-// /user/login, which is POST only.
-func (s *Server) otherMethodsOf(prefix string) echo.MiddlewareFunc {
-	// The routes are all registered by the first request.
-	static := sync.OnceValue(func() map[string]bool {
-		paths := map[string]bool{}
-		for _, r := range s.echo.Routes() {
-			if strings.HasPrefix(r.Path, prefix) && !strings.ContainsAny(r.Path, ":*") {
-				paths[r.Path] = true
-			}
-		}
-		return paths
-	})
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if static()[c.Request().URL.Path] {
-				return echo.ErrMethodNotAllowed
-			}
-			return next(c)
-		}
-	}
 }
 
 // GET /user/:id: another user's public face (id, nickname, icon); success

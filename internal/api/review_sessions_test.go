@@ -208,3 +208,25 @@ func TestStaleRevocationFollowerIsNotReady(t *testing.T) {
 	}
 	testsupport.Eventually(t, a.Admin+"/readyz", http.StatusOK, 20*time.Second)
 }
+
+// A method a path's routes do not take is 405 with Allow naming those
+// they do (RFC 9110), also where a parameter route of another method
+// would otherwise have taken the path (GET /voucher-order/seckill/1 was a
+// 400 about the order id from GET /voucher-order/:id).
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	a := startAPI(t, nil)
+	token := a.loggedIn(t, randomPhone())
+	for _, tt := range []struct{ method, path, allow string }{
+		{"GET", "/voucher-order/seckill/1", "POST"},
+		{"GET", "/user/login", "POST"},
+		{"GET", "/user/code", "POST"},
+		{"DELETE", "/shop/1", "GET"},
+		{"PATCH", "/shop", "POST, PUT"},
+		{"POST", "/.well-known/jwks.json", "GET"},
+	} {
+		res := call(t, tt.method, a.URL+tt.path, map[string]string{"authorization": token}, nil)
+		if res.Status != 405 || res.Header.Get("Allow") != tt.allow {
+			t.Errorf("%s %s: %d Allow %q %s, want 405 Allow %q", tt.method, tt.path, res.Status, res.Header.Get("Allow"), res.Raw, tt.allow)
+		}
+	}
+}

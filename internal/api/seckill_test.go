@@ -148,6 +148,7 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
 	admin := map[string]string{"X-Admin-Token": testAdminToken}
 	for body, field := range map[string]string{
+		// Each field well-formed, together no window: 422, the others 400.
 		`{"title":"x","payValue":1,"actualValue":1,"stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`:              "shopId",
 		`{"shopId":1,"payValue":1,"actualValue":1,"stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`:               "title",
 		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`:             "stock",
@@ -158,9 +159,13 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"stock":1,"beginTime":"tomorrow","endTime":"2026-01-01T00:00:00Z"}`:               "malformed",
 		`{"shopId":1,"title":"x","payValue":1,"actualValue":1,"stock":"5","beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-02T00:00:00Z"}`: `field "stock" must be a number`,
 	} {
+		want := 400
+		if field == "endTime must be after beginTime" || field == "2038" {
+			want = 422
+		}
 		res := call(t, "POST", a.URL+"/voucher/seckill", admin, body)
-		if res.Status != 400 || res.Body.Success || res.Body.ErrorMsg == "" {
-			t.Errorf("%s: %d %s, want 400 (the %s)", body, res.Status, res.Raw, field)
+		if res.Status != want || res.Body.Success || !strings.Contains(res.Body.ErrorMsg, field) && want == 422 {
+			t.Errorf("%s: %d %s, want %d (the %s)", body, res.Status, res.Raw, want, field)
 		}
 	}
 }
@@ -209,7 +214,8 @@ func TestChangeSale(t *testing.T) {
 	if res := buy(a.loggedIn(t, randomPhone())); res.Body.ErrorMsg != order.ErrNotStarted.Message {
 		t.Fatalf("after moving the window later: %s", res.Raw)
 	}
-	for body, status := range map[string]int{`{}`: 400, `{"endTime":"2000-01-01T00:00:00Z"}`: 400, `{"addStock":"x"}`: 400} {
+	for body, status := range map[string]int{`{}`: 400, `{"endTime":"2000-01-01T00:00:00Z"}`: 409, `{"addStock":"x"}`: 400,
+		`{"beginTime":"2030-01-02T00:00:00Z","endTime":"2030-01-01T00:00:00Z"}`: 422} {
 		if res := call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, body); res.Status != status {
 			t.Errorf("%s: %d %s, want %d", body, res.Status, res.Raw, status)
 		}
@@ -225,7 +231,7 @@ func TestChangeSale(t *testing.T) {
 // A sale change that changes nothing in MySQL (the window it sets is the
 // one it has) is done, not refused: MySQL counts changed rows, and a
 // no-op used to be taken for a refusal and answered 500. A change MySQL
-// really refuses is a 400 naming the bound.
+// really refuses is a 409 naming the bound.
 func TestSaleChangeThatChangesNothing(t *testing.T) {
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
 	now := time.Now()
@@ -244,7 +250,7 @@ func TestSaleChangeThatChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, `{"addStock":-3}`)
-	if res.Status != 400 || !strings.Contains(res.Body.ErrorMsg, "100000000") {
-		t.Fatalf("a decrease MySQL refuses: %d %s, want 400 naming the bound", res.Status, res.Raw)
+	if res.Status != 409 || !strings.Contains(res.Body.ErrorMsg, "100000000") {
+		t.Fatalf("a decrease MySQL refuses: %d %s, want 409 naming the bound", res.Status, res.Raw)
 	}
 }

@@ -105,6 +105,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 		e.Use(nameSpan)
 	}
 	e.Use(observe(deps.Registry))
+	e.Use(s.allowedMethods())
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(cfg.BodyLimit, 10)))
 	// Strict-Transport-Security on TLS answers only (the middleware checks):
@@ -129,7 +130,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))
 	e.GET("/user/me", s.me, s.requireUser)
 	e.GET("/user/info/:id", s.userInfo, s.requireUser)
-	e.GET("/user/:id", s.userByID, s.otherMethodsOf("/user/"), s.requireUser)
+	e.GET("/user/:id", s.userByID, s.requireUser)
 	// The jwt mode's logout proves the login itself (an expired token
 	// still ends its login); the redis mode's needs a live session.
 	if deps.Refresher != nil {
@@ -138,9 +139,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 		e.POST("/user/logout", s.logout, s.requireUser)
 	}
 	e.POST("/user/refresh", s.refresh, s.rateLimit("refresh", cfg.Limits.Login))
-	if len(deps.JWKS) > 0 {
-		e.GET("/.well-known/jwks.json", s.jwks)
-	}
+	e.GET("/.well-known/jwks.json", s.jwks)
 
 	public := s.rateLimit("public", cfg.Limits.Public)
 	e.GET("/shop/:id", s.getShop, public)

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/user"
 )
 
@@ -116,10 +117,16 @@ func (s *Server) refresh(c echo.Context) error {
 	return s.grant(c, g)
 }
 
-// GET /.well-known/jwks.json
+// GET /.well-known/jwks.json: the public keys that verify access tokens;
+// an empty set where there are none to publish (the redis mode, HS256
+// keys, whose secrets are never published).
 func (s *Server) jwks(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=300")
-	return c.JSON(http.StatusOK, map[string]any{"keys": s.deps.JWKS})
+	keys := s.deps.JWKS
+	if keys == nil {
+		keys = []jwtauth.JWK{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"keys": keys})
 }
 
 // GET /user/me

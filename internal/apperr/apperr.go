@@ -23,10 +23,13 @@ const (
 	Forbidden    Code = "forbidden"
 	NotFound     Code = "not_found"
 	Conflict     Code = "conflict"
-	Unsupported  Code = "unsupported" // a request format the server does not take
-	RateLimited  Code = "rate_limited"
-	Unavailable  Code = "unavailable"
-	Internal     Code = "internal"
+	// Unprocessable: well-formed, each field within its bounds, but the
+	// fields together break a rule (an end before its begin).
+	Unprocessable Code = "unprocessable"
+	Unsupported   Code = "unsupported" // a request format the server does not take
+	RateLimited   Code = "rate_limited"
+	Unavailable   Code = "unavailable"
+	Internal      Code = "internal"
 )
 
 // Error is a failure with its code and the message a user may read.

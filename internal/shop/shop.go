@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -61,13 +62,13 @@ const (
 func (s Shop) Validate() error {
 	bad := func(why string) error { return ErrInvalid.With("%s", why) }
 	switch {
-	case s.Name == "" || len(s.Name) > 128:
+	case s.Name == "" || utf8.RuneCountInString(s.Name) > 128:
 		return bad("name must have 1 to 128 characters")
 	case s.ID < 0 || s.ID > maxID:
 		return bad("id must be a positive id up to 9007199254740991")
 	case s.TypeID <= 0 || s.TypeID > maxID:
 		return bad("typeId must be a positive id up to 9007199254740991")
-	case len(s.Images) > 1024 || len(s.Address) > 255 || len(s.Area) > 128 || len(s.OpenHours) > 32:
+	case utf8.RuneCountInString(s.Images) > 1024 || utf8.RuneCountInString(s.Address) > 255 || utf8.RuneCountInString(s.Area) > 128 || utf8.RuneCountInString(s.OpenHours) > 32:
 		return bad("images, address, area or openHours too long")
 	case s.Score < 0 || s.Score > 50:
 		return bad("score is out of 50")
@@ -208,7 +209,7 @@ func (s *Service) OfType(ctx context.Context, typeID int64, current int) ([]Shop
 // OfName is page current of the shops whose name has name in it (every
 // shop for an empty name); name is matched literally, % and _ included.
 func (s *Service) OfName(ctx context.Context, name string, current int) ([]Shop, error) {
-	if len(name) > 128 {
+	if utf8.RuneCountInString(name) > 128 {
 		return nil, apperr.Errorf(apperr.Invalid, "name: at most 128 bytes")
 	}
 	if current < 1 || current > MaxPage {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/seckill/seckill/internal/apperr"
 )
@@ -46,6 +47,13 @@ var (
 	// ErrInvalid is a voucher or a change that cannot be made; the
 	// message says why.
 	ErrInvalid = apperr.New(apperr.Invalid, "invalid voucher")
+	// ErrWindow is a sale window whose fields are each well-formed but
+	// together are not a window: an end before its begin, or outside what
+	// the TIMESTAMP columns hold.
+	ErrWindow = apperr.New(apperr.Unprocessable, "invalid sale window")
+	// ErrConflict is a change the voucher as it stands refuses: the stock
+	// it would leave, or a window with the bound it keeps.
+	ErrConflict = apperr.New(apperr.Conflict, "the change does not fit the voucher as it stands")
 	// ErrNotFound is a flash-sale voucher id with no row.
 	ErrNotFound = apperr.New(apperr.NotFound, "no such flash-sale voucher")
 	// ErrNotEnoughStock refuses a change that would take more units than
@@ -74,9 +82,9 @@ func (v Voucher) Validate() error {
 	switch {
 	case v.ShopID <= 0 || v.ShopID > MaxID:
 		return bad("shopId must be a positive id up to 9007199254740991")
-	case v.Title == "" || len(v.Title) > 255:
+	case v.Title == "" || utf8.RuneCountInString(v.Title) > 255:
 		return bad("title must have 1 to 255 characters")
-	case len(v.SubTitle) > 255 || len(v.Rules) > 1024:
+	case utf8.RuneCountInString(v.SubTitle) > 255 || utf8.RuneCountInString(v.Rules) > 1024:
 		return bad("subTitle or rules too long")
 	case v.PayValue < 0 || v.PayValue > MaxMoney:
 		return bad("payValue must be from 0 to 10000000000 (fen)")
@@ -92,9 +100,9 @@ func (v Voucher) Validate() error {
 	case v.BeginTime == nil || v.EndTime == nil:
 		return bad("a flash-sale voucher needs beginTime and endTime")
 	case !v.EndTime.After(*v.BeginTime):
-		return bad("endTime must be after beginTime")
+		return ErrWindow.With("endTime must be after beginTime")
 	case v.BeginTime.Before(minTime) || v.EndTime.After(maxTime):
-		return bad("beginTime and endTime must lie between 1970-01-02 and 2038-01-18 (a TIMESTAMP column)")
+		return ErrWindow.With("beginTime and endTime must lie between 1970-01-02 and 2038-01-18 (a TIMESTAMP column)")
 	}
 	return nil
 }
@@ -234,14 +242,17 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 	if c.EndTime != nil {
 		next.end, end = *c.EndTime, *c.EndTime
 	}
-	if !end.After(begin) {
-		return 0, ErrInvalid.With("endTime must be after beginTime")
-	}
 	if begin.Before(minTime) || end.After(maxTime) {
-		return 0, ErrInvalid.With("beginTime and endTime must lie between 1970-01-02 and 2038-01-18")
+		return 0, ErrWindow.With("beginTime and endTime must lie between 1970-01-02 and 2038-01-18")
+	}
+	if !end.After(begin) {
+		if c.BeginTime != nil && c.EndTime != nil {
+			return 0, ErrWindow.With("endTime must be after beginTime")
+		}
+		return 0, ErrConflict.With("the window would end before it begins: endTime must be after beginTime, with the bound the sale keeps")
 	}
 	if current+c.AddStock > MaxStock {
-		return 0, ErrInvalid.With("addStock: the stock would be %d, above 100000000", current+c.AddStock)
+		return 0, ErrConflict.With("addStock: the stock would be %d, above 100000000", current+c.AddStock)
 	}
 	if c.AddStock > 0 {
 		return vs.restock(ctx, id, c.AddStock, next, old)
@@ -312,7 +323,7 @@ func (vs *Vouchers) changeMySQL(ctx context.Context, id, n int64, w window) erro
 	case n == 0:
 		return nil
 	}
-	return ErrInvalid.With("addStock: the stock would be %d, outside 0..%d", stock+n, MaxStock)
+	return ErrConflict.With("addStock: the stock would be %d, outside 0..%d", stock+n, MaxStock)
 }
 
 func nullTime(t time.Time) any {
