@@ -48,7 +48,7 @@ BENCH_MODULE := bench
 SCHEMATHESIS_VENV := .stack/schemathesis
 SCHEMATHESIS := $(CURDIR)/$(SCHEMATHESIS_VENV)/bin/schemathesis
 
-.PHONY: apicheck-tools help run run-multinode test up down status install migrate seed build lint bench go-check webcheck apidoc-tools apidoc-lint image
+.PHONY: apicheck-tools help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -75,32 +75,18 @@ down:
 status:
 	@$(STACK) status
 
-# The API document's tools (deploy/apidoc, pinned by its package-lock):
-# Swagger UI's files, embedded into the api binary at /docs, and the
-# document's linter.
-APIDOC := deploy/apidoc
-SWAGGER_UI := $(APIDOC)/node_modules/swagger-ui-dist
-
-apidoc-tools:
-	@command -v npm >/dev/null || { echo "make: npm is not installed (Node.js 20.19+ with npm 10+; Debian: the nodejs and npm packages are too old for the linter)" >&2; exit 1; }
-	@[ -d $(SWAGGER_UI) ] && [ -d $(APIDOC)/node_modules/@redocly/cli ] || (cd $(APIDOC) && npm ci --no-audit --no-fund --loglevel=error)
-	@cp $(SWAGGER_UI)/swagger-ui-bundle.js $(SWAGGER_UI)/swagger-ui.css internal/api/docsui/
-	@cp $(SWAGGER_UI)/LICENSE internal/api/docsui/swagger-ui-LICENSE
-
-apidoc-lint: apidoc-tools
-	cd $(APIDOC) && npx --no-install redocly lint --config redocly.yaml --format=summary ../../internal/api/openapi.yaml
-
 apicheck-tools:
-	@command -v python3 >/dev/null || { echo "make: python3 is not installed (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
+	@python3 -c 'import venv, ensurepip' 2>/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv; } \
+	  || { echo "make: Python 3 with venv is missing and could not be installed (Debian: apt-get install python3 python3-venv, as root)" >&2; exit 1; }
 	@[ -x $(SCHEMATHESIS) ] || { python3 -m venv $(SCHEMATHESIS_VENV) && $(SCHEMATHESIS_VENV)/bin/pip install -q --disable-pip-version-check -r deploy/apidoc/schemathesis-requirements.txt; } \
-	  || { rm -rf $(SCHEMATHESIS_VENV); echo "make: could not install Schemathesis in $(SCHEMATHESIS_VENV) (python3 -m venv needs Debian's python3-venv; pip needs PyPI)" >&2; exit 1; }
+	  || { rm -rf $(SCHEMATHESIS_VENV); echo "make: could not install Schemathesis in $(SCHEMATHESIS_VENV) from PyPI (deploy/apidoc/schemathesis-requirements.txt)" >&2; exit 1; }
 
 # make image: the programs' images, with podman, from static binaries built
 # here (deploy/image/Containerfile: the Dockerfile's final stages, which a
 # machine with a registry builds with its Go stage instead).
 IMAGES := api order-writer cache-invalidator seckillctl
 
-image: go-check apidoc-tools
+image: go-check
 	@command -v podman >/dev/null || { echo "make: podman is not installed: deploy/local/stack.sh install" >&2; exit 1; }
 	@mkdir -p bin/static
 	@for p in $(IMAGES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/static/$$p ./cmd/$$p || exit 1; done
@@ -109,7 +95,7 @@ image: go-check apidoc-tools
 	  echo "image localhost/seckill/$$p"; \
 	done
 
-build: go-check apidoc-tools
+build: go-check
 	@mkdir -p bin
 	@for p in $(PROGRAMS); do $(GO) build -o bin/$$p ./cmd/$$p; done
 	@cd $(BENCH_MODULE) && $(GO) build -o ../bin/loadgen ./cmd/loadgen
@@ -145,7 +131,7 @@ FUZZTIME ?= 30000x
 # single nodes.
 test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
-test: migrate apidoc-lint apicheck-tools image
+test: migrate apicheck-tools image
 	$(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
 	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"

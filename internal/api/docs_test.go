@@ -21,8 +21,7 @@ func get(t *testing.T, url string) (*http.Response, string) {
 }
 
 // The document is served as JSON at /openapi.json, and read at /docs
-// through Swagger UI, whose bundle make build embeds (a build without it
-// would fail here, not skip).
+// through Swagger UI, embedded in every build.
 func TestDocumentAndDocsPage(t *testing.T) {
 	a := startAPI(t, nil)
 	res, body := get(t, a.URL+"/openapi.json")
@@ -35,16 +34,13 @@ func TestDocumentAndDocsPage(t *testing.T) {
 		t.Fatalf("/openapi.json: %d %s %.200s", res.StatusCode, res.Header.Get("Content-Type"), body)
 	}
 	res, page := get(t, a.URL+"/docs")
-	if res.StatusCode != 200 || !strings.Contains(page, "/docs/swagger-ui-bundle.js") {
-		t.Fatalf("/docs: %d %.300s\n(make build bundles Swagger UI)", res.StatusCode, page)
+	if res.StatusCode != 200 || !strings.Contains(page, "/openapi.json") || !strings.Contains(page, "swagger-ui-bundle.js") {
+		t.Fatalf("/docs: %d %.300s", res.StatusCode, page)
 	}
-	for _, file := range []string{"/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css", "/docs/init.js"} {
+	for _, file := range []string{"/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css"} {
 		res, body := get(t, a.URL+file)
-		if res.StatusCode != 200 || len(body) == 0 {
+		if res.StatusCode != 200 || len(body) < 1000 {
 			t.Fatalf("%s: %d, %d bytes", file, res.StatusCode, len(body))
 		}
-	}
-	if res, js := get(t, a.URL+"/docs/init.js"); !strings.Contains(js, `url: "/openapi.json"`) || res.StatusCode != 200 {
-		t.Fatalf("init.js does not load /openapi.json: %s", js)
 	}
 }

@@ -119,10 +119,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	e.GET("/openapi.json", serveOpenAPI(doc))
-	if err := routeDocs(e); err != nil {
-		ln.Close()
-		return nil, err
-	}
+	routeDocs(e)
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
 	e.GET("/readyz", echo.WrapHandler(deps.Monitor.ReadyHandler()))
 
