@@ -7,19 +7,11 @@
 # builds with podman from binaries built on the host when no registry is
 # reachable: static binaries on scratch, a non-root user, nothing else.
 
-# The pinned Swagger UI that /docs embeds (deploy/apidoc/package-lock.json).
-FROM node:22-bookworm-slim AS apidoc
-WORKDIR /apidoc
-COPY deploy/apidoc/package.json deploy/apidoc/package-lock.json ./
-RUN npm ci --no-audit --no-fund --loglevel=error
-
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-COPY --from=apidoc /apidoc/node_modules/swagger-ui-dist/swagger-ui-bundle.js /apidoc/node_modules/swagger-ui-dist/swagger-ui.css internal/api/docsui/
-COPY --from=apidoc /apidoc/node_modules/swagger-ui-dist/LICENSE internal/api/docsui/swagger-ui-LICENSE
 RUN mkdir -p bin/static && for p in api order-writer cache-invalidator seckillctl; do \
       CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/static/$p ./cmd/$p || exit 1; \
     done
