@@ -184,8 +184,10 @@ func MySQLDSN(lookup Lookup) (string, error) {
 	return dsn, r.Err()
 }
 
-// Ctl is what seckillctl's reconcile needs: the stores, the sale's keys and
-// topic, and the order-writer's group whose progress it waits for.
+// Ctl is what seckillctl's commands need: the stores and the sale's keys
+// (every command), the orders topic and the order-writer's group whose
+// progress reconcile waits for, the dead-letter topics (dlq), and the
+// session settings that logout-user revokes with.
 type Ctl struct {
 	daemon.Common
 	Sale     Sale

@@ -69,6 +69,6 @@ func TestAPausedReconcileIsRefused(t *testing.T) {
 		t.Fatal("the stale reconcile unfroze a sale a newer one is rebuilding")
 	}
 	if err := store.Unfreeze(ctx, voucher, 0); err != nil {
-		t.Fatalf("an unfenced unfreeze (seckillctl without locks): %v", err)
+		t.Fatalf("an unfenced unfreeze (fencing token 0, a caller that holds no lock): %v", err)
 	}
 }

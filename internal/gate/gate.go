@@ -93,8 +93,8 @@ func endGateSpan(span trace.Span, d order.Decision, err error) {
 // release (its buyers a set where they are now a hash).
 func isOutdatedLayout(err error) bool { return redis.HasErrorPrefix(err, "WRONGTYPE") }
 
-// Warm puts a new voucher's sale into Redis: its stock and window, and an
-// empty buyer set and no reservations (keys left by an earlier database
+// Warm puts a new voucher's sale into Redis: its stock and window, and no
+// buyers (an empty hash) and no reservations (keys left by an earlier database
 // with the same voucher id would otherwise leak into the new sale),
 // stamped with the replication id of the server that holds it; then
 // lists it among the active vouchers (another slot on a cluster: a second

@@ -34,7 +34,7 @@ func (s *Store) WithAutoPipeline(ap *redis.AutoPipeliner) *Store {
 
 // Keys are one voucher's Redis keys, all under the voucher's hash tag.
 type Keys struct {
-	Voucher   string // hash {stock, begin, end, frozen, epoch}
+	Voucher   string // hash {stock, begin, end, frozen, epoch, fence, reconciled}
 	Buyers    string // hash user id -> order id
 	Pending   string // hash order id -> "userId:acceptedMs"
 	PendingAt string // zset order id by acceptedMs
