@@ -6,7 +6,7 @@
 -- attempt again (go-redis re-sends a command whose reply timed out) gets
 -- the first decision back, not "already bought" for its own order.
 --
--- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen, epoch}
+-- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen, epoch, fence, reconciled}; reads stock, begin, end, frozen, epoch
 -- KEYS[2]  seckill:buyers:{id}      hash user id -> order id
 -- KEYS[3]  seckill:pending:{id}     hash order id -> "userId:acceptedMs",
 --                                   or "userId:acceptedMs:traceparent"
