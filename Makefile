@@ -147,6 +147,7 @@ test: migrate apicheck-tools image
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./internal/e2e/
 	cd $(BENCH_MODULE) && $(GO) vet ./...
 
 # make bench compares one Redis node with the Redis Cluster, then runs the
