@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,6 +69,28 @@ type Cache[T any] struct {
 	group   singleflight.Group
 	logger  *slog.Logger
 	metrics *Metrics
+	// Now is the clock of the wait for another's rebuild and of a logical
+	// expiry; nil: time.Now.
+	Now func() time.Time
+	// callers counts the callers of each key's flight, so that a test can
+	// wait until a caller has joined one.
+	callers sync.Map // key -> *atomic.Int32
+}
+
+func (c *Cache[T]) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Callers is how many callers wait on id's flight now.
+func (c *Cache[T]) Callers(id string) int {
+	n, ok := c.callers.Load(c.key(id))
+	if !ok {
+		return 0
+	}
+	return int(n.(*atomic.Int32).Load())
 }
 
 // New is the cache of family, whose key for id is key(id).
@@ -87,6 +111,9 @@ func (c *Cache[T]) Get(ctx context.Context, id string, load Loader[T]) (T, bool,
 	// first caller's values (its request id) but not its cancellation, so
 	// that one caller hanging up does not fail every caller sharing it.
 	// Each caller still stops waiting when its own context ends.
+	n, _ := c.callers.LoadOrStore(key, new(atomic.Int32))
+	n.(*atomic.Int32).Add(1)
+	defer n.(*atomic.Int32).Add(-1)
 	flight := c.group.DoChan(key, func() (any, error) {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.s.Wait+c.s.Lease)
 		defer cancel()
@@ -109,7 +136,7 @@ func (c *Cache[T]) Get(ctx context.Context, id string, load Loader[T]) (T, bool,
 func (c *Cache[T]) get(ctx context.Context, key string, load Loader[T]) (T, bool, error) {
 	var zero T
 	owner := token()
-	deadline := time.Now().Add(c.s.Wait)
+	deadline := c.now().Add(c.s.Wait)
 	for {
 		res, err := lua.CacheGet.Run(ctx, c.rdb, []string{key}, owner, c.s.Lease.Milliseconds()).Slice()
 		if err != nil {
@@ -129,7 +156,7 @@ func (c *Cache[T]) get(ctx context.Context, key string, load Loader[T]) (T, bool
 		}
 		// Someone else rebuilds: wait for the value, a bounded time, then
 		// load it ourselves rather than fail.
-		if time.Now().After(deadline) {
+		if c.now().After(deadline) {
 			c.logger.WarnContext(ctx, "cache: waited too long for another rebuild; loading directly", "key", key)
 			c.countLoad()
 			return load(ctx)
@@ -172,7 +199,7 @@ func (c *Cache[T]) rebuild(ctx context.Context, key, owner string, load Loader[T
 			ttl += mrand.N(c.s.Jitter)
 		}
 		if c.s.Logical > 0 {
-			ttl, exp = 0, time.Now().Add(c.s.Logical).UnixMilli()
+			ttl, exp = 0, c.now().Add(c.s.Logical).UnixMilli()
 		}
 	}
 	written, err := lua.CacheSet.Run(ctx, c.rdb, []string{key}, owner, raw, ttl.Milliseconds(), exp).Int()

@@ -102,13 +102,16 @@ func TestFoundValueIsCachedWithJitteredTTL(t *testing.T) {
 // (the rebuild is held until every answer is in).
 func TestHotKeyServesStaleWhileOneRebuild(t *testing.T) {
 	r := testsupport.MustRedis(t)
-	hot := cache.Strategy{Logical: 100 * time.Millisecond, NullTTL: time.Second, Lease: 10 * time.Second, Wait: time.Second}
+	hot := cache.Strategy{Logical: time.Minute, NullTTL: time.Second, Lease: 10 * time.Second, Wait: time.Second}
 	caches := []*cache.Cache[shop]{newCache(r, hot), newCache(r, hot)}
 	tb := &table{rows: map[int64]string{7: "old"}}
-	if v, _, _ := caches[0].Get(context.Background(), "7", tb.loader(7)); v.Name != "old" {
+	// Warmed by an instance whose clock is a logical TTL behind: the value
+	// is expired the moment it is written.
+	warm := newCache(r, hot)
+	warm.Now = func() time.Time { return time.Now().Add(-hot.Logical - time.Second) }
+	if v, _, _ := warm.Get(context.Background(), "7", tb.loader(7)); v.Name != "old" {
 		t.Fatalf("warm-up: %+v", v)
 	}
-	time.Sleep(150 * time.Millisecond)
 	tb.mu.Lock()
 	tb.rows[7] = "new"
 	tb.mu.Unlock()
@@ -192,25 +195,44 @@ func TestStaleWriteBackIsRefused(t *testing.T) {
 }
 
 // A rebuild whose lease ran out is taken over, and the first owner's late
-// write-back is refused too.
+// write-back is refused too. Each step waits on its event: the first owner
+// holds the lease (its load began), the second rebuilds (its load ran:
+// a take-over, not a read of the first's value), the first has written
+// back (its Get returned).
 func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	short := plain
-	short.Lease, short.Wait = 100*time.Millisecond, 2*time.Second
+	short.Lease, short.Wait = 100*time.Millisecond, 5*time.Second
 	a, b := newCache(r, short), newCache(r, short)
-	release := make(chan struct{})
+	started, release := make(chan struct{}), make(chan struct{})
 	stuck := func(ctx context.Context) (shop, bool, error) {
+		close(started)
 		<-release
 		return shop{ID: 5, Name: "stuck"}, true, nil
 	}
-	go a.Get(context.Background(), "5", stuck)
-	time.Sleep(200 * time.Millisecond)
-	v, _, err := b.Get(context.Background(), "5", func(context.Context) (shop, bool, error) { return shop{ID: 5, Name: "fresh"}, true, nil })
-	if err != nil || v.Name != "fresh" {
-		t.Fatalf("take-over: %+v %v", v, err)
+	firstDone := make(chan shop, 1)
+	go func() {
+		v, _, _ := a.Get(context.Background(), "5", stuck)
+		firstDone <- v
+	}()
+	<-started
+	var tookOver atomic.Bool
+	v, _, err := b.Get(context.Background(), "5", func(context.Context) (shop, bool, error) {
+		tookOver.Store(true)
+		return shop{ID: 5, Name: "fresh"}, true, nil
+	})
+	if err != nil || v.Name != "fresh" || !tookOver.Load() {
+		t.Fatalf("take-over: %+v %v, rebuilt by the second: %v", v, err, tookOver.Load())
+	}
+	// Written back by the second as the entry's owner, not loaded past a
+	// wait that gave up.
+	if raw := r.Client.HGet(context.Background(), r.Key("cache:shop:{5}"), "v").Val(); raw != `{"id":5,"name":"fresh"}` {
+		t.Fatalf("entry %q after the take-over", raw)
 	}
 	close(release)
-	time.Sleep(100 * time.Millisecond)
+	if v := <-firstDone; v.Name != "stuck" {
+		t.Fatalf("the first owner's caller got %+v, want what it loaded", v)
+	}
 	raw := r.Client.HGet(context.Background(), r.Key("cache:shop:{5}"), "v").Val()
 	if raw != `{"id":5,"name":"fresh"}` {
 		t.Fatalf("entry %q after the stuck owner came back", raw)
@@ -249,7 +271,7 @@ func TestFlightOutlivesTheCallerThatStartedIt(t *testing.T) {
 		got = v
 		second <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // the second joins the flight
+	testsupport.Wait(t, 5*time.Second, "the second caller joined the flight", func() bool { return c.Callers("7") == 2 })
 	hangUp()
 	if err := <-firstErr; err == nil {
 		t.Fatal("the caller that hung up got an answer, want its context's error")
