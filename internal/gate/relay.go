@@ -51,6 +51,10 @@ type Relay struct {
 	Logger *slog.Logger
 	// Relayed counts republished reservations, for metrics.
 	Relayed func(n int)
+	// Clock reads the time reservations are judged by: Redis's, whose
+	// TIME stamped them (nil). A test moves it on instead of sleeping
+	// through Age.
+	Clock func(ctx context.Context) (time.Time, error)
 
 	base *baseline
 }
@@ -139,9 +143,9 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 	if !reached {
 		return 0, nil
 	}
-	now, err := r.Store.rdb.Time(ctx).Result()
+	now, err := r.now(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("relay: redis time: %w", err)
+		return 0, err
 	}
 	clock := redisClock{at: now, read: time.Now()}
 	cutoff := r.base.at.Add(-r.Age)
@@ -197,10 +201,21 @@ func (r *Relay) activeVouchers(ctx context.Context) ([]int64, error) {
 	return ids, nil
 }
 
-func (r *Relay) takeBaseline(ctx context.Context) error {
-	at, err := r.Store.rdb.Time(ctx).Result()
+func (r *Relay) now(ctx context.Context) (time.Time, error) {
+	if r.Clock != nil {
+		return r.Clock(ctx)
+	}
+	t, err := r.Store.rdb.Time(ctx).Result()
 	if err != nil {
-		return fmt.Errorf("relay: redis time: %w", err)
+		return time.Time{}, fmt.Errorf("relay: redis time: %w", err)
+	}
+	return t, nil
+}
+
+func (r *Relay) takeBaseline(ctx context.Context) error {
+	at, err := r.now(ctx)
+	if err != nil {
+		return err
 	}
 	ends, err := r.Backlog.Ends(ctx)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/apperr"
@@ -57,6 +58,27 @@ func (rig *relayRig) relay(age time.Duration) *gate.Relay {
 		Locks:   lock.New(rig.r.Client, rig.r.Prefix), LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)}
 }
 
+// aheadClock is Redis's clock moved on by what the test says has passed:
+// a reservation gets old without the test sleeping through Age.
+type aheadClock struct {
+	rdb   interface{ Time(context.Context) *redis.TimeCmd }
+	ahead atomic.Int64
+}
+
+func (c *aheadClock) now(ctx context.Context) (time.Time, error) {
+	t, err := c.rdb.Time(ctx).Result()
+	return t.Add(time.Duration(c.ahead.Load())), err
+}
+
+func (c *aheadClock) pass(d time.Duration) { c.ahead.Add(int64(d)) }
+
+// withClock gives relay a clock the test moves on.
+func (rig *relayRig) withClock(relay *gate.Relay) *aheadClock {
+	c := &aheadClock{rdb: rig.r.Client}
+	relay.Clock = c.now
+	return c
+}
+
 // The API takes the unit and the reservation but never publishes (it died,
 // or the publish failed): the relay leaves a fresh reservation alone and
 // publishes it, as the event the API would have sent, once the writer has
@@ -71,13 +93,14 @@ func TestRelayPublishesAnUnpublishedOrder(t *testing.T) {
 		t.Fatalf("order with a failing publisher: %d, %v; want ErrNotPublished carrying the id", orderID, err)
 	}
 	relay := rig.relay(time.Second)
+	clock := rig.withClock(relay)
 	// The first scan takes a baseline; the second finds the writer past it,
 	// but the baseline came less than Age after the acceptance.
 	for range 2 {
 		if n, err := relay.Scan(ctx); err != nil || n != 0 {
 			t.Fatalf("relay on a fresh reservation: %d, %v; want it left alone", n, err)
 		}
-		time.Sleep(relay.Age + 100*time.Millisecond)
+		clock.pass(relay.Age + 100*time.Millisecond)
 	}
 	if n, err := relay.Scan(ctx); err != nil || n != 1 {
 		t.Fatalf("relay: %d, %v; want 1 republished", n, err)
@@ -111,8 +134,8 @@ func TestRelayDrainsMoreThanABatch(t *testing.T) {
 		}
 	}
 	const age = 2 * time.Second
-	time.Sleep(age + 100*time.Millisecond)
 	relay := rig.relay(age)
+	rig.withClock(relay).pass(age + 100*time.Millisecond)
 	if n, err := relay.Scan(ctx); err != nil || n != 0 {
 		t.Fatalf("the first scan (a baseline) republished %d (%v)", n, err)
 	}
@@ -140,12 +163,13 @@ func TestRelayLeavesTheWritersBacklogAlone(t *testing.T) {
 		}
 	}
 	relay := rig.relay(200 * time.Millisecond)
-	time.Sleep(relay.Age)
+	clock := rig.withClock(relay)
+	clock.pass(relay.Age)
 	for range 4 {
 		if n, err := relay.Scan(ctx); err != nil || n != 0 {
 			t.Fatalf("relay with 20 events queued ahead of the writer: republished %d (%v), want 0", n, err)
 		}
-		time.Sleep(relay.Age)
+		clock.pass(relay.Age)
 	}
 	reader := kafka.NewReader(kafka.ReaderConfig{Brokers: rig.k.Brokers, Topic: rig.topic, GroupID: rig.group, MaxWait: 100 * time.Millisecond})
 	defer reader.Close()
@@ -171,12 +195,15 @@ func TestOneRelayWorksAtATime(t *testing.T) {
 	rig, voucher := newRelayRig(t, 100)
 	ctx := context.Background()
 	var counts [2]atomic.Int64
+	var scans [2]*countingBacklog
 	var cancels [2]context.CancelFunc
 	var wg sync.WaitGroup
 	for i := range 2 {
 		r := rig.relay(100 * time.Millisecond)
 		r.Interval = 50 * time.Millisecond
 		r.Relayed = func(n int) { counts[i].Add(int64(n)) }
+		scans[i] = &countingBacklog{Backlog: r.Backlog}
+		r.Backlog = scans[i]
 		rctx, cancel := context.WithCancel(ctx)
 		cancels[i] = cancel
 		wg.Go(func() { _ = r.Run(rctx) })
@@ -191,9 +218,12 @@ func TestOneRelayWorksAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder := waitRelayed(t, &counts, 1)
-	time.Sleep(500 * time.Millisecond)
-	if total := counts[0].Load() + counts[1].Load(); total != 1 {
-		t.Fatalf("%d republished by two relays for one lost order, want 1: both worked", total)
+	// Five more scans by the holder: the other relay has had as many
+	// intervals to work, and must have done nothing.
+	after := scans[holder].calls.Load()
+	testsupport.Wait(t, 20*time.Second, "five more scans by the lease holder", func() bool { return scans[holder].calls.Load() >= after+5 })
+	if total := counts[0].Load() + counts[1].Load(); total != 1 || scans[1-holder].calls.Load() != 0 {
+		t.Fatalf("%d republished by two relays for one lost order, want 1; the other relay scanned %d times, want 0", total, scans[1-holder].calls.Load())
 	}
 	cancels[holder]()
 	if _, err := rig.svc.Place(ctx, 2, voucher); !errors.Is(err, order.ErrNotPublished) {
@@ -206,6 +236,23 @@ func TestOneRelayWorksAtATime(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// countingBacklog counts a relay's scans: each asks the topic's ends (a
+// baseline) or how far the writer has read.
+type countingBacklog struct {
+	gate.Backlog
+	calls atomic.Int64
+}
+
+func (b *countingBacklog) Ends(ctx context.Context) (map[int]int64, error) {
+	b.calls.Add(1)
+	return b.Backlog.Ends(ctx)
+}
+
+func (b *countingBacklog) Reached(ctx context.Context, ends map[int]int64) (bool, error) {
+	b.calls.Add(1)
+	return b.Backlog.Reached(ctx, ends)
 }
 
 // settle consumes the orders topic as the order-writer's group, confirming
@@ -271,14 +318,17 @@ func TestRelayRetiresEndedSales(t *testing.T) {
 	}
 	now := time.Now()
 	ended := warm(now.Add(-time.Hour), now.Add(-time.Minute))
-	endedPending := warm(now.Add(-time.Hour), now.Add(2*time.Second))
+	endedPending := warm(now.Add(-time.Hour), now.Add(time.Hour))
 	if _, err := rig.svc.Place(ctx, 1, endedPending); !errors.Is(err, order.ErrNotPublished) {
 		t.Fatal(err)
 	}
 	if _, err := rig.svc.Place(ctx, 1, live); !errors.Is(err, order.ErrNotPublished) {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(now.Add(2 * time.Second)))
+	// Its order taken, the sale ends (an admin closes it).
+	if _, err := rig.store.Adjust(ctx, endedPending, 0, time.Time{}, now.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	relay := rig.relay(time.Hour)
 	relay.Keep = time.Hour
 	if _, err := relay.Scan(ctx); err != nil {
