@@ -39,6 +39,8 @@ type Durability struct {
 	// SuspectFor bounds how long a failed publish refuses its partition
 	// when the metadata does not move.
 	SuspectFor time.Duration
+	// Now is the clock SuspectFor runs on; nil: time.Now.
+	Now func() time.Time
 
 	lastMinISR int // only Refresh's goroutine
 
@@ -105,7 +107,7 @@ func (d *Durability) Refresh(ctx context.Context) {
 	}
 	d.lastErr, d.partitions = nil, parts
 	for p, s := range d.suspect {
-		if p >= len(parts) || time.Now().After(s.until) || !slices.Equal(parts[p].isr, s.seen.isr) || parts[p].leader != s.seen.leader {
+		if p >= len(parts) || d.now().After(s.until) || !slices.Equal(parts[p].isr, s.seen.isr) || parts[p].leader != s.seen.leader {
 			delete(d.suspect, p)
 		}
 	}
@@ -287,6 +289,13 @@ func (d *Durability) Accepting(key []byte) bool {
 	return d.partitions[p].writable && !suspect
 }
 
+func (d *Durability) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
 // Failed records that a publish keyed key failed: its partition is
 // refused until the metadata moves, or SuspectFor passes.
 func (d *Durability) Failed(key []byte) {
@@ -297,6 +306,6 @@ func (d *Durability) Failed(key []byte) {
 	}
 	p := partition(key, len(d.partitions))
 	if _, already := d.suspect[p]; !already {
-		d.suspect[p] = suspicion{until: time.Now().Add(d.SuspectFor), seen: d.partitions[p]}
+		d.suspect[p] = suspicion{until: d.now().Add(d.SuspectFor), seen: d.partitions[p]}
 	}
 }

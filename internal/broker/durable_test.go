@@ -94,6 +94,8 @@ func TestFailedPublishSuspendsItsPartition(t *testing.T) {
 	topic := k.MustTopic(t, 6)
 	d := broker.OrderDurability{Topic: broker.NewDurability(k.Brokers, topic, time.Second, quiet)}
 	d.Topic.SuspectFor = 300 * time.Millisecond
+	now := time.Now()
+	d.Topic.Now = func() time.Time { return now }
 	d.Topic.Refresh(ctx)
 	d.Failed(1)
 	if d.Accepting(1) {
@@ -108,7 +110,13 @@ func TestFailedPublishSuspendsItsPartition(t *testing.T) {
 	if others == 0 {
 		t.Fatal("one failed publish stopped every partition")
 	}
-	time.Sleep(350 * time.Millisecond)
+	// Within SuspectFor, metadata unchanged: still refused.
+	now = now.Add(250 * time.Millisecond)
+	d.Topic.Refresh(ctx)
+	if d.Accepting(1) {
+		t.Fatal("voucher 1 accepted again within SuspectFor, its partition's metadata unchanged")
+	}
+	now = now.Add(100 * time.Millisecond)
 	d.Topic.Refresh(ctx)
 	if !d.Accepting(1) {
 		t.Fatal("voucher 1 still refused after SuspectFor")
