@@ -71,7 +71,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store, Records: store,
 		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: store, Guard: guard}
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
-		BatchSize: c.BatchSize, BatchWait: c.BatchWait, Logger: m.logger,
+		BatchSize: c.BatchSize, BatchWait: c.BatchWait, StuckAfter: c.StuckAfter, Logger: m.logger,
 		Stuck: broker.NewStuckMetric(b.reg).WithLabelValues("orders")}
 	relay := &gate.Relay{Store: store, Publisher: relayPublisher,
 		Backlog: progress,

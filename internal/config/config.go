@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/binlog"
+	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/jwtauth"
@@ -105,6 +106,9 @@ type OrderWriter struct {
 	// SaleChecks is how often every voucher on sale is compared between
 	// Redis and MySQL.
 	SaleChecks time.Duration
+	// StuckAfter is how long a batch may keep failing before it is
+	// reported (log, seckill_consumer_batches_stuck_total).
+	StuckAfter time.Duration
 }
 
 // CacheInvalidator is the cache-invalidator's configuration.
@@ -147,6 +151,7 @@ func LoadOrderWriter(lookup Lookup) (OrderWriter, error) {
 		BatchWait:  r.Duration("SECKILL_ORDER_BATCH_WAIT", 20*time.Millisecond),
 		FetchWait:  r.Duration("SECKILL_ORDER_FETCH_WAIT", 50*time.Millisecond),
 		SaleChecks: r.Duration("SECKILL_SALE_CHECK_INTERVAL", 30*time.Second),
+		StuckAfter: r.Duration("SECKILL_ORDER_STUCK_AFTER", broker.DefaultStuckAfter),
 	}
 	return c, r.Err()
 }

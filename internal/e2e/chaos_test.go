@@ -69,10 +69,12 @@ func TestChaosKafkaStopsDuringSale(t *testing.T) {
 	s.audit(t, voucher, accepted, taken, 300-taken)
 }
 
-// MySQL stops while the writer runs: the writer commits no offset and
-// skips nothing; once MySQL is back every order lands.
+// MySQL stops while the writer runs: the writer fetches the orders that
+// keep coming, fails to write them, commits no offset and skips nothing;
+// once MySQL is back every order lands.
 func TestChaosMySQLStopsUnderTheWriter(t *testing.T) {
-	s := newSale(t)
+	s := newSaleOn(t, stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)},
+		map[string]string{"SECKILL_ORDER_STUCK_AFTER": "1s"}, nil)
 	t.Cleanup(func() { stackCtl(t, "up") })
 	voucher := s.voucher(t, 200, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	tokens := s.sessions(t, 1, 200)
@@ -89,7 +91,13 @@ func TestChaosMySQLStopsUnderTheWriter(t *testing.T) {
 	if len(second) != 100 {
 		t.Fatalf("%d accepted while MySQL is down, want 100: the hot path needs no MySQL", len(second))
 	}
-	time.Sleep(3 * time.Second)
+	// The writer has the new orders and keeps failing on them: not an
+	// idle writer that never fetched, which would commit nothing either.
+	testsupport.Wait(t, 30*time.Second, "the writer reports a batch it keeps failing on", func() bool {
+		_, metrics := testsupport.Get(context.Background(), "http://"+s.writerEnv["SECKILL_ADMIN_ADDR"]+"/metrics")
+		return strings.Contains(metrics, `seckill_consumer_batches_stuck_total{consumer="orders"} `) &&
+			!strings.Contains(metrics, `seckill_consumer_batches_stuck_total{consumer="orders"} 0`)
+	})
 	if now := committedOffsets(t, s); now != committed {
 		t.Fatalf("offsets moved from %d to %d while MySQL was down", committed, now)
 	}
