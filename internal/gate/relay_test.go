@@ -61,7 +61,9 @@ func (rig *relayRig) relay(age time.Duration) *gate.Relay {
 // aheadClock is Redis's clock moved on by what the test says has passed:
 // a reservation gets old without the test sleeping through Age.
 type aheadClock struct {
-	rdb   interface{ Time(context.Context) *redis.TimeCmd }
+	rdb interface {
+		Time(context.Context) *redis.TimeCmd
+	}
 	ahead atomic.Int64
 }
 
