@@ -32,6 +32,10 @@ func (s *Store) WithAutoPipeline(ap *redis.AutoPipeliner) *Store {
 	return s
 }
 
+// VoucherFields are every field of a voucher's hash: the scripts' headers
+// name them all (TestScriptHeadersNameEveryVoucherField).
+var VoucherFields = []string{"stock", "begin", "end", "frozen", "epoch", "fence", "reconciled"}
+
 // Keys are one voucher's Redis keys, all under the voucher's hash tag.
 type Keys struct {
 	Voucher   string // hash {stock, begin, end, frozen, epoch, fence, reconciled}
