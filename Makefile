@@ -10,6 +10,11 @@ GO ?= go
 REDIS_PORT ?= $(or $(SECKILL_REDIS_PORT),16379)
 MYSQL_PORT ?= $(or $(SECKILL_MYSQL_PORT),13306)
 KAFKA_PORT ?= $(or $(SECKILL_KAFKA_PORT),19092)
+# Schemathesis, which checks the API document against a running api in
+# make test: pinned, in a virtualenv of the stack's.
+SCHEMATHESIS_VENV := .stack/schemathesis
+SCHEMATHESIS := $(CURDIR)/$(SCHEMATHESIS_VENV)/bin/schemathesis
+
 # The test servers: the local stack that `make up` starts (make test: with
 # its Redis Cluster and its Kafka cluster).
 KAFKA_CLUSTER_BROKERS ?= 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
@@ -42,11 +47,6 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # The load generator is a module of its own (bench/), so that vegeta and
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
-
-# Schemathesis, which checks the API document against a running api in
-# make test: pinned, in a virtualenv of the stack's.
-SCHEMATHESIS_VENV := .stack/schemathesis
-SCHEMATHESIS := $(CURDIR)/$(SCHEMATHESIS_VENV)/bin/schemathesis
 
 .PHONY: apicheck-tools help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image
 
