@@ -91,6 +91,13 @@ func startSale(t *testing.T, apiEnv, writerEnv map[string]string) *sale {
 	testsupport.Eventually(t, "http://"+api.AdminAddr()+"/readyz", http.StatusOK, 20*time.Second)
 	s.api = "http://" + api.Addr()
 
+	// The sale is in both stores before the writer starts: its first sale
+	// check, finding the voucher in MySQL and not yet in Redis, would
+	// reconcile it and pause the sale under the test's order.
+	m.MustSeedVoucher(t, s.voucher, 10)
+	if err := s.store.Warm(t.Context(), s.voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	writerVars := maps.Clone(common)
 	maps.Copy(writerVars, map[string]string{"SECKILL_ORDERS_DLQ_TOPIC": k.MustTopic(t, 1), "SECKILL_ORDER_GROUP": testsupport.Group(t),
 		"SECKILL_RELAY_INTERVAL": "1h"})
@@ -105,10 +112,6 @@ func startSale(t *testing.T, apiEnv, writerEnv map[string]string) *sale {
 	}
 	t.Cleanup(func() { _ = writer.Close() })
 
-	m.MustSeedVoucher(t, s.voucher, 10)
-	if err := s.store.Warm(t.Context(), s.voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 	return s
 }
 
