@@ -115,11 +115,10 @@ func (f *Families) Start(ctx context.Context, uid int64, now time.Time) (fid, to
 
 // Rotation is a successful refresh.
 type Rotation struct {
-	Family  string
-	UserID  int64
-	Created time.Time // the family's login
-	Gen     int64     // the user's logout generation at the login
-	Token   string    // the new refresh token
+	Family string
+	UserID int64
+	Gen    int64  // the user's logout generation at the login
+	Token  string // the new refresh token
 }
 
 // Rotate exchanges token for the family's next one.
@@ -161,12 +160,11 @@ func (f *Families) Rotate(ctx context.Context, token string) (Rotation, error) {
 		return Rotation{}, fmt.Errorf("rotate refresh token: script answered %q", res)
 	}
 	uid, err1 := strconv.ParseInt(res[1], 10, 64)
-	created, err2 := strconv.ParseInt(res[2], 10, 64)
-	gen, err3 := strconv.ParseInt(res[3], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	gen, err2 := strconv.ParseInt(res[3], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
 		return Rotation{}, fmt.Errorf("refresh family %s…: %w", fid[:6], err)
 	}
-	return Rotation{Family: fid, UserID: uid, Created: time.UnixMilli(created), Gen: gen, Token: fid + "." + next}, nil
+	return Rotation{Family: fid, UserID: uid, Gen: gen, Token: fid + "." + next}, nil
 }
 
 // Generation is user uid's logout generation: a family stored with a lower
