@@ -220,3 +220,8 @@ pids=()
 echo
 echo "order-writer: Kafka fetches that timed out and reconnected over the whole bench: $(grep -c 'kafka reader: .*i/o timeout' "$writer_log" || true)"
 rm -f "$writer_log"
+
+# Last, the figure the cost of scaling out is judged by: the same fixed
+# open-loop rate on one node and on the production topology, CPU per order
+# net of idle (docs/performance.md).
+deploy/local/bench-fixed-rate.sh

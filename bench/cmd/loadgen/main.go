@@ -7,6 +7,7 @@
 //	loadgen bench   [flags]   the make bench figures and their ratios
 //	loadgen spread  [flags]   one Redis topology's figures, beside another's
 //	loadgen multinode [flags] one run on the multi-node topology, beside one node
+//	loadgen fixedrate [flags] one topology at a fixed open-loop rate: CPU per order raw and net of idle, beside the others
 //	loadgen sessions  [flags] the accept path in the API's session mode, beside the other modes
 //	loadgen tracing   [flags] the accept path with the API's tracing sampler, beside the other runs
 //	loadgen otlp-sink [flags] an OTLP/HTTP trace receiver that counts the spans and keeps none
@@ -35,7 +36,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread|multinode|sessions|tracing|otlp-sink [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|multinode|fixedrate|sessions|tracing|otlp-sink [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -65,11 +66,13 @@ func run(cmd string, args []string) error {
 	vouchers := fs.Int("vouchers", 12, "spread: the vouchers the users are spread over")
 	save := fs.String("save", "", "spread: write this run's figures to this file")
 	beside := fs.String("beside", "", "spread: print the figures of an earlier run (-save) beside this one's")
-	runs := fs.String("runs", "", "multinode, sessions, tracing: the file that collects every run's figures")
+	runs := fs.String("runs", "", "multinode, sessions, tracing, fixedrate: the file that collects every run's figures")
 	single := fs.String("single", "", "multinode: the one-node figures (spread -save) to compare with")
 	procs := fs.String("procs", "", "bench: the system's processes to measure the CPU of, name=pid,... (the load generator is measured apart)")
 	sink := fs.String("sink", "http://127.0.0.1:4318", "tracing: the OTLP sink the API exports to; otlp-sink: its address is -addr")
 	sinkAddr := fs.String("addr", "127.0.0.1:4318", "otlp-sink: the address to listen on")
+	duration := fs.Duration("duration", time.Minute, "fixedrate: how long the rate is held")
+	idle := fs.Duration("idle", 20*time.Second, "fixedrate: how long the idle CPU is sampled, daemons up, no load")
 	_ = fs.Parse(args)
 	if cmd == "otlp-sink" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -126,6 +129,16 @@ func run(cmd string, args []string) error {
 		}
 		return sale.Spread(ctx, os.Stdout, loadgen.SpreadConfig{Label: *label, Users: *users, Workers: *workers, Vouchers: *vouchers,
 			RedisReqs: *redisReqs, Procs: measured, Save: *save, Beside: *beside})
+	case "fixedrate":
+		measured, err := loadgen.ParseProcs(*procs)
+		if err != nil {
+			return err
+		}
+		if *rate <= 0 {
+			return fmt.Errorf("fixedrate: -rate must be positive")
+		}
+		return sale.FixedRate(ctx, os.Stdout, loadgen.FixedRateConfig{Label: *label, Rate: *rate, Duration: *duration, Idle: *idle,
+			Vouchers: *vouchers, Workers: *workers, Procs: measured, Runs: *runs})
 	case "multinode":
 		measured, err := loadgen.ParseProcs(*procs)
 		if err != nil {

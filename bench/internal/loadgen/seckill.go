@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,24 @@ func (s *Sale) CreateVoucher(ctx context.Context, stock int) (int64, error) {
 		return 0, fmt.Errorf("create voucher: %d %s", res.StatusCode, raw)
 	}
 	return out.Data, nil
+}
+
+// EndSale moves voucher's end to now (the admin's PUT /voucher/seckill/:id).
+func (s *Sale) EndSale(ctx context.Context, voucher int64) error {
+	body := fmt.Sprintf(`{"endTime":%q}`, time.Now().UTC().Add(time.Second).Format(time.RFC3339))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, s.API+"/voucher/seckill/"+strconv.FormatInt(voucher, 10), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Admin-Token", s.AdminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("end the sale of voucher %d: %w", voucher, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"success":true`) {
+		return fmt.Errorf("end the sale of voucher %d: %d %s", voucher, res.StatusCode, raw)
+	}
+	return nil
 }
 
 // Sessions logs n users in straight in the session store (for large n the

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The cost of the production topology, measured at one fixed open-loop rate
+# that both topologies sustain (BENCH_FIXED_RATE orders a second for
+# BENCH_FIXED_DURATION; vegeta's constant pacer), after BENCH_FIXED_IDLE of
+# idle CPU sampled with the daemons up: one node (one Redis, one broker),
+# then the production topology (the Redis Cluster 3+3, three brokers with
+# replication factor 3 and min.insync.replicas 2), each with one api, one
+# order-writer and the cache-invalidator, and no balancer (HAProxy is its
+# own lever). Prints CPU-ms per 1,000 orders per kind of process, raw and
+# net of idle, the idle CPU per second, p50/p99 and the accept → MySQL lag,
+# and the production topology's ratio to one node. make bench runs it last;
+# alone: deploy/local/bench-fixed-rate.sh with make bench's environment.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+rate=${BENCH_FIXED_RATE:-800}
+duration=${BENCH_FIXED_DURATION:-60s}
+idle=${BENCH_FIXED_IDLE:-20s}
+api_addr=${BENCH_API_ADDR:-127.0.0.1:18081}
+api_admin=${BENCH_API_ADMIN:-127.0.0.1:19100}
+writer_admin=${BENCH_WRITER_ADMIN:-127.0.0.1:19101}
+invalidator_admin=${BENCH_INVALIDATOR_ADMIN:-127.0.0.1:19102}
+cluster_seeds=${BENCH_REDIS_CLUSTER:-127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003}
+kafka_cluster=${BENCH_KAFKA_CLUSTER:-127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392}
+stack=${SECKILL_STACK_DIR:-.stack}
+export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-bench-admin-token-0123456789}
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+}
+trap cleanup EXIT
+
+ready() {
+  local url
+  for url in "$@"; do
+    for _ in $(seq 1 60); do curl -fsS "$url" >/dev/null 2>&1 && break; sleep 0.5; done
+    curl -fsS "$url" >/dev/null || { echo "bench: $url is not ready" >&2; exit 1; }
+  done
+}
+
+runs=$(mktemp)
+# topology LABEL ENV...: the three daemons with ENV, the fixed-rate run
+# measuring them and the servers of the topology, then the daemons stopped.
+topology() {
+  local label=$1 procs servers=$2
+  shift 2
+  env "$@" SECKILL_API_ADDR="$api_addr" SECKILL_ADMIN_ADDR="$api_admin" SECKILL_LOG_LEVEL=warn \
+    SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
+  pids+=($!) procs="api=$!"
+  env "$@" SECKILL_ADMIN_ADDR="$writer_admin" SECKILL_LOG_LEVEL=warn bin/order-writer &
+  pids+=($!) procs+=",order-writer=$!"
+  env "$@" SECKILL_ADMIN_ADDR="$invalidator_admin" SECKILL_LOG_LEVEL=warn bin/cache-invalidator &
+  pids+=($!) procs+=",cache-invalidator=$!,mariadb=$(cat "$stack/mariadb/mariadb.pid"),$servers"
+  ready "http://$api_addr/readyz" "http://$writer_admin/readyz" "http://$invalidator_admin/readyz"
+  # A warm-up, not recorded: brokers fresh from a restart spend their first
+  # minute compiling (docs/performance.md), and the idle sample that
+  # follows must not include it. Up to a tenth of it may be refused (503).
+  echo
+  echo "== fixed rate: $label, warm-up (not recorded) =="
+  env "$@" bin/loadgen multinode -api "http://$api_addr" -label "$label warm-up" -users "${BENCH_FIXED_WARMUP:-10000}" -workers 64 \
+    -procs "$procs" -writer-metrics "http://$writer_admin/metrics"
+  echo
+  echo "== fixed rate: $label =="
+  env "$@" bin/loadgen fixedrate -api "http://$api_addr" -label "$label" -rate "$rate" -duration "$duration" -idle "$idle" -workers 2000 \
+    -procs "$procs" -writer-metrics "http://$writer_admin/metrics" -runs "$runs"
+  cleanup
+}
+
+single="redis=$(cat "$stack/redis/redis.pid"),kafka=$(cat "$stack/kafka/kafka.pid")"
+topology "one node" "$single"
+
+production=""
+for pidfile in "$stack"/redis-cluster/*/redis.pid; do
+  production+="redis-$(basename "$(dirname "$pidfile")")=$(cat "$pidfile"),"
+done
+for n in 1 2 3; do production+="kafka-$n=$(cat "$stack/kafka-cluster/$n/kafka.pid"),"; done
+topology "production" "${production%,}" -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$cluster_seeds" SECKILL_KAFKA_BROKERS="$kafka_cluster"
+rm -f "$runs"
