@@ -70,7 +70,8 @@ topology() {
 }
 
 single="redis=$(cat "$stack/redis/redis.pid"),kafka=$(cat "$stack/kafka/kafka.pid")"
-topology "one node" "$single"
+topology "one node" "$single" -u SECKILL_REDIS_CLUSTER SECKILL_REDIS_ADDR="${BENCH_REDIS_ADDR:-127.0.0.1:16379}" \
+  SECKILL_KAFKA_BROKERS="${BENCH_KAFKA_BROKERS:-127.0.0.1:19092}"
 
 production=""
 for pidfile in "$stack"/redis-cluster/*/redis.pid; do
