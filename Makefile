@@ -48,7 +48,7 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: apicheck-tools help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image
+.PHONY: apicheck-tools fuzz test-started help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -120,29 +120,43 @@ run-multinode:
 	@$(MAKE) --no-print-directory run SECKILL_REDIS_TOPOLOGY=cluster SECKILL_KAFKA_TOPOLOGY=cluster \
 	  SECKILL_API_INSTANCES=$(or $(SECKILL_API_INSTANCES),3) SECKILL_ORDER_WRITERS=$(or $(SECKILL_ORDER_WRITERS),2)
 
-# The fuzz targets, each run briefly on top of its committed corpus. The
-# budget is a count of executions, not a duration: Go 1.26's coordinator can
-# report its own -fuzztime deadline as a failure on a loaded machine
-# (golang/go#75804, fixed in Go 1.27). 30000 runs take about 10 s here.
+# The fuzz targets, each run briefly on top of its committed corpus (make
+# fuzz; make test runs each corpus as a plain test). The budget is a count
+# of executions, not a duration: Go 1.26's coordinator can report its own
+# -fuzztime deadline as a failure on a loaded machine (golang/go#75804,
+# fixed in Go 1.27). 30000 runs take about 10 s here; the first -fuzz
+# build instruments every dependency, minutes on a cold cache.
 FUZZ := internal/api:FuzzDecodeLoginForm internal/user:FuzzValidPhone
 FUZZTIME ?= 30000x
 
-# make test starts the Redis Cluster and the Kafka cluster beside the
-# single nodes.
-test: export SECKILL_REDIS_TOPOLOGY := cluster
-test: export SECKILL_KAFKA_TOPOLOGY := cluster
-test: migrate apicheck-tools image
-	$(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
-	cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...
-	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
-	$(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m $(REDIS_PACKAGES)
-	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three"
-	$(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
-	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/
+fuzz: go-check
 	@for f in $(FUZZ); do \
 	  echo "fuzz $${f#*:} -fuzztime $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$${f#*:}$$" -fuzztime $(FUZZTIME) ./$${f%%:*} || exit 1; \
 	done
+
+# make test starts the Redis Cluster and the Kafka cluster beside the
+# single nodes, and prints its phases with their durations at its end
+# (deploy/local/phase.sh; the first one is everything before the tests:
+# install, the stack, migrations, tools, images).
+PHASE := deploy/local/phase.sh
+test: export SECKILL_REDIS_TOPOLOGY := cluster
+test: export SECKILL_KAFKA_TOPOLOGY := cluster
+test: export SECKILL_PHASES := $(CURDIR)/.stack/test-phases
+test: test-started migrate apicheck-tools image
+	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
+	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
+	$(PHASE) "bench/: go test -race ./..." bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
+	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
+	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m $(REDIS_PACKAGES)
+	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three"
+	$(PHASE) "failure tests (-tags chaos, -p 1)" env $(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
+	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/
+	@echo; echo "make test: the phases"; $(PHASE) --print
+
+# The start of make test, before its prerequisites.
+test-started:
+	@mkdir -p .stack && rm -f $(SECKILL_PHASES) && date +%s > $(SECKILL_PHASES).start
 
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
