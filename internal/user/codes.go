@@ -70,9 +70,11 @@ var DefaultCodePolicy = CodePolicy{
 // Keys are the login family's Redis keys under the deployment's prefix:
 // login:code:{phone}:<addr> (the code asked from addr, and its tries),
 // login:code:last:{phone}:<addr> (its cooldown), login:code:day:{phone}:<addr>
-// and login:code:day:{phone} (the daily counts), login:trusted:{phone}
-// (the addresses the phone logged in from) and login:token:{token} (a
-// session). A phone's keys share its hash tag.
+// and login:code:day:{phone} (the daily counts), login:code:slow:{phone}
+// (the interval past the phone's ceiling), login:trusted:{phone} (the
+// addresses the phone logged in from), login:code:site:<yyyymmdd> (the
+// site's codes that day) and login:token:{token} (a session). A phone's
+// keys share its hash tag.
 type Keys struct{ Prefix string }
 
 // Code is the key of phone's current code asked from addr.
