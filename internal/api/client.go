@@ -62,26 +62,52 @@ func ownOrigin(c echo.Context, origin string) bool {
 // /user/:id, and its own 405 names no methods. A path's routes are those
 // whose template matches it with the most static segments, as echo's
 // router prefers a static segment to a parameter.
+//
+// A request echo routed to a template registered for its method, which no
+// more static template could shadow (the flash sale's POST among them) and
+// which its path matches, goes through without the scan of every route.
 func (s *Server) allowedMethods() echo.MiddlewareFunc {
-	type route struct {
-		segments []string
-		method   string
+	type table struct {
+		routes []route
+		// direct: template -> its segments, for the routes no more
+		// static template could shadow, by method.
+		direct map[string]map[string][]string
 	}
-	routes := sync.OnceValue(func() []route {
-		var out []route
+	load := sync.OnceValue(func() table {
+		var t table
 		for _, r := range s.echo.Routes() {
 			if strings.Contains(r.Path, "*") || r.Method == echo.RouteNotFound {
 				continue
 			}
-			out = append(out, route{strings.Split(r.Path, "/"), r.Method})
+			t.routes = append(t.routes, route{strings.Split(r.Path, "/"), r.Method})
 		}
-		return out
+		t.direct = map[string]map[string][]string{}
+		for _, r := range t.routes {
+			if shadowed(r.segments, t.routes) {
+				continue
+			}
+			template := strings.Join(r.segments, "/")
+			if t.direct[template] == nil {
+				t.direct[template] = map[string][]string{}
+			}
+			t.direct[template][r.method] = r.segments
+		}
+		return t
 	})
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			t := load()
 			path := strings.Split(c.Request().URL.Path, "/")
+			// echo's router can hand a template a path it does not match
+			// segment for segment (GET /voucher-order/seckill/1 to GET
+			// /voucher-order/:id): the fast path checks that too.
+			if segments, ok := t.direct[c.Path()][c.Request().Method]; ok {
+				if _, match := matchSegments(segments, path); match {
+					return next(c)
+				}
+			}
 			best, allow := -1, []string{}
-			for _, r := range routes() {
+			for _, r := range t.routes {
 				static, ok := matchSegments(r.segments, path)
 				switch {
 				case !ok || static < best:
@@ -101,6 +127,44 @@ func (s *Server) allowedMethods() echo.MiddlewareFunc {
 			return echo.ErrMethodNotAllowed
 		}
 	}
+}
+
+// route is one registered route: its template's segments and method.
+type route struct {
+	segments []string
+	method   string
+}
+
+// shadowed reports whether a path that template matches could also match
+// another of routes with more static segments: a template echo prefers.
+func shadowed(template []string, routes []route) bool {
+	own := staticSegments(template)
+	for _, r := range routes {
+		if len(r.segments) != len(template) || staticSegments(r.segments) <= own {
+			continue
+		}
+		overlap := true
+		for i, seg := range r.segments {
+			if !strings.HasPrefix(seg, ":") && !strings.HasPrefix(template[i], ":") && seg != template[i] {
+				overlap = false
+				break
+			}
+		}
+		if overlap {
+			return true
+		}
+	}
+	return false
+}
+
+func staticSegments(template []string) int {
+	n := 0
+	for _, seg := range template {
+		if !strings.HasPrefix(seg, ":") {
+			n++
+		}
+	}
+	return n
 }
 
 // matchSegments reports whether a route template's segments match a
