@@ -84,15 +84,6 @@ func (c *Cache[T]) now() time.Time {
 	return time.Now()
 }
 
-// Callers is how many callers wait on id's flight now.
-func (c *Cache[T]) Callers(id string) int {
-	n, ok := c.callers.Load(c.key(id))
-	if !ok {
-		return 0
-	}
-	return int(n.(*atomic.Int32).Load())
-}
-
 // New is the cache of family, whose key for id is key(id).
 func New[T any](rdb redis.UniversalClient, family string, key func(id string) string, s Strategy, logger *slog.Logger, m *Metrics) *Cache[T] {
 	return &Cache[T]{rdb: rdb, family: family, key: key, s: s, logger: logger, metrics: m}

@@ -119,8 +119,7 @@ type codeRedis interface {
 
 // Codes keeps login codes in Redis.
 type Codes struct {
-	rdb     redis.Scripter
-	site    codeRedis
+	rdb     codeRedis
 	keys    Keys
 	policy  CodePolicy
 	metrics *CodeMetrics
@@ -129,7 +128,7 @@ type Codes struct {
 
 // NewCodes is the code store under keys with its policy.
 func NewCodes(rdb codeRedis, keys Keys, policy CodePolicy) *Codes {
-	return &Codes{rdb: rdb, site: rdb, keys: keys, policy: policy, metrics: noCodeMetrics(), now: time.Now}
+	return &Codes{rdb: rdb, keys: keys, policy: policy, metrics: newCodeMetrics(), now: time.Now}
 }
 
 // WithMetrics counts the codes sent and refused on m.
@@ -167,8 +166,6 @@ func newCodeMetrics() *CodeMetrics {
 	}
 }
 
-func noCodeMetrics() *CodeMetrics { return newCodeMetrics() }
-
 // ErrCodeSiteBudget refuses every code once the site's daily budget is
 // used: a pump must not cost more than the budget, whatever it hits.
 var ErrCodeSiteBudget = apperr.New(apperr.Unavailable, "login codes are paused until tomorrow: the site's daily SMS budget is used up")
@@ -189,7 +186,7 @@ func (c *Codes) Issue(ctx context.Context, phone, addr string) (string, error) {
 	// pass it by as many as are in flight; a request a limit refuses costs
 	// the budget nothing, so refused requests cannot use it up.
 	siteKey := c.keys.siteDay(now.Format("20060102"))
-	used, err := c.site.Get(ctx, siteKey).Int64()
+	used, err := c.rdb.Get(ctx, siteKey).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", fmt.Errorf("read the site's code budget: %w", err)
 	}
@@ -218,13 +215,13 @@ func (c *Codes) Issue(ctx context.Context, phone, addr string) (string, error) {
 		c.metrics.refused.WithLabelValues("phone_ceiling").Inc()
 		return "", ErrCodePhoneDailyMax.Retry(wait)
 	}
-	n, err := c.site.Incr(ctx, siteKey).Result()
+	n, err := c.rdb.Incr(ctx, siteKey).Result()
 	if err != nil {
 		return "", fmt.Errorf("count the site's code budget: %w", err)
 	}
 	if n == 1 {
 		// Kept a day past its own, so that a clock near midnight reads it.
-		c.site.PExpire(ctx, siteKey, dayEnds+24*time.Hour)
+		c.rdb.PExpire(ctx, siteKey, dayEnds+24*time.Hour)
 	}
 	c.metrics.sent.Inc()
 	c.metrics.used.Set(float64(n))
