@@ -9,7 +9,9 @@
 # own lever). Prints CPU-ms per 1,000 orders per kind of process, raw and
 # net of idle, the idle CPU per second, p50/p99 and the accept → MySQL lag,
 # and the production topology's ratio to one node. make bench runs it last;
-# alone: deploy/local/bench-fixed-rate.sh with make bench's environment.
+# alone: deploy/local/bench-fixed-rate.sh with make bench's environment;
+# BENCH_FIXED_TOPOLOGIES="production" measures one of them (a lever's
+# before and after), without the ratio.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -69,8 +71,10 @@ topology() {
   cleanup
 }
 
+topologies=${BENCH_FIXED_TOPOLOGIES:-one-node production}
+
 single="redis=$(cat "$stack/redis/redis.pid"),kafka=$(cat "$stack/kafka/kafka.pid")"
-topology "one node" "$single" -u SECKILL_REDIS_CLUSTER SECKILL_REDIS_ADDR="${BENCH_REDIS_ADDR:-127.0.0.1:16379}" \
+[[ " $topologies " != *" one-node "* ]] || topology "one node" "$single" -u SECKILL_REDIS_CLUSTER SECKILL_REDIS_ADDR="${BENCH_REDIS_ADDR:-127.0.0.1:16379}" \
   SECKILL_KAFKA_BROKERS="${BENCH_KAFKA_BROKERS:-127.0.0.1:19092}"
 
 production=""
@@ -78,5 +82,5 @@ for pidfile in "$stack"/redis-cluster/*/redis.pid; do
   production+="redis-$(basename "$(dirname "$pidfile")")=$(cat "$pidfile"),"
 done
 for n in 1 2 3; do production+="kafka-$n=$(cat "$stack/kafka-cluster/$n/kafka.pid"),"; done
-topology "production" "${production%,}" -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$cluster_seeds" SECKILL_KAFKA_BROKERS="$kafka_cluster"
+[[ " $topologies " != *" production "* ]] || topology "production" "${production%,}" -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$cluster_seeds" SECKILL_KAFKA_BROKERS="$kafka_cluster"
 rm -f "$runs"

@@ -66,11 +66,7 @@ func (m *API) Run(ctx context.Context) error {
 		if hot, err = redisconn.AutoPipeliner(b.rdb); err != nil {
 			return fmt.Errorf("redis autopipeliner: %w", err)
 		}
-		if hot != nil {
-			store.WithAutoPipeline(hot)
-		} else {
-			m.logger.Info("SECKILL_REDIS_AUTOPIPELINE: not on a Redis Cluster, where one frozen master would hold every pipelined call (docs/redis-cluster.md)")
-		}
+		store.WithAutoPipeline(hot)
 	}
 	orderWriter := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic)
 	orderWriter.BatchTimeout = c.Sale.PublishBatchWait

@@ -179,20 +179,27 @@ func field(info, name string) string {
 	return ""
 }
 
-// AutoPipeliner is the asynchronous autopipeliner of one node's client:
-// concurrent calls share one write and one read. On a cluster it is nil:
-// go-redis's cluster autopipeliner (experimental) sends each batch to
-// every master it touches and answers the batch when all have, so a master
-// frozen past the node timeout held every pipelined call of the api —
-// the sales of the healthy masters included — until its failover ended
-// (5.2 s measured, TestChaosClusterMasterFrozen), where plain calls kept
-// those sales selling.
+// AutoPipeliner is the asynchronous autopipeliner of the client:
+// concurrent calls share one write and one read. On a cluster it is
+// go-redis's full-duplex one, which keeps a pipeline of its own to each
+// master and sends each command down the pipeline of the master that owns
+// its slot (following MOVED and ASK through the cluster client). A master
+// frozen past the node timeout so holds only the calls for its own slots:
+// the half-duplex cluster autopipeliner, which sent each batch to every
+// master it touched and answered it when all had, held every call of the
+// api, the sales of the healthy masters included, until the failover
+// ended (5.2 s measured, TestChaosClusterMasterFrozen).
 func AutoPipeliner(rdb redis.UniversalClient) (*redis.AutoPipeliner, error) {
-	node, ok := rdb.(*redis.Client)
-	if !ok {
-		return nil, nil
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		opts := redis.DefaultAutoPipelineOptions()
+		opts.FullDuplex = true
+		return c.AsyncAutoPipelineWithOptions(opts)
+	case *redis.Client:
+		return c.AsyncAutoPipeline()
+	default:
+		return nil, fmt.Errorf("redisconn: %T is neither a node's nor a cluster's client", rdb)
 	}
-	return node.AsyncAutoPipeline()
 }
 
 // MasterFor is the address of the master that holds key: the node

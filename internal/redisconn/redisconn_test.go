@@ -2,8 +2,12 @@ package redisconn_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
@@ -101,5 +105,81 @@ func TestOpenWarnsOfADeadSeedAndVisitsEveryMaster(t *testing.T) {
 	}
 	if err != nil || len(ids) != want {
 		t.Fatalf("replication ids %v, %v; want one for each of %d masters", ids, err, want)
+	}
+}
+
+// A master frozen past any timeout holds the autopipelined calls for its
+// own slots only: the calls on the other masters are answered while the
+// frozen master's call still waits (the half-duplex cluster
+// autopipeliner answered a batch when every master in it had).
+func TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls(t *testing.T) {
+	cl := testsupport.MustPrivateCluster(t)
+	var seeds []string
+	for addr := range cl.Nodes {
+		seeds = append(seeds, addr)
+	}
+	rdb, err := redisconn.New(redisconn.Config{Cluster: seeds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	ap, err := redisconn.AutoPipeliner(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keyOn := map[string]string{}
+	for i := 0; len(keyOn) < 3; i++ {
+		key := fmt.Sprintf("frozen-test:{%d}", i)
+		if m := cl.MasterOf(t, key); keyOn[m] == "" {
+			keyOn[m] = key
+		}
+	}
+	for _, key := range keyOn {
+		if err := ap.Set(ctx, key, "before", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var victim string
+	for m := range keyOn {
+		victim = m
+		break
+	}
+	p := cl.Nodes[victim].Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
+
+	frozen := make(chan error, 1)
+	go func() { frozen <- ap.Get(ctx, keyOn[victim]).Err() }()
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64*20)
+	for w := range 64 {
+		wg.Go(func() {
+			for i := range 20 {
+				for m, key := range keyOn {
+					if m == victim {
+						continue
+					}
+					if err := ap.Incr(ctx, fmt.Sprintf("%s:%d:%d", key, w, i)).Err(); err != nil {
+						errs <- fmt.Errorf("a call on %s, a master that is not frozen: %w", m, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d calls on the two other masters answered in %v while %s was frozen", 64*20*2, time.Since(began).Round(time.Millisecond), victim)
+	select {
+	case err := <-frozen:
+		t.Fatalf("the frozen master's call was answered (%v) before the other masters' calls were: it held them", err)
+	default:
 	}
 }
