@@ -3,7 +3,10 @@
 # Debian's package (stack.sh install). run.sh and the failure tests both
 # write its configuration here.
 #
-#   haproxy.sh config LISTEN BACKEND...   print the configuration
+#   haproxy.sh config LISTEN BACKEND...   print the configuration (HTTP mode)
+#   haproxy.sh config-tcp LISTEN BACKEND...
+#                                         the same in TCP mode, the client's
+#                                         address in a PROXY v2 header
 #   haproxy.sh source                     the address it connects to the
 #                                         instances from: their only
 #                                         trusted proxy (run.sh)
@@ -20,13 +23,22 @@
 # conn-failure): a POST that reached an instance which then died is never
 # sent twice — it is not idempotent to the balancer, the buyer sees a 502
 # and asks again, and the gate answers the second ask with the same order.
+#
+# TCP mode (config-tcp) passes bytes: the client's address goes in a PROXY
+# protocol v2 header at the start of each connection to an instance (which
+# reads one from its trusted proxies only), the health checks are the same,
+# and a connection is retried only when it could not be made, before any
+# byte of a request was sent. It balances connections, not requests, and
+# its own errors are a closed connection, not the JSON answers below.
+# docs/performance.md (issue 29, lever 4) measures the two; run.sh and the
+# bench use HTTP mode.
 set -euo pipefail
 
 SOURCE=127.0.0.254
 
 config() {
-  local listen=$1 i=1 b maxconn hard
-  shift
+  local mode=$1 listen=$2 i=1 b maxconn hard
+  shift 2
   # Two descriptors a connection (client and server side): as many
   # connections as the hard descriptor limit allows, up to 8,000
   # (HAProxy refuses to start when it cannot raise its limit that far).
@@ -38,6 +50,9 @@ global
   maxconn $maxconn
   log stderr format short local0 notice
 
+CFG
+  if [ "$mode" = http ]; then
+    cat <<CFG
 defaults
   mode http
   log global
@@ -69,6 +84,30 @@ backend api
   http-check expect status 200
   default-server inter 500ms fall 2 rise 2 maxconn 4000
 CFG
+  else
+    cat <<CFG
+defaults
+  mode tcp
+  log global
+  option dontlognull
+  timeout connect 1s
+  timeout client 30s
+  timeout server 30s
+  retries 2
+  option redispatch 1
+
+frontend seckill
+  bind $listen
+  default_backend api
+
+backend api
+  balance roundrobin
+  source $SOURCE
+  option httpchk GET /readyz
+  http-check expect status 200
+  default-server inter 500ms fall 2 rise 2 maxconn 4000 send-proxy-v2 check-send-proxy
+CFG
+  fi
   for b in "$@"; do
     echo "  server api$i $b check"
     i=$((i + 1))
@@ -76,10 +115,12 @@ CFG
 }
 
 case "${1:-}" in
-  config)
+  config|config-tcp)
+    mode=http
+    [ "$1" = config ] || mode=tcp
     shift
-    [ $# -ge 2 ] || { echo "usage: $0 config LISTEN BACKEND..." >&2; exit 2; }
-    config "$@" ;;
+    [ $# -ge 2 ] || { echo "usage: $0 config|config-tcp LISTEN BACKEND..." >&2; exit 2; }
+    config "$mode" "$@" ;;
   source) echo "$SOURCE" ;;
-  *) echo "usage: $0 config LISTEN BACKEND... | source" >&2; exit 2 ;;
+  *) echo "usage: $0 config|config-tcp LISTEN BACKEND... | source" >&2; exit 2 ;;
 esac

@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/pires/go-proxyproto"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -86,6 +87,9 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("api listener on %s: %w", cfg.Addr, err)
+	}
+	if ln, err = proxyProtocolFrom(ln, cfg.TrustedProxies); err != nil {
+		return nil, err
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -173,6 +177,32 @@ func ipExtractor(trusted []*net.IPNet) echo.IPExtractor {
 	}
 	return echo.ExtractIPFromXFFHeader(opts...)
 }
+
+// proxyProtocolFrom reads a PROXY protocol header (v1 or v2) on the
+// connections of the trusted proxies, where it is optional: a balancer in
+// TCP mode passes the client's address in it, and the connection's remote
+// address is then the client's. Anyone else's connection is not looked at:
+// a PROXY header from a client is not HTTP, and gets a 400.
+func proxyProtocolFrom(ln net.Listener, trusted []*net.IPNet) (net.Listener, error) {
+	if len(trusted) == 0 {
+		return ln, nil
+	}
+	ranges := make([]string, len(trusted))
+	for i, n := range trusted {
+		ranges[i] = n.String()
+	}
+	policy, err := proxyproto.PolicyFromRanges(ranges, proxyproto.USE, proxyproto.SKIP)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("api listener: the trusted proxies: %w", err)
+	}
+	return &proxyproto.Listener{Listener: ln, ConnPolicy: policy, ReadHeaderTimeout: proxyHeaderTimeout}, nil
+}
+
+// proxyHeaderTimeout bounds the wait for a trusted proxy's PROXY header,
+// which it sends first: with an HTTP-mode balancer, which sends none, the
+// wait ends with the request's first bytes.
+const proxyHeaderTimeout = 5 * time.Second
 
 // forwardedProtoFrom drops the headers that tell echo the client came over
 // TLS (c.Scheme, the HSTS middleware) unless a trusted proxy sent them: on

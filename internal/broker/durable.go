@@ -42,7 +42,14 @@ type Durability struct {
 	// Now is the clock SuspectFor runs on; nil: time.Now.
 	Now func() time.Time
 
-	lastMinISR int // only Refresh's goroutine
+	// Only Refresh's goroutine: min.insync.replicas as last read, when,
+	// and a connection to each broker kept between refreshes (a dial per
+	// broker per refresh cost every broker a connection set up and torn
+	// down twice a second, per api).
+	lastMinISR int
+	minISRAt   time.Time
+	connMu     sync.Mutex
+	conns      map[string]*kafka.Conn
 
 	mu         sync.RWMutex
 	partitions []partitionState // by partition id; nil until the first answer
@@ -70,7 +77,7 @@ func NewDurability(brokers []string, topic string, interval time.Duration, logge
 	return &Durability{
 		client: &kafka.Client{Addr: kafka.TCP(brokers...)}, dialer: &kafka.Dialer{Timeout: probeTimeout},
 		brokers: brokers, topic: topic, interval: interval, logger: logger,
-		SuspectFor: 3 * time.Second, suspect: map[int]suspicion{},
+		SuspectFor: 3 * time.Second, suspect: map[int]suspicion{}, conns: map[string]*kafka.Conn{},
 	}
 }
 
@@ -78,6 +85,7 @@ func NewDurability(brokers []string, topic string, interval time.Duration, logge
 func (d *Durability) Run(ctx context.Context) error {
 	t := time.NewTicker(d.interval)
 	defer t.Stop()
+	defer d.closeConns()
 	for {
 		d.Refresh(ctx)
 		select {
@@ -123,17 +131,9 @@ func (d *Durability) read(ctx context.Context) ([]partitionState, error) {
 	}
 	// On a connection of its own: kafka.Client answers metadata from a
 	// cache refreshed every few seconds.
-	conn, err := d.dialAny(ctx)
+	parts, err := d.readPartitions(ctx)
 	if err != nil {
 		return nil, err
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	parts, err := conn.ReadPartitions(d.topic)
-	if err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", d.topic, err)
 	}
 	alive := d.answering(ctx, parts)
 	out := make([]partitionState, len(parts))
@@ -166,10 +166,19 @@ func (d *Durability) read(ctx context.Context) ([]partitionState, error) {
 	return out, nil
 }
 
+// minInSyncEvery is how often min.insync.replicas is read again: an
+// operator's change of it is rare, and until it is read the probe judges
+// by the old value (a publish the brokers refuse then suspends its
+// partition, and its order goes to the relay, as any failed publish's).
+const minInSyncEvery = 10 * time.Second
+
 // minInSync is the topic's min.insync.replicas. kafka.Client may send the
 // request to a broker that died and is not fenced yet: the last value
 // read stands in until the cluster answers again.
 func (d *Durability) minInSync(ctx context.Context) (int, error) {
+	if d.lastMinISR > 0 && d.now().Sub(d.minISRAt) < minInSyncEvery {
+		return d.lastMinISR, nil
+	}
 	cfg, err := d.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: d.topic, ConfigNames: []string{"min.insync.replicas"},
 	}}})
@@ -190,21 +199,73 @@ func (d *Durability) minInSync(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	d.lastMinISR = minISR
+	d.lastMinISR, d.minISRAt = minISR, d.now()
 	return minISR, nil
 }
 
-// dialAny connects to the first seed that answers.
-func (d *Durability) dialAny(ctx context.Context) (*kafka.Conn, error) {
+// readPartitions reads the topic's partitions from the first seed that
+// answers.
+func (d *Durability) readPartitions(ctx context.Context) ([]kafka.Partition, error) {
 	var errs []error
 	for _, addr := range d.brokers {
-		conn, err := d.dialer.DialContext(ctx, "tcp", addr)
+		var parts []kafka.Partition
+		err := d.ask(ctx, addr, func(conn *kafka.Conn) (err error) {
+			parts, err = conn.ReadPartitions(d.topic)
+			return err
+		})
 		if err == nil {
-			return conn, nil
+			return parts, nil
 		}
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("metadata of %s from %s: %w", d.topic, addr, err))
 	}
 	return nil, fmt.Errorf("no broker of %v answers: %w", d.brokers, errors.Join(errs...))
+}
+
+// ask runs call on the connection kept to addr, with ctx's deadline. A
+// call that fails closes it; if it was kept from an earlier refresh (the
+// broker may have restarted since), call runs once more on a new one.
+func (d *Durability) ask(ctx context.Context, addr string, call func(*kafka.Conn) error) error {
+	d.connMu.Lock()
+	conn := d.conns[addr]
+	d.connMu.Unlock()
+	kept := conn != nil
+	for {
+		if conn == nil {
+			var err error
+			if conn, err = d.dialer.DialContext(ctx, "tcp", addr); err != nil {
+				return err
+			}
+			d.connMu.Lock()
+			d.conns[addr] = conn
+			d.connMu.Unlock()
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			_ = conn.SetDeadline(dl)
+		}
+		err := call(conn)
+		if err == nil {
+			return nil
+		}
+		_ = conn.Close()
+		d.connMu.Lock()
+		if d.conns[addr] == conn {
+			delete(d.conns, addr)
+		}
+		d.connMu.Unlock()
+		if !kept || ctx.Err() != nil {
+			return err
+		}
+		kept, conn = false, nil
+	}
+}
+
+func (d *Durability) closeConns() {
+	d.connMu.Lock()
+	defer d.connMu.Unlock()
+	for addr, conn := range d.conns {
+		_ = conn.Close()
+		delete(d.conns, addr)
+	}
 }
 
 // answering asks every broker that leads or follows a partition for its
@@ -223,19 +284,16 @@ func (d *Durability) answering(ctx context.Context, parts []kafka.Partition) map
 	alive := map[int]bool{}
 	for id, addr := range addrs {
 		wg.Go(func() {
-			conn, err := d.dialer.DialContext(ctx, "tcp", addr)
+			err := d.ask(ctx, addr, func(conn *kafka.Conn) error {
+				_, err := conn.ApiVersions()
+				return err
+			})
 			if err != nil {
 				return
 			}
-			defer conn.Close()
-			if dl, ok := ctx.Deadline(); ok {
-				_ = conn.SetDeadline(dl)
-			}
-			if _, err := conn.ApiVersions(); err == nil {
-				mu.Lock()
-				alive[id] = true
-				mu.Unlock()
-			}
+			mu.Lock()
+			alive[id] = true
+			mu.Unlock()
 		})
 	}
 	wg.Wait()

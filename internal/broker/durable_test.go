@@ -156,3 +156,34 @@ func TestBatchWaitFollowsReplication(t *testing.T) {
 		})
 	}
 }
+
+// The probe keeps a connection to each broker between refreshes: one
+// dial per broker however many refreshes (a dial per broker per refresh
+// cost every broker a connection set up and torn down twice a second, per
+// api), and its view stays right.
+func TestDurabilityKeepsItsConnections(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	ctx := context.Background()
+	topic := k.MustTopic(t, 3)
+	d := broker.NewDurability(k.Brokers, topic, time.Second, quiet)
+	dials := d.CountDials()
+	defer d.CloseConns()
+	// A topic just created is not known to every broker at once.
+	testsupport.Wait(t, 10*time.Second, "the probe reads the new topic", func() bool {
+		d.Refresh(ctx)
+		return d.Known(ctx) == nil
+	})
+	before := dials.Load()
+	for range 10 {
+		d.Refresh(ctx)
+		if err := d.Known(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !d.Accepting([]byte("voucher-1")) {
+			t.Fatal("a healthy topic's partition refused")
+		}
+	}
+	if n := dials.Load() - before; n != 0 {
+		t.Fatalf("10 refreshes after the first dialled %d times; want none (a connection kept to each broker)", n)
+	}
+}

@@ -75,7 +75,7 @@ func newKafkaRig(t *testing.T, apis, writers int) *kafkaRig {
 			backends = append(backends, url)
 			r.apis = append(r.apis, p)
 		}
-		s.api = startLoadBalancer(t, backends...)
+		s.api = startLoadBalancer(t, balancerHTTP, backends...)
 	}
 	return r
 }
