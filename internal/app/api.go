@@ -70,6 +70,7 @@ func (m *API) Run(ctx context.Context) error {
 	}
 	orderWriter := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic)
 	orderWriter.BatchTimeout = c.Sale.PublishBatchWait
+	orderWriter.Compression = broker.Compression(c.Sale.PublishCompression)
 	if orderWriter.BatchTimeout == 0 {
 		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		orderWriter.BatchTimeout, err = broker.BatchWait(wctx, c.KafkaBrokers, c.Sale.OrdersTopic)

@@ -130,6 +130,18 @@ func NewWriter(brokers []string, topic string) *Writer {
 	}}
 }
 
+// Compression is the kafka-go codec named none, lz4 or zstd.
+func Compression(name string) kafka.Compression {
+	switch name {
+	case "lz4":
+		return kafka.Lz4
+	case "zstd":
+		return kafka.Zstd
+	default:
+		return 0
+	}
+}
+
 // Writer is a kafka.Writer with a transport of its own, which Close stops
 // too (kafka.Writer closes only the transport it made itself: the
 // metadata refresh would go on).

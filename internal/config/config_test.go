@@ -85,3 +85,28 @@ func TestBadSessionConfiguration(t *testing.T) {
 		t.Fatalf("defaults: %+v, %v", c.Sessions, err)
 	}
 }
+
+// The order events' codec: none unless named, one of three, anything else
+// refused by name.
+func TestPublishCompression(t *testing.T) {
+	for _, tt := range []struct {
+		value, want, err string
+	}{{"", "none", ""}, {"lz4", "lz4", ""}, {"zstd", "zstd", ""}, {"gzip", "", "SECKILL_PUBLISH_COMPRESSION"}} {
+		t.Run(tt.value, func(t *testing.T) {
+			c, err := config.LoadAPI(func(k string) (string, bool) {
+				if k == "SECKILL_PUBLISH_COMPRESSION" && tt.value != "" {
+					return tt.value, true
+				}
+				return "", false
+			})
+			switch {
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("error %v, want one naming %s", err, tt.err)
+			case tt.err == "" && err != nil:
+				t.Fatal(err)
+			case tt.err == "" && c.Sale.PublishCompression != tt.want:
+				t.Fatalf("codec %q, want %q", c.Sale.PublishCompression, tt.want)
+			}
+		})
+	}
+}
