@@ -10,11 +10,9 @@
 -- settled records too (the caller puts the voucher back in the relay's
 -- active set); the changes keep only their own memory's expiry.
 --
--- KEYS[1]  seckill:voucher:{id}  hash {stock, begin, end, frozen, epoch, fence, reconciled}
--- KEYS[2]  seckill:changes:{id}  hash change id -> stock after it
--- KEYS[3]  seckill:buyers:{id}, KEYS[4] seckill:pending:{id},
--- KEYS[5]  seckill:pending-at:{id}, KEYS[6] seckill:settled:{id}: kept
---          with the sale
+-- KEYS     the sale's keys (sale.lua)
+-- Writes:  VOUCHER {stock, begin, end}, CHANGES (the change's id, with its
+--          memory's expiry); PERSIST on the others
 -- ARGV[1]  stock delta (may be negative)
 -- ARGV[2]  new begin, ms, or "" to keep it
 -- ARGV[3]  new end, ms, or "" to keep it
@@ -24,11 +22,11 @@
 -- Returns {1, stock} when done; {0, stock} when the delta would take the
 -- stock below zero (nothing changed); {-1, 0} when the voucher is not warmed;
 -- {-2, 0} when its sale is frozen for a reconcile (nothing changed).
-local done = redis.call('HGET', KEYS[2], ARGV[4])
+local done = redis.call('HGET', CHANGES, ARGV[4])
 if done then
   return {1, tonumber(done)}
 end
-local v = redis.call('HMGET', KEYS[1], 'stock', 'frozen')
+local v = redis.call('HMGET', VOUCHER, 'stock', 'frozen')
 if v[2] then
   return {-2, 0}
 end
@@ -40,16 +38,14 @@ local after = tonumber(stock) + tonumber(ARGV[1])
 if after < 0 then
   return {0, tonumber(stock)}
 end
-redis.call('HSET', KEYS[1], 'stock', after)
+redis.call('HSET', VOUCHER, 'stock', after)
 if ARGV[2] ~= '' then
-  redis.call('HSET', KEYS[1], 'begin', ARGV[2])
+  redis.call('HSET', VOUCHER, 'begin', ARGV[2])
 end
 if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[1], 'end', ARGV[3])
+  redis.call('HSET', VOUCHER, 'end', ARGV[3])
 end
-for i = 1, #KEYS do
-  redis.call('PERSIST', KEYS[i])
-end
-redis.call('HSET', KEYS[2], ARGV[4], after)
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
+persist_all()
+redis.call('HSET', CHANGES, ARGV[4], after)
+redis.call('PEXPIRE', CHANGES, ARGV[5])
 return {1, after}

@@ -5,22 +5,23 @@
 -- can neither pause a sale another reconcile has rebuilt nor unpause one
 -- another reconcile is rebuilding. Idempotent: run again, it does the same.
 --
--- KEYS[1]  seckill:voucher:{id}  hash {stock, begin, end, frozen, epoch, fence, reconciled}
+-- KEYS     the sale's keys (sale.lua)
+-- Writes:  VOUCHER {fence, frozen}
 -- ARGV[1]  the caller's fencing token; 0 for a caller without one (never refused)
 -- ARGV[2]  "1" freeze, "0" unfreeze
 --
 -- Returns 1 done, -1 refused (a newer reconcile's token is there).
 local fence = tonumber(ARGV[1])
-local seen = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+local seen = tonumber(redis.call('HGET', VOUCHER, 'fence') or '0')
 if fence > 0 and fence < seen then
   return -1
 end
 if fence > seen then
-  redis.call('HSET', KEYS[1], 'fence', ARGV[1])
+  redis.call('HSET', VOUCHER, 'fence', ARGV[1])
 end
 if ARGV[2] == '1' then
-  redis.call('HSET', KEYS[1], 'frozen', 1)
+  redis.call('HSET', VOUCHER, 'frozen', 1)
 else
-  redis.call('HDEL', KEYS[1], 'frozen')
+  redis.call('HDEL', VOUCHER, 'frozen')
 end
 return 1

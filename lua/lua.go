@@ -26,11 +26,11 @@ var LockExtend = mustLoad("lock_extend.lua")
 
 // Seckill is the flash-sale gate: sale window, stock and one order per
 // user, decided and recorded atomically.
-var Seckill = mustLoad("seckill.lua")
+var Seckill = mustLoadSale("seckill.lua")
 
 // AdjustVoucher changes a warmed voucher's stock by a delta, never below
 // zero, and optionally its window.
-var AdjustVoucher = mustLoad("adjust_voucher.lua")
+var AdjustVoucher = mustLoadSale("adjust_voucher.lua")
 
 // CacheGet reads a cache entry and hands its rebuild to one caller.
 var CacheGet = mustLoad("cache_get.lua")
@@ -47,15 +47,15 @@ var IssueCode = mustLoad("issue_code.lua")
 var VerifyCode = mustLoad("verify_code.lua")
 
 // RetireSale puts an expiry on an ended, settled sale's keys.
-var RetireSale = mustLoad("retire_sale.lua")
+var RetireSale = mustLoadSale("retire_sale.lua")
 
 // ReconcileSale puts a rebuilt sale in place and unfreezes it, once per
 // reconcile, refusing a stale fencing token.
-var ReconcileSale = mustLoad("reconcile_sale.lua")
+var ReconcileSale = mustLoadSale("reconcile_sale.lua")
 
 // FreezeSale freezes or unfreezes a sale for a reconcile, refusing a stale
 // fencing token.
-var FreezeSale = mustLoad("freeze_sale.lua")
+var FreezeSale = mustLoadSale("freeze_sale.lua")
 
 // IDLease leases a block of a day's id sequence, skipping a margin under
 // a new replication id.
@@ -69,14 +69,14 @@ var BloomAdd = mustLoad("bloom_add.lua")
 
 // WarmSale puts a new voucher's sale in place, stamped with its server's
 // replication id.
-var WarmSale = mustLoad("warm_sale.lua")
+var WarmSale = mustLoadSale("warm_sale.lua")
 
 // SaleSize reads a sale's stock, stamp and buyer count with its server's
 // replication id.
-var SaleSize = mustLoad("sale_size.lua")
+var SaleSize = mustLoadSale("sale_size.lua")
 
 // RecordSettled records settled orders' final status in a sale's state.
-var RecordSettled = mustLoad("record_settled.lua")
+var RecordSettled = mustLoadSale("record_settled.lua")
 
 // RefreshRotate rotates a refresh token family, tells an honest retry from
 // a reuse, and deletes the family on a reuse.
@@ -98,14 +98,29 @@ var RefreshLogoutUser = mustLoad("refresh_logout_user.lua")
 var all []*redis.Script
 
 func mustLoad(name string) *redis.Script {
+	s := redis.NewScript(mustRead(name))
+	all = append(all, s)
+	return s
+}
+
+// mustLoadSale loads a script of a sale's state behind the sale's prelude
+// (sale.lua): the keys' one order and the helpers every such script uses.
+func mustLoadSale(name string) *redis.Script {
+	s := redis.NewScript(mustRead(salePrelude) + mustRead(name))
+	all = append(all, s)
+	return s
+}
+
+// salePrelude is the prelude of the sale's scripts, not a script itself.
+const salePrelude = "sale.lua"
+
+func mustRead(name string) string {
 	src, err := files.ReadFile(name)
 	if err != nil {
 		// The file is embedded at build time: failing here is a build defect.
 		panic(fmt.Sprintf("lua: embedded script %s: %v", name, err))
 	}
-	s := redis.NewScript(string(src))
-	all = append(all, s)
-	return s
+	return string(src)
 }
 
 // LoadAll puts every script in the script cache of every node: on Redis

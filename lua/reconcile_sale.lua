@@ -9,12 +9,10 @@
 -- one the voucher has seen (its lock expired while it was paused and a
 -- newer reconcile ran) is refused, its rebuilt buyers dropped.
 --
--- KEYS[1]  seckill:voucher:{id}            hash {stock, begin, end, frozen, epoch, fence, reconciled}
--- KEYS[2]  seckill:buyers:{id}
--- KEYS[3]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
--- KEYS[4]  seckill:pending:{id}
--- KEYS[5]  seckill:pending-at:{id}
--- KEYS[6]  seckill:settled:{id}
+-- KEYS     the sale's keys (sale.lua), then
+-- KEYS[7]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
+-- Writes:  VOUCHER {stock, begin, end, epoch, reconciled, fence, frozen},
+--          BUYERS (renamed from KEYS[7]); PERSIST on the others
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
 -- ARGV[3]  end, ms
@@ -29,29 +27,27 @@
 -- Returns 1 in place (now, or by an earlier run of this reconcile); -1
 -- refused: a newer reconcile's token is there; -2 the rebuilt buyers are
 -- missing (expired while the reconcile was paused): nothing changed.
-if redis.call('HGET', KEYS[1], 'reconciled') == ARGV[5] then
+local rebuilt = KEYS[7]
+if redis.call('HGET', VOUCHER, 'reconciled') == ARGV[5] then
   return 1
 end
 local fence = tonumber(ARGV[6])
-local seen = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+local seen = tonumber(redis.call('HGET', VOUCHER, 'fence') or '0')
 if fence > 0 and fence < seen then
-  redis.call('DEL', KEYS[3])
+  redis.call('DEL', rebuilt)
   return -1
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('RENAME', KEYS[3], KEYS[2])
+if redis.call('EXISTS', rebuilt) == 1 then
+  redis.call('RENAME', rebuilt, BUYERS)
 elseif ARGV[4] == '1' then
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', BUYERS)
 else
   return -2
 end
-local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid,
+redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid(),
   'reconciled', ARGV[5], 'fence', math.max(fence, seen))
-redis.call('HDEL', KEYS[1], 'frozen')
+redis.call('HDEL', VOUCHER, 'frozen')
 -- A reconcile can bring a retired sale back: every key of the sale is live
 -- again (the changes keep their own memory's expiry).
-for _, i in ipairs({1, 2, 4, 5, 6}) do
-  redis.call('PERSIST', KEYS[i])
-end
+persist_all()
 return 1

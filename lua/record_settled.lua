@@ -5,17 +5,17 @@
 -- retired sale's record expires with its keys. Idempotent: a retry writes
 -- the same fields again.
 --
--- KEYS[1]  seckill:voucher:{id}
--- KEYS[2]  seckill:settled:{id}   hash "o:<order id>" -> status, "u:<user id>" -> failed order id
+-- KEYS     the sale's keys (sale.lua)
+-- Writes:  SETTLED (it expires with the voucher's hash, when that expires)
 -- ARGV     field, value, field, value, ...
 --
 -- Returns 1 recorded, 0 no such sale.
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if redis.call('EXISTS', VOUCHER) == 0 then
   return 0
 end
-redis.call('HSET', KEYS[2], unpack(ARGV))
-local ttl = redis.call('PTTL', KEYS[1])
+redis.call('HSET', SETTLED, unpack(ARGV))
+local ttl = redis.call('PTTL', VOUCHER)
 if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', SETTLED, ttl)
 end
 return 1

@@ -6,11 +6,10 @@
 -- attempt again (go-redis re-sends a command whose reply timed out) gets
 -- the first decision back, not "already bought" for its own order.
 --
--- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen, epoch, fence, reconciled}; reads stock, begin, end, frozen, epoch
--- KEYS[2]  seckill:buyers:{id}      hash user id -> order id
--- KEYS[3]  seckill:pending:{id}     hash order id -> "userId:acceptedMs",
---                                   or "userId:acceptedMs:traceparent"
--- KEYS[4]  seckill:pending-at:{id}  zset order id by acceptedMs
+-- KEYS     the sale's keys (sale.lua); reads VOUCHER's stock, begin, end,
+--          frozen and epoch
+-- Writes:  VOUCHER {stock}, BUYERS, PENDING (the reservation, with the
+--          traceparent when there is one), PENDING_AT
 -- ARGV[1]  user id
 -- ARGV[2]  order id
 -- ARGV[3]  the W3C traceparent of the buyer's request, "" when untraced:
@@ -37,17 +36,16 @@
 -- rebuilt from MySQL, or built under another replication id than this
 -- server's and not yet reconciled: nothing taken). ms is the server's clock
 -- otherwise.
-local v = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'frozen', 'epoch')
+local v = redis.call('HMGET', VOUCHER, 'stock', 'begin', 'end', 'frozen', 'epoch')
 if not v[1] then
   return {1, 0, 0, 0}
 end
 -- The server's clock, not the caller's: one clock for every API instance.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local stock = tonumber(v[1])
-local bought = redis.call('HGET', KEYS[2], ARGV[1])
+local bought = redis.call('HGET', BUYERS, ARGV[1])
 if bought == ARGV[2] then
-  local r = redis.call('HGET', KEYS[3], ARGV[2])
+  local r = redis.call('HGET', PENDING, ARGV[2])
   local at = r and tonumber(string.match(r, '^%d+:(%d+)')) or now
   return {0, stock, at, bought}
 end
@@ -66,15 +64,15 @@ end
 if stock <= 0 then
   return {5, 0, now, 0}
 end
-if v[5] and v[5] ~= string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') then
+if v[5] and v[5] ~= replid() then
   return {6, stock, now, 0}
 end
-redis.call('HINCRBY', KEYS[1], 'stock', -1)
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HINCRBY', VOUCHER, 'stock', -1)
+redis.call('HSET', BUYERS, ARGV[1], ARGV[2])
 local reservation = ARGV[1] .. ':' .. now
 if ARGV[3] and ARGV[3] ~= '' then
   reservation = reservation .. ':' .. ARGV[3]
 end
-redis.call('HSET', KEYS[3], ARGV[2], reservation)
-redis.call('ZADD', KEYS[4], now, ARGV[2])
+redis.call('HSET', PENDING, ARGV[2], reservation)
+redis.call('ZADD', PENDING_AT, now, ARGV[2])
 return {0, stock - 1, now, ARGV[2]}

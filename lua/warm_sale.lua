@@ -4,12 +4,12 @@
 -- id of the server that runs this: on Redis Cluster, the master that owns
 -- the voucher's slot.
 --
--- KEYS[1]  seckill:voucher:{id}
--- KEYS[2..] the sale's other keys, deleted
+-- KEYS     the sale's keys (sale.lua), every one deleted first
+-- Writes:  VOUCHER {stock, begin, end, epoch}, and deletes BUYERS, PENDING,
+--          PENDING_AT, CHANGES, SETTLED
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
 -- ARGV[3]  end, ms
-redis.call('DEL', unpack(KEYS))
-local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid)
+redis.call('DEL', VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED)
+redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid())
 return 1

@@ -101,7 +101,7 @@ func isOutdatedLayout(err error) bool { return redis.HasErrorPrefix(err, "WRONGT
 // step, which a retry of Warm repeats harmlessly).
 func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
 	k := s.KeysOf(voucherID)
-	err := lua.WarmSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled},
+	err := lua.WarmSale.Run(ctx, s.rdb, k.list(),
 		stock, begin.UnixMilli(), end.UnixMilli()).Err()
 	if err != nil {
 		return fmt.Errorf("warm voucher %d in Redis: %w", voucherID, err)
@@ -127,7 +127,7 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
 	k := s.KeysOf(voucherID)
-	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, []string{k.Voucher, k.Changes, k.Buyers, k.Pending, k.PendingAt, k.Settled},
+	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, k.list(),
 		delta, ms(begin), ms(end), rand.Text(), changeMemory.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("adjust voucher %d in Redis: %w", voucherID, err)
@@ -177,7 +177,7 @@ func (s *Store) List(ctx context.Context, voucherID int64) (bool, error) {
 // left the active set.
 func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration) (bool, error) {
 	k := s.KeysOf(voucherID)
-	res, err := lua.RetireSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled}, keep.Milliseconds()).Int()
+	res, err := lua.RetireSale.Run(ctx, s.rdb, k.list(), keep.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
 	}

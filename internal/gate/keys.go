@@ -32,9 +32,22 @@ func (s *Store) WithAutoPipeline(ap *redis.AutoPipeliner) *Store {
 	return s
 }
 
-// VoucherFields are every field of a voucher's hash: the scripts' headers
-// name them all (TestScriptHeadersNameEveryVoucherField).
-var VoucherFields = []string{"stock", "begin", "end", "frozen", "epoch", "fence", "reconciled"}
+// The fields of a voucher's hash (Keys.Voucher; VOUCHER in the scripts).
+// docs/design.md has the table of who writes each.
+const (
+	FieldStock      = "stock"      // units left to sell
+	FieldBegin      = "begin"      // when the sale opens, ms
+	FieldEnd        = "end"        // when it closes, ms
+	FieldFrozen     = "frozen"     // there while a reconcile rebuilds the sale
+	FieldEpoch      = "epoch"      // the replication id the state was built under
+	FieldFence      = "fence"      // the largest reconcile fencing token seen
+	FieldReconciled = "reconciled" // the id of the reconcile that built the state
+)
+
+// VoucherFields are every field of a voucher's hash: the prelude's header
+// names them all (TestScriptHeadersNameEveryVoucherField), and each
+// script's header the ones it writes (TestScriptHeadersNameWhatTheyWrite).
+var VoucherFields = []string{FieldStock, FieldBegin, FieldEnd, FieldFrozen, FieldEpoch, FieldFence, FieldReconciled}
 
 // Keys are one voucher's Redis keys, all under the voucher's hash tag.
 type Keys struct {
@@ -62,7 +75,11 @@ func (s *Store) KeysOf(voucherID int64) Keys {
 	}
 }
 
-func (k Keys) list() []string { return []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt} }
+// list is the sale's keys in the one order every script of the sale
+// receives them (lua/sale.lua), then a script's own keys.
+func (k Keys) list(own ...string) []string {
+	return append([]string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled}, own...)
+}
 
 // ActiveVouchers is the set of voucher ids warmed in Redis: where the relay
 // and order lookups look for reservations. It is one key of its own, read

@@ -72,7 +72,7 @@ func (s *Store) RecordSettled(ctx context.Context, statuses []order.Status) erro
 	}
 	for voucher, f := range fields {
 		k := s.KeysOf(voucher)
-		if err := lua.RecordSettled.Run(ctx, s.rdb, []string{k.Voucher, k.Settled}, f...).Err(); err != nil {
+		if err := lua.RecordSettled.Run(ctx, s.rdb, k.list(), f...).Err(); err != nil {
 			return fmt.Errorf("record %d settled orders of voucher %d: %w", len(f)/2, voucher, err)
 		}
 	}

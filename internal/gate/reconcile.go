@@ -36,7 +36,7 @@ func (s *Store) Unfreeze(ctx context.Context, voucherID, fence int64) error {
 
 func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) error {
 	what := map[string]string{"1": "freeze", "0": "unfreeze"}[on]
-	res, err := lua.FreezeSale.Run(ctx, s.rdb, []string{s.KeysOf(voucherID).Voucher}, fence, on).Int()
+	res, err := lua.FreezeSale.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), fence, on).Int()
 	if err != nil {
 		return fmt.Errorf("%s voucher %d: %w", what, voucherID, err)
 	}
@@ -110,7 +110,7 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 		none = "1"
 	}
 	beforeRebuildScript()
-	res, err := lua.ReconcileSale.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers, rebuilt, k.Pending, k.PendingAt, k.Settled},
+	res, err := lua.ReconcileSale.Run(ctx, s.rdb, k.list(rebuilt),
 		p.Stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence).Int()
 	switch {
 	case err != nil:
@@ -138,7 +138,7 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 	var stockCmd *redis.StringCmd
 	var buyers *redis.SliceCmd
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		stockCmd = p.HGet(ctx, k.Voucher, "stock")
+		stockCmd = p.HGet(ctx, k.Voucher, FieldStock)
 		if len(fields) > 0 {
 			buyers = p.HMGet(ctx, k.Buyers, fields...)
 		}
@@ -169,7 +169,7 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 // was built under.
 func (s *Store) Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, error) {
 	k := s.KeysOf(voucherID)
-	v, err := lua.SaleSize.Run(ctx, s.rdb, []string{k.Voucher, k.Buyers}).Slice()
+	v, err := lua.SaleSize.Run(ctx, s.rdb, k.list()).Slice()
 	if isOutdatedLayout(err) {
 		return reconcile.SaleSize{Exists: true, Outdated: true}, nil
 	}

@@ -1,0 +1,34 @@
+-- The prelude of every script of a sale's state, loaded in front of each
+-- (lua.go): the one order of the keys they all receive, and the helpers
+-- they share. gate.Keys.list builds the keys in this order, all under the
+-- voucher's hash tag; docs/design.md has the table of who writes what.
+--
+-- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen, epoch, fence, reconciled}
+-- KEYS[2]  seckill:buyers:{id}      hash user id -> order id
+-- KEYS[3]  seckill:pending:{id}     hash order id -> "userId:acceptedMs[:traceparent]"
+-- KEYS[4]  seckill:pending-at:{id}  zset order id by acceptedMs
+-- KEYS[5]  seckill:changes:{id}     hash stock change id -> stock after it
+-- KEYS[6]  seckill:settled:{id}     hash "o:<order id>" -> status, "u:<user id>" -> failed order id
+-- KEYS[7..] a script's own keys, named in its header
+local VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+
+-- now_ms is the server's clock: one clock for every instance that calls.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- replid is the replication id of the server running the script: on
+-- Redis Cluster, the master that owns the voucher's slot.
+local function replid()
+  return string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
+end
+
+-- persist_all makes the sale's keys live again (a retired sale brought
+-- back), the changes excepted: they keep their own memory's expiry.
+local function persist_all()
+  for _, k in ipairs({VOUCHER, BUYERS, PENDING, PENDING_AT, SETTLED}) do
+    redis.call('PERSIST', k)
+  end
+end
+
