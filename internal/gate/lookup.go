@@ -84,9 +84,9 @@ func (s *Store) RecordSettled(ctx context.Context, statuses []order.Status) erro
 // before the record, in one pipeline: the writer records an order before it
 // removes the reservation, so an order on its way is in one of them.
 func (s *Store) FindInSales(ctx context.Context, orderID int64) (order.Status, bool, error) {
-	ids, err := s.rdb.SMembers(ctx, s.ActiveVouchers()).Result()
+	ids, err := s.Active(ctx)
 	if err != nil {
-		return order.Status{}, false, fmt.Errorf("active vouchers: %w", err)
+		return order.Status{}, false, err
 	}
 	if len(ids) == 0 {
 		return order.Status{}, false, nil
@@ -99,8 +99,8 @@ func (s *Store) FindInSales(ctx context.Context, orderID int64) (order.Status, b
 	rs := make([]reads, len(ids))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, v := range ids {
-			rs[i].voucher, _ = strconv.ParseInt(v, 10, 64)
-			k := s.KeysOf(rs[i].voucher)
+			rs[i].voucher = v
+			k := s.KeysOf(v)
 			rs[i].pending = p.HGet(ctx, k.Pending, id)
 			rs[i].settled = p.HGet(ctx, k.Settled, orderField(orderID))
 		}

@@ -2,19 +2,17 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/telemetry"
 )
 
@@ -37,7 +35,7 @@ import (
 type Relay struct {
 	Store     *Store
 	Publisher order.Publisher
-	Backlog   Backlog
+	Backlog   reconcile.Backlog
 	// Locks hands out the relay's lease: every order-writer runs a relay,
 	// one of them at a time works.
 	Locks    *lock.Client
@@ -59,14 +57,6 @@ type Relay struct {
 	base *baseline
 }
 
-// Backlog is how far the order-writer has consumed the orders topic.
-type Backlog interface {
-	// Ends are the topic's end offsets by partition.
-	Ends(ctx context.Context) (map[int]int64, error)
-	// Reached reports whether the writer has consumed the topic up to ends.
-	Reached(ctx context.Context, ends map[int]int64) (bool, error)
-}
-
 // baseline is the orders topic's end offsets at a moment of Redis's clock.
 type baseline struct {
 	at   time.Time
@@ -80,48 +70,11 @@ const leaseName = "seckill-relay"
 // take the lease every Interval while another relay holds it. A failed scan
 // is logged and retried at the next interval.
 func (r *Relay) Run(ctx context.Context) error {
-	t := time.NewTicker(r.Interval)
-	defer t.Stop()
-	var lease *lock.Lock
-	defer func() {
-		if lease != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			_ = lease.Release(rctx)
-		}
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if lease != nil && lease.Context().Err() != nil {
-			r.Logger.Warn("relay lease lost; another order-writer's relay may take over", "fence", lease.Fence,
-				"cause", context.Cause(lease.Context()))
-			lease = nil
-		}
-		if lease == nil {
-			l, err := r.Locks.Acquire(ctx, leaseName, lock.Options{TTL: r.LeaseTTL, Watchdog: true})
-			switch {
-			case errors.Is(err, lock.ErrNotObtained):
-				continue
-			case err != nil:
-				r.Logger.Warn("relay lease: cannot ask Redis; retrying at the next interval", "err", err)
-				continue
-			}
-			lease = l
-			r.Logger.Info("relay lease taken: this order-writer's relay republishes lost orders", "fence", l.Fence)
-		}
-		sctx, cancel := context.WithCancel(lease.Context())
-		stop := context.AfterFunc(ctx, cancel)
-		_, err := r.Scan(sctx)
-		stop()
-		cancel()
-		if err != nil && sctx.Err() == nil {
-			r.Logger.Warn("relay scan failed; retrying at the next interval", "err", err)
-		}
-	}
+	lease := &lock.Lease{Locks: r.Locks, Name: leaseName, TTL: r.LeaseTTL, Interval: r.Interval, Logger: r.Logger, What: "relay lease"}
+	return lease.Run(ctx, func(ctx context.Context) error {
+		_, err := r.Scan(ctx)
+		return err
+	})
 }
 
 // Scan republishes the reservations that cannot be queued ahead of the
@@ -129,8 +82,11 @@ func (r *Relay) Run(ctx context.Context) error {
 // takes a baseline; a scan while the writer has not consumed up to the
 // baseline does nothing.
 func (r *Relay) Scan(ctx context.Context) (int, error) {
-	ids, err := r.activeVouchers(ctx)
+	ids, err := r.Store.Active(ctx)
 	if err != nil {
+		return 0, fmt.Errorf("relay: %w", err)
+	}
+	if ids, err = r.sweep(ctx, ids); err != nil {
 		return 0, err
 	}
 	if r.base == nil {
@@ -173,41 +129,35 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 	return total, r.takeBaseline(ctx)
 }
 
-// activeVouchers are the vouchers whose sale is on, or still has orders
-// pending; the others are retired on the way.
-func (r *Relay) activeVouchers(ctx context.Context) ([]int64, error) {
-	members, err := r.Store.rdb.SMembers(ctx, r.Store.ActiveVouchers()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("relay: active vouchers: %w", err)
+// sweep retires the sales among ids that ended with every order settled
+// (their keys now expire: Store.Retire) and returns the others, the ones
+// the relay scans.
+func (r *Relay) sweep(ctx context.Context, ids []int64) ([]int64, error) {
+	if r.Keep <= 0 {
+		return ids, nil
 	}
-	ids := make([]int64, 0, len(members))
-	for _, m := range members {
-		id, err := strconv.ParseInt(m, 10, 64)
+	live := ids[:0:0]
+	for _, id := range ids {
+		retired, err := r.Store.Retire(ctx, id, r.Keep)
 		if err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		if retired {
+			r.Logger.Info("sale ended and settled: its keys now expire", "voucher", id, "in", r.Keep)
 			continue
 		}
-		if r.Keep > 0 {
-			retired, err := r.Store.Retire(ctx, id, r.Keep)
-			if err != nil {
-				return nil, fmt.Errorf("relay: %w", err)
-			}
-			if retired {
-				r.Logger.Info("sale ended and settled: its keys now expire", "voucher", id, "in", r.Keep)
-				continue
-			}
-		}
-		ids = append(ids, id)
+		live = append(live, id)
 	}
-	return ids, nil
+	return live, nil
 }
 
 func (r *Relay) now(ctx context.Context) (time.Time, error) {
 	if r.Clock != nil {
 		return r.Clock(ctx)
 	}
-	t, err := r.Store.rdb.Time(ctx).Result()
+	t, err := r.Store.Now(ctx)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("relay: redis time: %w", err)
+		return time.Time{}, fmt.Errorf("relay: %w", err)
 	}
 	return t, nil
 }
@@ -257,50 +207,20 @@ type redisClock struct {
 func (c redisClock) now() time.Time { return c.at.Add(time.Since(c.read)) }
 
 func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, cutoff time.Time, clock redisClock) (int, error) {
-	k, rdb := r.Store.KeysOf(voucherID), r.Store.rdb
-	max := strconv.FormatInt(cutoff.UnixMilli(), 10)
-	orderIDs, err := rdb.ZRangeByScore(ctx, k.PendingAt, &redis.ZRangeBy{Min: "-inf", Max: max, Count: r.Batch}).Result()
-	if err != nil || len(orderIDs) == 0 {
-		return 0, err
-	}
-	vals, err := rdb.HMGet(ctx, k.Pending, orderIDs...).Result()
-	if err != nil {
-		return 0, fmt.Errorf("relay: reservations of voucher %d: %w", voucherID, err)
-	}
-	var events []order.Event
-	var stale []any
-	for i, v := range vals {
-		oid, _ := strconv.ParseInt(orderIDs[i], 10, 64)
-		s, ok := v.(string)
-		if !ok {
-			// Confirmed between the two reads: the zset entry is left over.
-			stale = append(stale, orderIDs[i])
-			continue
-		}
-		e, err := parseReservation(voucherID, oid, s)
+	events, err := r.Store.Due(ctx, voucherID, cutoff, r.Batch)
+	if err != nil || len(events) == 0 {
 		if err != nil {
-			return 0, err
+			err = fmt.Errorf("relay: %w", err)
 		}
-		events = append(events, e)
-	}
-	if len(stale) > 0 {
-		rdb.ZRem(ctx, k.PendingAt, stale...)
-	}
-	if len(events) == 0 {
-		return 0, nil
+		return 0, err
 	}
 	if err := r.republish(ctx, voucherID, events); err != nil {
 		return 0, err
 	}
 	// Due again only if still pending once the writer has passed a
 	// baseline taken after this publish: counted from its end.
-	published := clock.now()
-	members := make([]redis.Z, len(events))
-	for i, e := range events {
-		members[i] = redis.Z{Score: float64(published.UnixMilli()), Member: strconv.FormatInt(e.OrderID, 10)}
-	}
-	if err := rdb.ZAddXX(ctx, k.PendingAt, members...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return len(events), fmt.Errorf("relay: reschedule: %w", err)
+	if err := r.Store.Reschedule(ctx, voucherID, clock.now(), events); err != nil {
+		return len(events), fmt.Errorf("relay: %w", err)
 	}
 	return len(events), nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -243,7 +244,7 @@ func TestOneRelayWorksAtATime(t *testing.T) {
 // countingBacklog counts a relay's scans: each asks the topic's ends (a
 // baseline) or how far the writer has read.
 type countingBacklog struct {
-	gate.Backlog
+	reconcile.Backlog
 	calls atomic.Int64
 }
 

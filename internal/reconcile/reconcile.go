@@ -45,9 +45,12 @@ type IDFloor interface {
 // two of writes Redis can lose, blocks held by API instances included.
 const idMargin = 1 << 20
 
-// Backlog is how far the order-writer has consumed the orders topic.
+// Backlog is how far the order-writer has consumed the orders topic: the
+// reconcile waits on it, and so does the relay (gate.Relay).
 type Backlog interface {
+	// Ends are the topic's end offsets by partition.
 	Ends(ctx context.Context) (map[int]int64, error)
+	// Reached reports whether the writer has consumed the topic up to ends.
 	Reached(ctx context.Context, ends map[int]int64) (bool, error)
 }
 
