@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -93,7 +94,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	for range clusterSales {
 		v := s.voucher(t, clusterStock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 		vouchers = append(vouchers, v)
-		owner[v] = cl.MasterOf(t, s.redis.Key("seckill:voucher:{"+strconv.FormatInt(v, 10)+"}"))
+		owner[v] = cl.MasterOf(t, gate.KeysFor(s.redis.Prefix, v).Voucher)
 		onMaster[owner[v]] = append(onMaster[owner[v]], v)
 	}
 	if len(onMaster) != 3 {
@@ -222,7 +223,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	}
 	t.Logf("the writers' reconciles: %v", reconciled)
 	for _, v := range vouchers {
-		k := s.redis.Key("seckill:voucher:{" + strconv.FormatInt(v, 10) + "}")
+		k := gate.KeysFor(s.redis.Prefix, v).Voucher
 		was := s.redis.Client.HGet(ctx, k, "reconciled").Val() != ""
 		if was != (owner[v] == victim) {
 			t.Fatalf("voucher %d on %s (the failed master: %s) reconciled: %v; want the failed master's sales only", v, owner[v], victim, was)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -140,8 +141,8 @@ func settleSales(t *testing.T, s *sale, vouchers []int64, stock int, orders []at
 	t.Helper()
 	ctx := context.Background()
 	for i, v := range vouchers {
-		k := s.redis.Key("seckill:voucher:{" + strconv.FormatInt(v, 10) + "}")
-		pending := s.redis.Key("seckill:pending:{" + strconv.FormatInt(v, 10) + "}")
+		k := gate.KeysFor(s.redis.Prefix, v).Voucher
+		pending := gate.KeysFor(s.redis.Prefix, v).Pending
 		var n, distinct, mysqlStock int
 		testsupport.Wait(t, 90*time.Second, fmt.Sprintf("voucher %d: Redis's stock equals MySQL's, nothing pending", v), func() bool {
 			if err := s.mysql.DB.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_id), (SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -67,7 +68,7 @@ func TestChaosRedisFailoverLosesWrites(t *testing.T) {
 	if err := replica.Client.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	lostStock, _ := replica.Client.HGet(ctx, "seckill:voucher:{"+strconv.FormatInt(voucher, 10)+"}", "stock").Int()
+	lostStock, _ := replica.Client.HGet(ctx, gate.KeysFor("", voucher).Voucher, "stock").Int()
 	front.Switch(replica.Addr)
 	t.Logf("the promoted replica holds stock %d of a sale the master had sold out", lostStock)
 	if lostStock != 400 {
@@ -82,8 +83,8 @@ func TestChaosRedisFailoverLosesWrites(t *testing.T) {
 	t.Logf("after the failover: %v; 503s answered and tried again: %v", third.tally, third.retried)
 
 	// The reconcile makes Redis agree with MySQL, and nothing is pending.
-	key := "seckill:voucher:{" + strconv.FormatInt(voucher, 10) + "}"
-	pending := "seckill:pending:{" + strconv.FormatInt(voucher, 10) + "}"
+	key := gate.KeysFor("", voucher).Voucher
+	pending := gate.KeysFor("", voucher).Pending
 	var orders, distinct, mysqlStock, failures int
 	testsupport.Wait(t, time.Minute, "Redis's stock equals MySQL's, no reservation pending", func() bool {
 		if err := s.mysql.DB.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_id),

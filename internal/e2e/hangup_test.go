@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -58,8 +58,8 @@ func TestClientsThatHangUpLoseNoOrder(t *testing.T) {
 	// finishing requests whose clients left, so both sides are read again
 	// until they agree.
 	ctx := context.Background()
-	stockKey := fmt.Sprintf("%sseckill:voucher:{%d}", s.redis.Prefix, voucher)
-	pendingKey := fmt.Sprintf("%sseckill:pending:{%d}", s.redis.Prefix, voucher)
+	stockKey := gate.KeysFor(s.redis.Prefix, voucher).Voucher
+	pendingKey := gate.KeysFor(s.redis.Prefix, voucher).Pending
 	var accepted, orders, pending int64
 	for {
 		stock, err := s.redis.Client.HGet(ctx, stockKey, "stock").Int64()

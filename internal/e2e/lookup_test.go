@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -64,7 +65,7 @@ func TestOrderLookupsCostNoMySQLDuringTheSale(t *testing.T) {
 	if r := s.do(t, "PUT", "/voucher/seckill/"+v, "", map[string]string{"X-Admin-Token": adminToken}, fmt.Sprintf(`{"endTime":%q}`, end)); r.Status != 200 {
 		t.Fatalf("end the sale: %+v", r)
 	}
-	key := fmt.Sprintf("%sseckill:voucher:{%d}", s.redis.Prefix, voucher)
+	key := gate.KeysFor(s.redis.Prefix, voucher).Voucher
 	testsupport.Wait(t, 30*time.Second, "the sale's keys gone from Redis", func() bool {
 		return s.redis.Client.Exists(context.Background(), key).Val() == 0
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/user"
 )
@@ -227,11 +228,11 @@ func (s *sale) audit(t *testing.T, voucher int64, accepted []string, want, stock
 			t.Fatalf("accepted order %s is not in MySQL", id)
 		}
 	}
-	keys := fmt.Sprintf("%sseckill:voucher:{%d}", s.redis.Prefix, voucher)
+	keys := gate.KeysFor(s.redis.Prefix, voucher).Voucher
 	if rs, _ := s.redis.Client.HGet(context.Background(), keys, "stock").Int(); rs != stockLeft {
 		t.Fatalf("Redis stock %d, want %d", rs, stockLeft)
 	}
-	pending := fmt.Sprintf("%sseckill:pending:{%d}", s.redis.Prefix, voucher)
+	pending := gate.KeysFor(s.redis.Prefix, voucher).Pending
 	for time.Now().Before(deadline) && s.redis.Client.HLen(context.Background(), pending).Val() > 0 {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -314,7 +315,7 @@ func TestTwoWritersShareTheSales(t *testing.T) {
 	var keys []string
 	for range 12 {
 		voucher := s.voucher(t, 50, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-		keys = append(keys, s.redis.Key("seckill:voucher:{"+strconv.FormatInt(voucher, 10)+"}"))
+		keys = append(keys, gate.KeysFor(s.redis.Prefix, voucher).Voucher)
 		accepted, _, _ := s.buy(t, voucher, tokens)
 		s.audit(t, voucher, accepted, 50, 0)
 	}

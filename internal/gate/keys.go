@@ -63,17 +63,25 @@ type Keys struct {
 }
 
 // KeysOf is voucher id's keys.
-func (s *Store) KeysOf(voucherID int64) Keys {
+func (s *Store) KeysOf(voucherID int64) Keys { return KeysFor(s.prefix, voucherID) }
+
+// KeysFor is voucher id's keys under prefix: the store's layout, for the
+// tests and tools that look at a sale's state from outside the store.
+func KeysFor(prefix string, voucherID int64) Keys {
 	tag := "{" + strconv.FormatInt(voucherID, 10) + "}"
 	return Keys{
-		Voucher:   s.prefix + "seckill:voucher:" + tag,
-		Buyers:    s.prefix + "seckill:buyers:" + tag,
-		Pending:   s.prefix + "seckill:pending:" + tag,
-		PendingAt: s.prefix + "seckill:pending-at:" + tag,
-		Changes:   s.prefix + "seckill:changes:" + tag,
-		Settled:   s.prefix + "seckill:settled:" + tag,
+		Voucher:   prefix + "seckill:voucher:" + tag,
+		Buyers:    prefix + "seckill:buyers:" + tag,
+		Pending:   prefix + "seckill:pending:" + tag,
+		PendingAt: prefix + "seckill:pending-at:" + tag,
+		Changes:   prefix + "seckill:changes:" + tag,
+		Settled:   prefix + "seckill:settled:" + tag,
 	}
 }
+
+// VoucherPattern matches the voucher hash of every sale under prefix, for
+// a SCAN's MATCH.
+func VoucherPattern(prefix string) string { return prefix + "seckill:voucher:{*}" }
 
 // list is the sale's keys in the one order every script of the sale
 // receives them (lua/sale.lua), then a script's own keys.
