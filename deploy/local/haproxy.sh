@@ -77,12 +77,6 @@ frontend seckill
   http-request del-header Forwarded
   default_backend api
 
-backend api
-  balance roundrobin
-  source $SOURCE
-  option httpchk GET /readyz
-  http-check expect status 200
-  default-server inter 500ms fall 2 rise 2 maxconn 4000
 CFG
   else
     cat <<CFG
@@ -100,14 +94,18 @@ frontend seckill
   bind $listen
   default_backend api
 
+CFG
+  fi
+  local proxy=""
+  [ "$mode" = http ] || proxy=" send-proxy-v2 check-send-proxy"
+  cat <<CFG
 backend api
   balance roundrobin
   source $SOURCE
   option httpchk GET /readyz
   http-check expect status 200
-  default-server inter 500ms fall 2 rise 2 maxconn 4000 send-proxy-v2 check-send-proxy
+  default-server inter 500ms fall 2 rise 2 maxconn 4000$proxy
 CFG
-  fi
   for b in "$@"; do
     echo "  server api$i $b check"
     i=$((i + 1))
