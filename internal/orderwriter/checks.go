@@ -136,19 +136,11 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 
 func (c *SaleChecks) checkOne(ctx context.Context, voucher, stock, orders int64) error {
 	r, err := c.Sale.Size(ctx, voucher)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case !r.Exists:
-		c.Guard.Violated(voucher, reconcile.CheckVoucherMissing)
-	case r.Outdated:
-		c.Guard.Violated(voucher, reconcile.CheckLayoutOutdated)
-	case r.Epoch != "" && r.Epoch != r.RedisNow:
-		c.Guard.Violated(voucher, reconcile.CheckEpochChanged, "built_under", r.Epoch, "redis_now", r.RedisNow)
-	case r.Stock > stock:
-		c.Guard.Violated(voucher, reconcile.CheckStockAboveMySQL, "redis_stock", r.Stock, "mysql_stock", stock)
-	case r.Buyers < orders:
-		c.Guard.Violated(voucher, reconcile.CheckBuyersLost, "redis_buyers", r.Buyers, "mysql_orders", orders)
+	}
+	if check, detail := r.Violation(stock, orders); check != "" {
+		c.Guard.Violated(voucher, check, detail...)
 	}
 	if !r.Exists || r.Outdated {
 		return nil // its reconcile lists it

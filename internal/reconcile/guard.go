@@ -40,6 +40,26 @@ type SaleSize struct {
 	Outdated bool
 }
 
+// Violation is the first invariant the sale s breaks against MySQL's
+// stock and order count for its voucher, with what to log of it; "" when
+// it breaks none. Order matters: a sale that is missing, outdated or built
+// under another replication id says nothing true of its stock or buyers.
+func (s SaleSize) Violation(mysqlStock, mysqlOrders int64) (check string, detail []any) {
+	switch {
+	case !s.Exists:
+		return CheckVoucherMissing, nil
+	case s.Outdated:
+		return CheckLayoutOutdated, nil
+	case s.Epoch != "" && s.Epoch != s.RedisNow:
+		return CheckEpochChanged, []any{"built_under", s.Epoch, "redis_now", s.RedisNow}
+	case s.Stock > mysqlStock:
+		return CheckStockAboveMySQL, []any{"redis_stock", s.Stock, "mysql_stock", mysqlStock}
+	case s.Buyers < mysqlOrders:
+		return CheckBuyersLost, []any{"redis_buyers", s.Buyers, "mysql_orders", mysqlOrders}
+	}
+	return "", nil
+}
+
 // Guard turns a violated invariant — Redis lost writes: a failover to a
 // lagging replica, a restore, a power loss — into a reconcile of the
 // voucher: counted, logged, and run in the background, at most one at a
