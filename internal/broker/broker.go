@@ -29,7 +29,8 @@ type Topic struct {
 // Ping asks the cluster for its metadata: a broker that accepts TCP but has
 // no controller yet does not pass.
 func Ping(ctx context.Context, brokers []string) error {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 3*time.Second)}
+	client, done := freshClient(brokers, deadline(ctx, 3*time.Second))
+	defer done()
 	resp, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		return fmt.Errorf("kafka metadata: %w", err)
@@ -44,7 +45,8 @@ func Ping(ctx context.Context, brokers []string) error {
 // existing ones as they are. A replication factor above the cluster's
 // broker count is refused here, by name, before Kafka's own error.
 func EnsureTopics(ctx context.Context, brokers []string, topics ...Topic) error {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}
+	client, done := freshClient(brokers, deadline(ctx, 10*time.Second))
+	defer done()
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		return fmt.Errorf("create topics: metadata: %w", err)
@@ -88,7 +90,8 @@ func EnsureTopics(ctx context.Context, brokers []string, topics ...Topic) error 
 
 // DeleteTopics removes topics; a topic that is already gone is no error.
 func DeleteTopics(ctx context.Context, brokers []string, names ...string) error {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}
+	client, done := freshClient(brokers, deadline(ctx, 10*time.Second))
+	defer done()
 	resp, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: names})
 	if err != nil {
 		return fmt.Errorf("delete topics: %w", err)
@@ -157,6 +160,18 @@ func (w *Writer) Close() error {
 	return err
 }
 
+// freshClient is a kafka.Client on a transport of its own, and what closes
+// that transport. kafka-go's shared DefaultTransport answers a metadata
+// request from a cache it refreshes every 6 s: seconds after a broker had
+// come back, topic creation on it still counted two brokers of three and
+// refused replication factor 3 (TestChaosKafkaTwoBrokersDown, right after
+// TestChaosKafkaLeaderKilled). A transport of its own reads the cluster's
+// metadata when it is first used.
+func freshClient(brokers []string, timeout time.Duration) (*kafka.Client, func()) {
+	transport := &kafka.Transport{Dial: (&net.Dialer{Timeout: time.Second}).DialContext}
+	return &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: timeout, Transport: transport}, transport.CloseIdleConnections
+}
+
 // deadline is how long a kafka.Client call may take: ctx's own deadline if
 // it has one, def otherwise.
 func deadline(ctx context.Context, def time.Duration) time.Duration {
@@ -190,7 +205,8 @@ func FetchMaxWait(wait time.Duration) time.Duration { return wait + fetchDeadlin
 // the replicated wait, which works on both.
 func BatchWait(ctx context.Context, brokers []string, topic string) (time.Duration, error) {
 	const single, replicated = 5 * time.Millisecond, 20 * time.Millisecond
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 3*time.Second)}
+	client, done := freshClient(brokers, deadline(ctx, 3*time.Second))
+	defer done()
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return replicated, fmt.Errorf("metadata of %s: %w", topic, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +186,36 @@ func TestDurabilityKeepsItsConnections(t *testing.T) {
 	}
 	if n := dials.Load() - before; n != 0 {
 		t.Fatalf("10 refreshes after the first dialled %d times; want none (a connection kept to each broker)", n)
+	}
+}
+
+// The start-up calls (topic creation, the batch wait, the ping) read the
+// cluster as it is now, not kafka-go's shared metadata cache, which it
+// refreshes every 6 s: a topic another client created a moment ago is
+// seen at once. With the cache, topic creation counted two brokers of
+// three seconds after the third had come back, and refused replication
+// factor 3.
+func TestStartUpCallsSeeTheClusterAsItIsNow(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	ctx := context.Background()
+	// The shared cache's view of these brokers, read before the topic is.
+	if _, err := (&kafka.Client{Addr: kafka.TCP(k.Brokers...)}).Metadata(ctx, &kafka.MetadataRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	topic := "t.fresh_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	own := &kafka.Transport{}
+	defer own.CloseIdleConnections()
+	other := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: own, Timeout: 10 * time.Second}
+	res, err := other.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}}})
+	if err == nil {
+		err = res.Errors[topic]
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = broker.DeleteTopics(context.Background(), k.Brokers, topic) })
+	got, err := broker.BatchWait(ctx, k.Brokers, topic)
+	if err != nil || got != 5*time.Millisecond {
+		t.Fatalf("BatchWait of a topic of one replica created a moment ago = %v, %v; want 5ms", got, err)
 	}
 }
