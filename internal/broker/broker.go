@@ -45,9 +45,9 @@ func Ping(ctx context.Context, brokers []string) error {
 // existing ones as they are. A replication factor above the cluster's
 // broker count is refused here, by name, before Kafka's own error.
 func EnsureTopics(ctx context.Context, brokers []string, topics ...Topic) error {
-	client, done := freshClient(brokers, deadline(ctx, 10*time.Second))
+	fresh, done := freshClient(brokers, deadline(ctx, 10*time.Second))
 	defer done()
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	md, err := fresh.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		return fmt.Errorf("create topics: metadata: %w", err)
 	}
@@ -76,6 +76,10 @@ func EnsureTopics(ctx context.Context, brokers []string, topics ...Topic) error 
 		}
 		req.Topics = append(req.Topics, tc)
 	}
+	// On kafka-go's shared transport: answering the creation, it refreshes
+	// its cache and waits until the new topics are in it, so that the
+	// process's other clients find them at once.
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}
 	resp, err := client.CreateTopics(ctx, req)
 	if err != nil {
 		return fmt.Errorf("create topics: %w", err)
@@ -90,8 +94,7 @@ func EnsureTopics(ctx context.Context, brokers []string, topics ...Topic) error 
 
 // DeleteTopics removes topics; a topic that is already gone is no error.
 func DeleteTopics(ctx context.Context, brokers []string, names ...string) error {
-	client, done := freshClient(brokers, deadline(ctx, 10*time.Second))
-	defer done()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: deadline(ctx, 10*time.Second)}
 	resp, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: names})
 	if err != nil {
 		return fmt.Errorf("delete topics: %w", err)
@@ -161,10 +164,11 @@ func (w *Writer) Close() error {
 }
 
 // freshClient is a kafka.Client on a transport of its own, and what closes
-// that transport. kafka-go's shared DefaultTransport answers a metadata
-// request from a cache it refreshes every 6 s: seconds after a broker had
-// come back, topic creation on it still counted two brokers of three and
-// refused replication factor 3 (TestChaosKafkaTwoBrokersDown, right after
+// that transport, for the metadata a start-up decision is made on.
+// kafka-go's shared DefaultTransport answers a metadata request from a
+// cache it refreshes every 6 s: seconds after a broker had come back,
+// topic creation still counted two brokers of three and refused
+// replication factor 3 (TestChaosKafkaTwoBrokersDown, right after
 // TestChaosKafkaLeaderKilled). A transport of its own reads the cluster's
 // metadata when it is first used.
 func freshClient(brokers []string, timeout time.Duration) (*kafka.Client, func()) {
