@@ -44,11 +44,11 @@ func (s *Store) Due(ctx context.Context, voucherID int64, cutoff time.Time, limi
 	k := s.KeysOf(voucherID)
 	max := strconv.FormatInt(cutoff.UnixMilli(), 10)
 	orderIDs, err := s.rdb.ZRangeByScore(ctx, k.PendingAt, &redis.ZRangeBy{Min: "-inf", Max: max, Count: limit}).Result()
-	if err != nil || len(orderIDs) == 0 {
-		if err != nil {
-			err = fmt.Errorf("reservations due of voucher %d: %w", voucherID, err)
-		}
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("reservations due of voucher %d: %w", voucherID, err)
+	}
+	if len(orderIDs) == 0 {
+		return nil, nil
 	}
 	vals, err := s.rdb.HMGet(ctx, k.Pending, orderIDs...).Result()
 	if err != nil {

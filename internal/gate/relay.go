@@ -136,7 +136,7 @@ func (r *Relay) sweep(ctx context.Context, ids []int64) ([]int64, error) {
 	if r.Keep <= 0 {
 		return ids, nil
 	}
-	live := ids[:0:0]
+	var live []int64
 	for _, id := range ids {
 		retired, err := r.Store.Retire(ctx, id, r.Keep)
 		if err != nil {
@@ -208,11 +208,11 @@ func (c redisClock) now() time.Time { return c.at.Add(time.Since(c.read)) }
 
 func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, cutoff time.Time, clock redisClock) (int, error) {
 	events, err := r.Store.Due(ctx, voucherID, cutoff, r.Batch)
-	if err != nil || len(events) == 0 {
-		if err != nil {
-			err = fmt.Errorf("relay: %w", err)
-		}
-		return 0, err
+	if err != nil {
+		return 0, fmt.Errorf("relay: %w", err)
+	}
+	if len(events) == 0 {
+		return 0, nil
 	}
 	if err := r.republish(ctx, voucherID, events); err != nil {
 		return 0, err
