@@ -67,6 +67,17 @@ var IDFloor = mustLoad("id_floor.lua")
 // BloomAdd sets an item's bits in an existing Bloom filter.
 var BloomAdd = mustLoad("bloom_add.lua")
 
+// WarmDirectory puts the directory of a sale of several buckets under the
+// voucher's own tag.
+var WarmDirectory = mustLoadSale("warm_directory.lua")
+
+// BucketTake and BucketDeposit are the two steps of moving units between
+// the buckets of one sale.
+var (
+	BucketTake    = mustLoadSale("bucket_take.lua")
+	BucketDeposit = mustLoadSale("bucket_deposit.lua")
+)
+
 // WarmSale puts a new voucher's sale in place, stamped with its server's
 // replication id.
 var WarmSale = mustLoadSale("warm_sale.lua")

@@ -10,15 +10,22 @@
 -- newer reconcile ran) is refused, its rebuilt buyers dropped.
 --
 -- KEYS     the sale's keys (sale.lua), then
--- KEYS[7]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
--- Writes:  VOUCHER {stock, begin, end, epoch, reconciled, fence, frozen},
---          BUYERS (renamed from KEYS[7]); PERSIST on the others
+-- KEYS[8]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
+-- Writes:  VOUCHER {stock, begin, end, epoch, reconciled, fence, frozen,
+--          buckets, given, received}, BUYERS (renamed from KEYS[8]), and
+--          deletes TRANSFERS; PERSIST on the others
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
 -- ARGV[3]  end, ms
 -- ARGV[4]  "1" when there are no buyers at all
 -- ARGV[5]  the reconcile's id
 -- ARGV[6]  its fencing token; 0 for a reconcile without one (never refused)
+-- ARGV[7]  how many buckets the sale has: 1 writes no bucket fields
+--
+-- A bucket of a sale in several starts afresh: nothing given or received,
+-- no transfer recorded; the reconcile's id is its generation, so a deposit
+-- of units taken before the reconcile is void (bucket_deposit.lua): MySQL's
+-- stock counted them.
 --
 -- The state is stamped with the replication id of the server that runs
 -- this, read here: on Redis Cluster, the master that owns the voucher's
@@ -27,7 +34,7 @@
 -- Returns 1 in place (now, or by an earlier run of this reconcile); -1
 -- refused: a newer reconcile's token is there; -2 the rebuilt buyers are
 -- missing (expired while the reconcile was paused): nothing changed.
-local rebuilt = KEYS[7]
+local rebuilt = KEYS[8]
 if redis.call('HGET', VOUCHER, 'reconciled') == ARGV[5] then
   return 1
 end
@@ -47,6 +54,10 @@ end
 redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid(),
   'reconciled', ARGV[5], 'fence', math.max(fence, seen))
 redis.call('HDEL', VOUCHER, 'frozen')
+if ARGV[7] ~= '1' then
+  redis.call('HSET', VOUCHER, 'buckets', ARGV[7], 'given', 0, 'received', 0)
+end
+redis.call('DEL', TRANSFERS)
 -- A reconcile can bring a retired sale back: every key of the sale is live
 -- again (the changes keep their own memory's expiry).
 persist_all()

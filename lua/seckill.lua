@@ -34,9 +34,16 @@
 -- 1 unknown voucher; 2 not started; 3 ended; 4 already bought (order id is
 -- the buyer's order); 5 sold out; 6 paused (frozen while its state is
 -- rebuilt from MySQL, or built under another replication id than this
--- server's and not yet reconciled: nothing taken). ms is the server's clock
--- otherwise.
-local v = redis.call('HMGET', VOUCHER, 'stock', 'begin', 'end', 'frozen', 'epoch')
+-- server's and not yet reconciled: nothing taken); 7 the sale has another
+-- number of buckets than the caller thinks (stock left is that number, and
+-- nothing is taken: the caller asks the right bucket). ms is the server's
+-- clock otherwise. With N > 1, "sold out" is this bucket's: the caller
+-- looks at the others.
+local v = redis.call('HMGET', VOUCHER, 'stock', 'begin', 'end', 'frozen', 'epoch', 'buckets')
+local n = tonumber(v[6] or '1')
+if n ~= tonumber(ARGV[4]) then
+  return {7, n, 0, 0}
+end
 if not v[1] then
   return {1, 0, 0, 0}
 end

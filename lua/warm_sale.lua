@@ -1,15 +1,22 @@
--- Puts a new voucher's sale in place: its stock and window, no buyers and
--- no reservations (keys left by an earlier database with the same voucher
--- id would otherwise leak into the new sale), stamped with the replication
--- id of the server that runs this: on Redis Cluster, the master that owns
--- the voucher's slot.
+-- Puts a new voucher's sale in place, or one bucket of it: its stock and
+-- window, no buyers and no reservations (keys left by an earlier database
+-- with the same voucher id would otherwise leak into the new sale), stamped
+-- with the replication id of the server that runs this: on Redis Cluster,
+-- the master that owns the bucket's slot.
 --
 -- KEYS     the sale's keys (sale.lua), every one deleted first
--- Writes:  VOUCHER {stock, begin, end, epoch}, and deletes BUYERS, PENDING,
---          PENDING_AT, CHANGES, SETTLED
+-- Writes:  VOUCHER {stock, begin, end, epoch, reconciled, buckets, given,
+--          received}, and deletes BUYERS, PENDING, PENDING_AT, CHANGES,
+--          SETTLED, TRANSFERS
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
 -- ARGV[3]  end, ms
-redis.call('DEL', VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED)
-redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid())
+-- ARGV[4]  how many buckets the sale has: 1 writes no bucket fields
+-- ARGV[5]  the warm's id, the sale's generation: a transfer taken from a
+--          bucket of another generation is not deposited (bucket_deposit.lua)
+redis.call('DEL', VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED, TRANSFERS)
+redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid(), 'reconciled', ARGV[5])
+if ARGV[4] ~= '1' then
+  redis.call('HSET', VOUCHER, 'buckets', ARGV[4], 'given', 0, 'received', 0)
+end
 return 1

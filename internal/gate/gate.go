@@ -1,9 +1,12 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,21 +54,72 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 			attribute.Int64("seckill.voucher_id", voucherID), attribute.Int64("seckill.order_id", orderID))
 	}
 	defer func() { endGateSpan(span, d, err) }()
-	res, err := lua.Seckill.Run(ctx, s.gate, s.KeysOf(voucherID).list(),
-		strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx)).Int64Slice()
-	if isOutdatedLayout(err) {
-		// A sale written by an earlier release: the order-writer's check
-		// finds it and reconciles it into today's layout.
-		return order.Decision{Err: order.ErrPaused}, nil
+	n, known := s.layouts.get(voucherID)
+	if !known {
+		n = 1
 	}
-	if err != nil {
-		return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
+	moves := 0
+	for turns := 0; ; turns++ {
+		lay := LayoutOf(voucherID, n)
+		home := lay.Home(userID)
+		res, err := lua.Seckill.Run(ctx, s.gate, lay.bucketKeys(s.prefix, home).list(),
+			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx), n).Int64Slice()
+		if isOutdatedLayout(err) {
+			// A sale written by an earlier release: the order-writer's check
+			// finds it and reconciles it into today's layout.
+			return order.Decision{Err: order.ErrPaused}, nil
+		}
+		if err != nil {
+			return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
+		}
+		if len(res) != 4 || res[0] < 0 || int(res[0]) > outcomeLayout {
+			return order.Decision{}, fmt.Errorf("seckill gate: unknown answer %v", res)
+		}
+		if res[0] == outcomeLayout {
+			if turns > 0 || res[1] < 1 || res[1] > MaxBuckets {
+				return order.Decision{}, fmt.Errorf("seckill gate: voucher %d has %d buckets, and its bucket said %d", voucherID, n, res[1])
+			}
+			n = int(res[1])
+			s.layouts.put(voucherID, n)
+			continue
+		}
+		if !known && res[0] != outcomeUnknown {
+			s.layouts.put(voucherID, n)
+			known = true
+		}
+		d := order.Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3], Share: n > 1}
+		if n == 1 || !errors.Is(d.Err, order.ErrSoldOut) {
+			return d, nil
+		}
+		// The user's bucket is dry: the sale is sold out only if every
+		// bucket is; else units are moved here and the gate asked again.
+		if moves == maxMoves {
+			return order.Decision{Err: order.ErrMovingStock, AcceptedAt: d.AcceptedAt}, nil
+		}
+		moves++
+		refilled, soldOut, err := s.refill(ctx, lay, home)
+		switch {
+		case err != nil:
+			return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
+		case soldOut:
+			return d, nil
+		case !refilled:
+			return order.Decision{Err: order.ErrMovingStock, AcceptedAt: d.AcceptedAt}, nil
+		}
 	}
-	if len(res) != 4 || res[0] < 0 || int(res[0]) >= len(outcomes) {
-		return order.Decision{}, fmt.Errorf("seckill gate: unknown answer %v", res)
-	}
-	return order.Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3]}, nil
 }
+
+// The gate script's outcomes that are not the order's: no such voucher,
+// and a caller that thinks the sale has another number of buckets.
+const (
+	outcomeUnknown = 1
+	outcomeLayout  = 7
+)
+
+// maxMoves bounds the units moved for one attempt: a crowd on a sale's last
+// units moves them from bucket to bucket, and each attempt need not chase
+// them for ever.
+const maxMoves = 2
 
 var tracer = otel.Tracer("github.com/seckill/seckill/internal/gate")
 
@@ -93,19 +147,42 @@ func endGateSpan(span trace.Span, d order.Decision, err error) {
 // release (its buyers a set where they are now a hash).
 func isOutdatedLayout(err error) bool { return redis.HasErrorPrefix(err, "WRONGTYPE") }
 
-// Warm puts a new voucher's sale into Redis: its stock and window, and no
-// buyers (an empty hash) and no reservations (keys left by an earlier database
-// with the same voucher id would otherwise leak into the new sale),
-// stamped with the replication id of the server that holds it; then
-// lists it among the active vouchers (another slot on a cluster: a second
-// step, which a retry of Warm repeats harmlessly).
+// Warm puts a new voucher's sale into Redis in one bucket: WarmBuckets.
 func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
-	k := s.KeysOf(voucherID)
-	err := lua.WarmSale.Run(ctx, s.rdb, k.list(),
-		stock, begin.UnixMilli(), end.UnixMilli()).Err()
-	if err != nil {
-		return fmt.Errorf("warm voucher %d in Redis: %w", voucherID, err)
+	return s.WarmBuckets(ctx, voucherID, stock, 1, begin, end)
+}
+
+// WarmBuckets puts a new voucher's sale into Redis, its stock dealt over n
+// buckets: in each, its share and the window, and no buyers (an empty hash)
+// and no reservations (keys left by an earlier database with the same
+// voucher id would otherwise leak into the new sale), stamped with the
+// replication id of the server that holds it; with n > 1, the directory
+// under the voucher's own tag last, so that the gate finds the buckets in
+// place; then lists the voucher among the active ones (another slot on a
+// cluster: a further step, which a retry of Warm repeats harmlessly).
+func (s *Store) WarmBuckets(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time) error {
+	if n < 1 || n > MaxBuckets {
+		return fmt.Errorf("warm voucher %d: %d buckets, want 1 to %d", voucherID, n, MaxBuckets)
 	}
+	lay := LayoutOf(voucherID, n)
+	gen := rand.Text()
+	for b := range n {
+		share := stock / int64(n)
+		if int64(b) < stock%int64(n) {
+			share++
+		}
+		err := lua.WarmSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(),
+			share, begin.UnixMilli(), end.UnixMilli(), n, gen).Err()
+		if err != nil {
+			return fmt.Errorf("warm voucher %d in Redis: bucket %d: %w", voucherID, b, err)
+		}
+	}
+	if n > 1 {
+		if err := lua.WarmDirectory.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), n).Err(); err != nil {
+			return fmt.Errorf("warm voucher %d in Redis: its directory: %w", voucherID, err)
+		}
+	}
+	s.layouts.put(voucherID, n)
 	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
 		return fmt.Errorf("warm voucher %d: among the active vouchers: %w", voucherID, err)
 	}
@@ -119,16 +196,91 @@ const changeMemory = 24 * time.Hour
 // Adjust changes a warmed voucher's stock by delta and, when not zero, its
 // window, atomically with the gate. It returns the stock after. The change
 // carries an id of its own, so that a retry cannot apply it twice.
+//
+// A sale of several buckets gets the window in each; units added go to
+// bucket 0 whole (one atomic step: a failure leaves nothing half done), and
+// the movers spread them as buyers ask; units removed come from the buckets
+// that have them, the largest first, and a step that fails undoes the ones
+// before it.
 func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error) {
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return 0, err
+	}
+	id := rand.Text()
+	if lay.N() == 1 {
+		return s.adjustBucket(ctx, lay, 0, delta, begin, end, id)
+	}
+	deltas := make([]int64, lay.N())
+	if delta >= 0 {
+		deltas[0] = delta
+	} else {
+		states, err := s.readBuckets(ctx, lay)
+		if err != nil {
+			return 0, fmt.Errorf("adjust voucher %d: %w", voucherID, err)
+		}
+		byStock := make([]int, lay.N())
+		for b := range byStock {
+			byStock[b] = b
+		}
+		slices.SortFunc(byStock, func(a, b int) int { return cmp.Compare(states[b].stock, states[a].stock) })
+		need := -delta
+		for _, b := range byStock {
+			take := min(need, states[b].stock)
+			deltas[b], need = -take, need-take
+		}
+		if need > 0 {
+			var left int64
+			for _, st := range states {
+				left += st.stock
+			}
+			return left, voucher.ErrNotEnoughStock
+		}
+	}
+	var total int64
+	for b, d := range deltas {
+		after, err := s.adjustBucket(ctx, lay, b, d, begin, end, id+"."+strconv.Itoa(b))
+		if err != nil {
+			for u := range b {
+				if deltas[u] == 0 {
+					continue
+				}
+				if _, uerr := s.adjustBucket(ctx, lay, u, -deltas[u], time.Time{}, time.Time{}, rand.Text()); uerr != nil {
+					return 0, fmt.Errorf("adjust voucher %d: %w; undoing bucket %d's part: %w", voucherID, err, u, uerr)
+				}
+			}
+			if errors.Is(err, voucher.ErrNotEnoughStock) {
+				states, rerr := s.readBuckets(ctx, lay)
+				if rerr == nil {
+					var left int64
+					for _, st := range states {
+						left += st.stock
+					}
+					return left, err
+				}
+			}
+			return 0, err
+		}
+		total += after
+	}
+	// A retired sale that is changed is live again, its directory too.
+	if err := s.rdb.Persist(ctx, s.KeysOf(voucherID).Voucher).Err(); err != nil {
+		return total, fmt.Errorf("adjust voucher %d: its directory: %w", voucherID, err)
+	}
+	return total, nil
+}
+
+// adjustBucket runs a stock change on bucket b under the change's id.
+func (s *Store) adjustBucket(ctx context.Context, lay Layout, b int, delta int64, begin, end time.Time, id string) (int64, error) {
 	ms := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
 		}
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
-	k := s.KeysOf(voucherID)
-	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, k.list(),
-		delta, ms(begin), ms(end), rand.Text(), changeMemory.Milliseconds()).Int64Slice()
+	voucherID := lay.VoucherID
+	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(),
+		delta, ms(begin), ms(end), id, changeMemory.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("adjust voucher %d in Redis: %w", voucherID, err)
 	}
@@ -174,15 +326,26 @@ func (s *Store) List(ctx context.Context, voucherID int64) (bool, error) {
 // Retire puts an expiry of keep on the keys of voucherID's sale once it has
 // ended with every order settled, and drops it from the active vouchers; a
 // sale whose keys are gone is dropped too. It reports whether the voucher
-// left the active set.
+// left the active set. A sale of several buckets leaves it once every
+// bucket is retired, its directory last.
 func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration) (bool, error) {
-	k := s.KeysOf(voucherID)
-	res, err := lua.RetireSale.Run(ctx, s.rdb, k.list(), keep.Milliseconds()).Int()
+	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil {
-		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
+		return false, err
 	}
-	if res == 0 {
-		return false, nil
+	for b := range lay.N() {
+		res, err := lua.RetireSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(), keep.Milliseconds()).Int()
+		if err != nil {
+			return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
+		}
+		if res == 0 {
+			return false, nil
+		}
+	}
+	if lay.N() > 1 {
+		if err := s.rdb.PExpire(ctx, s.KeysOf(voucherID).Voucher, keep).Err(); err != nil {
+			return false, fmt.Errorf("retire voucher %d: its directory: %w", voucherID, err)
+		}
 	}
 	if err := s.rdb.SRem(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
 		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
@@ -191,18 +354,23 @@ func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration)
 }
 
 // Confirm removes the reservations of orders the order-writer has settled
-// (inserted or recorded as failed): one variadic HDEL and ZREM per voucher.
+// (inserted or recorded as failed): one variadic HDEL and ZREM per bucket
+// (each order's reservation is in its buyer's home bucket).
 func (s *Store) Confirm(ctx context.Context, orders []order.Event) error {
 	if len(orders) == 0 {
 		return nil
 	}
-	byVoucher := map[int64][]string{}
+	byBucket := map[Keys][]string{}
 	for _, o := range orders {
-		byVoucher[o.VoucherID] = append(byVoucher[o.VoucherID], strconv.FormatInt(o.OrderID, 10))
+		lay, err := s.LayoutOf(ctx, o.VoucherID)
+		if err != nil {
+			return fmt.Errorf("confirm %d reservations: %w", len(orders), err)
+		}
+		k := lay.bucketKeys(s.prefix, lay.Home(o.UserID))
+		byBucket[k] = append(byBucket[k], strconv.FormatInt(o.OrderID, 10))
 	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for voucher, ids := range byVoucher {
-			k := s.KeysOf(voucher)
+		for k, ids := range byBucket {
 			members := make([]any, len(ids))
 			for i, id := range ids {
 				members[i] = id

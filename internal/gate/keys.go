@@ -13,9 +13,10 @@ import (
 // Store is the flash sale's state in Redis. Every key starts with prefix,
 // so that deployments (and tests) can share one Redis.
 type Store struct {
-	rdb    redis.UniversalClient
-	gate   redis.Scripter
-	prefix string
+	rdb     redis.UniversalClient
+	gate    redis.Scripter
+	prefix  string
+	layouts layouts
 }
 
 // NewStore keeps the flash sale under prefix ("" in production).
@@ -41,17 +42,22 @@ const (
 	FieldFrozen     = "frozen"     // there while a reconcile rebuilds the sale
 	FieldEpoch      = "epoch"      // the replication id the state was built under
 	FieldFence      = "fence"      // the largest reconcile fencing token seen
-	FieldReconciled = "reconciled" // the id of the reconcile that built the state
+	FieldReconciled = "reconciled" // the id of the warm or reconcile that built the state
+	FieldBuckets    = "buckets"    // N, when the sale has N > 1 buckets (every bucket, and the directory)
+	FieldGiven      = "given"      // units this bucket gave to others since it was built
+	FieldReceived   = "received"   // units it received from others since it was built
 )
 
 // VoucherFields are every field of a voucher's hash: the prelude's header
 // names them all (TestScriptHeadersNameEveryVoucherField), and each
 // script's header the ones it writes (TestScriptHeadersNameWhatTheyWrite).
-var VoucherFields = []string{FieldStock, FieldBegin, FieldEnd, FieldFrozen, FieldEpoch, FieldFence, FieldReconciled}
+var VoucherFields = []string{FieldStock, FieldBegin, FieldEnd, FieldFrozen, FieldEpoch, FieldFence, FieldReconciled,
+	FieldBuckets, FieldGiven, FieldReceived}
 
-// Keys are one voucher's Redis keys, all under the voucher's hash tag.
+// Keys are the Redis keys of one bucket of a voucher's sale, all under the
+// bucket's hash tag ({id} for a sale in one bucket).
 type Keys struct {
-	Voucher   string // hash {stock, begin, end, frozen, epoch, fence, reconciled}
+	Voucher   string // hash {stock, begin, end, frozen, epoch, fence, reconciled, buckets, given, received}
 	Buyers    string // hash user id -> order id
 	Pending   string // hash order id -> "userId:acceptedMs"
 	PendingAt string // zset order id by acceptedMs
@@ -60,15 +66,29 @@ type Keys struct {
 	// sale's state is in Redis: "o:<order id>" -> the order's final status,
 	// "u:<user id>" -> the user's latest failed order.
 	Settled string
+	// Transfers are the units this bucket gave and the receiver has not
+	// yet been seen to take: transfer id -> "receiver:units:generation:ms".
+	Transfers string
 }
 
-// KeysOf is voucher id's keys.
+// KeysOf is the keys under voucher id's own tag: the sale's, when it has
+// one bucket; its directory's (the Voucher key), when it has more.
 func (s *Store) KeysOf(voucherID int64) Keys { return KeysFor(s.prefix, voucherID) }
 
 // KeysFor is voucher id's keys under prefix: the store's layout, for the
 // tests and tools that look at a sale's state from outside the store.
 func KeysFor(prefix string, voucherID int64) Keys {
-	tag := "{" + strconv.FormatInt(voucherID, 10) + "}"
+	return keysWithTag(prefix, strconv.FormatInt(voucherID, 10))
+}
+
+// BucketKeys are bucket b's keys of voucher id's sale in n buckets, under
+// prefix: for tests and tools, as KeysFor.
+func BucketKeys(prefix string, voucherID int64, n, b int) Keys {
+	return LayoutOf(voucherID, n).bucketKeys(prefix, b)
+}
+
+func keysWithTag(prefix, tag string) Keys {
+	tag = "{" + tag + "}"
 	return Keys{
 		Voucher:   prefix + "seckill:voucher:" + tag,
 		Buyers:    prefix + "seckill:buyers:" + tag,
@@ -76,6 +96,7 @@ func KeysFor(prefix string, voucherID int64) Keys {
 		PendingAt: prefix + "seckill:pending-at:" + tag,
 		Changes:   prefix + "seckill:changes:" + tag,
 		Settled:   prefix + "seckill:settled:" + tag,
+		Transfers: prefix + "seckill:transfers:" + tag,
 	}
 }
 
@@ -86,7 +107,7 @@ func VoucherPattern(prefix string) string { return prefix + "seckill:voucher:{*}
 // list is the sale's keys in the one order every script of the sale
 // receives them (lua/sale.lua), then a script's own keys.
 func (k Keys) list(own ...string) []string {
-	return append([]string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled}, own...)
+	return append([]string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled, k.Transfers}, own...)
 }
 
 // ActiveVouchers is the set of voucher ids warmed in Redis: where the relay

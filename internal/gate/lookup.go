@@ -62,18 +62,29 @@ func userField(userID int64) string   { return "u:" + strconv.FormatInt(userID, 
 // state, one script per voucher (a batch's orders are of a few vouchers:
 // the events are keyed by voucher). A sale no longer in Redis records
 // nothing: its lookups read MySQL.
+//
+// An order is recorded in its buyer's home bucket, where the buyer's
+// lookups read it.
 func (s *Store) RecordSettled(ctx context.Context, statuses []order.Status) error {
-	fields := map[int64][]any{}
+	type bucket struct {
+		voucher int64
+		keys    Keys
+	}
+	fields := map[bucket][]any{}
 	for _, st := range statuses {
-		fields[st.VoucherID] = append(fields[st.VoucherID], orderField(st.ID), encodeStatus(st))
+		lay, err := s.LayoutOf(ctx, st.VoucherID)
+		if err != nil {
+			return err
+		}
+		b := bucket{st.VoucherID, lay.bucketKeys(s.prefix, lay.Home(st.UserID))}
+		fields[b] = append(fields[b], orderField(st.ID), encodeStatus(st))
 		if st.Status == order.StatusFailed {
-			fields[st.VoucherID] = append(fields[st.VoucherID], userField(st.UserID), st.ID)
+			fields[b] = append(fields[b], userField(st.UserID), st.ID)
 		}
 	}
-	for voucher, f := range fields {
-		k := s.KeysOf(voucher)
-		if err := lua.RecordSettled.Run(ctx, s.rdb, k.list(), f...).Err(); err != nil {
-			return fmt.Errorf("record %d settled orders of voucher %d: %w", len(f)/2, voucher, err)
+	for b, f := range fields {
+		if err := lua.RecordSettled.Run(ctx, s.rdb, b.keys.list(), f...).Err(); err != nil {
+			return fmt.Errorf("record %d settled orders of voucher %d: %w", len(f)/2, b.voucher, err)
 		}
 	}
 	return nil
@@ -96,11 +107,22 @@ func (s *Store) FindInSales(ctx context.Context, orderID int64) (order.Status, b
 		voucher          int64
 		pending, settled *redis.StringCmd
 	}
-	rs := make([]reads, len(ids))
+	var keys []Keys
+	var vouchers []int64
+	for _, v := range ids {
+		lay, err := s.LayoutOf(ctx, v)
+		if err != nil {
+			return order.Status{}, false, err
+		}
+		for b := range lay.N() {
+			keys = append(keys, lay.bucketKeys(s.prefix, b))
+			vouchers = append(vouchers, v)
+		}
+	}
+	rs := make([]reads, len(keys))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, v := range ids {
-			rs[i].voucher = v
-			k := s.KeysOf(v)
+		for i, k := range keys {
+			rs[i].voucher = vouchers[i]
 			rs[i].pending = p.HGet(ctx, k.Pending, id)
 			rs[i].settled = p.HGet(ctx, k.Settled, orderField(orderID))
 		}
@@ -129,9 +151,14 @@ func (s *Store) FindInSales(ctx context.Context, orderID int64) (order.Status, b
 // FindBuyerOrder is the order voucherID's sale records for userID: the one
 // the gate took for the user, else the user's latest failed one. live
 // reports whether the sale's state is in Redis at all: while it is, a user
-// it records nothing of has no order for the voucher.
+// it records nothing of has no order for the voucher. Only the user's home
+// bucket is read.
 func (s *Store) FindBuyerOrder(ctx context.Context, voucherID, userID int64) (orderID int64, found, live bool, err error) {
-	k := s.KeysOf(voucherID)
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return 0, false, false, err
+	}
+	k := lay.bucketKeys(s.prefix, lay.Home(userID))
 	var bought, failed *redis.StringCmd
 	var exists *redis.IntCmd
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

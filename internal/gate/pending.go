@@ -38,10 +38,26 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 // Due is up to limit of voucherID's reservations scheduled at or before
-// cutoff, oldest first. A schedule entry whose reservation is gone (the
-// order was confirmed between the two reads) is dropped on the way.
+// cutoff, oldest first in each bucket, bucket after bucket. A schedule entry
+// whose reservation is gone (the order was confirmed between the two reads)
+// is dropped on the way.
 func (s *Store) Due(ctx context.Context, voucherID int64, cutoff time.Time, limit int64) ([]order.Event, error) {
-	k := s.KeysOf(voucherID)
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	var events []order.Event
+	for b := 0; b < lay.N() && int64(len(events)) < limit; b++ {
+		due, err := s.dueIn(ctx, voucherID, lay.bucketKeys(s.prefix, b), cutoff, limit-int64(len(events)))
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, due...)
+	}
+	return events, nil
+}
+
+func (s *Store) dueIn(ctx context.Context, voucherID int64, k Keys, cutoff time.Time, limit int64) ([]order.Event, error) {
 	max := strconv.FormatInt(cutoff.UnixMilli(), 10)
 	orderIDs, err := s.rdb.ZRangeByScore(ctx, k.PendingAt, &redis.ZRangeBy{Min: "-inf", Max: max, Count: limit}).Result()
 	if err != nil {
@@ -80,13 +96,20 @@ func (s *Store) Due(ctx context.Context, voucherID int64, cutoff time.Time, limi
 // again only once at is old enough. A reservation confirmed meanwhile is
 // not brought back.
 func (s *Store) Reschedule(ctx context.Context, voucherID int64, at time.Time, events []order.Event) error {
-	members := make([]redis.Z, len(events))
-	for i, e := range events {
-		members[i] = redis.Z{Score: float64(at.UnixMilli()), Member: strconv.FormatInt(e.OrderID, 10)}
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return err
 	}
-	err := s.rdb.ZAddXX(ctx, s.KeysOf(voucherID).PendingAt, members...).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("reschedule the reservations of voucher %d: %w", voucherID, err)
+	byBucket := map[int][]redis.Z{}
+	for _, e := range events {
+		b := lay.Home(e.UserID)
+		byBucket[b] = append(byBucket[b], redis.Z{Score: float64(at.UnixMilli()), Member: strconv.FormatInt(e.OrderID, 10)})
+	}
+	for b, members := range byBucket {
+		err := s.rdb.ZAddXX(ctx, lay.bucketKeys(s.prefix, b).PendingAt, members...).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("reschedule the reservations of voucher %d: %w", voucherID, err)
+		}
 	}
 	return nil
 }

@@ -3,8 +3,8 @@ package gate
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -34,23 +34,38 @@ func (s *Store) Unfreeze(ctx context.Context, voucherID, fence int64) error {
 	return s.freeze(ctx, voucherID, fence, "0")
 }
 
+// freeze freezes or unfreezes every bucket of the sale.
 func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) error {
 	what := map[string]string{"1": "freeze", "0": "unfreeze"}[on]
-	res, err := lua.FreezeSale.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), fence, on).Int()
+	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil {
 		return fmt.Errorf("%s voucher %d: %w", what, voucherID, err)
 	}
-	if res == -1 {
-		return fmt.Errorf("%s voucher %d with fencing token %d: %w", what, voucherID, fence, reconcile.ErrFenced)
+	for b := range lay.N() {
+		res, err := lua.FreezeSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(), fence, on).Int()
+		if err != nil {
+			return fmt.Errorf("%s voucher %d: %w", what, voucherID, err)
+		}
+		if res == -1 {
+			return fmt.Errorf("%s voucher %d with fencing token %d: %w", what, voucherID, fence, reconcile.ErrFenced)
+		}
 	}
 	return nil
 }
 
-// Pending are voucherID's reservations.
+// Pending are voucherID's reservations, of every bucket.
 func (s *Store) Pending(ctx context.Context, voucherID int64) ([]order.Event, error) {
-	all, err := s.rdb.HGetAll(ctx, s.KeysOf(voucherID).Pending).Result()
+	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil {
-		return nil, fmt.Errorf("reservations of voucher %d: %w", voucherID, err)
+		return nil, err
+	}
+	all := map[string]string{}
+	for b := range lay.N() {
+		in, err := s.rdb.HGetAll(ctx, lay.bucketKeys(s.prefix, b).Pending).Result()
+		if err != nil {
+			return nil, fmt.Errorf("reservations of voucher %d: %w", voucherID, err)
+		}
+		maps.Copy(all, in)
 	}
 	events := make([]order.Event, 0, len(all))
 	for id, v := range all {
@@ -80,13 +95,56 @@ const rebuiltTTL = 10 * time.Minute
 // then the voucher is unfrozen and among the active ones again. The last
 // step runs once per call, whatever go-redis resends, and is refused with
 // reconcile.ErrFenced when fence is below a token the voucher has seen.
+//
+// A sale of several buckets is rebuilt bucket by bucket, each with the
+// buyers whose home it is (Layout.Home, as the gate), and each unfreezes
+// when rebuilt. The stock goes to bucket 0, rebuilt last, and the others
+// start empty (the movers spread it): a reconcile that stops half way leaves
+// buckets emptied, never holding more than MySQL has.
 func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, begin, end time.Time, fence int64) error {
-	k := s.KeysOf(voucherID)
+	n := max(p.Buckets, 1)
+	lay := LayoutOf(voucherID, n)
+	buyers := make([]map[int64]int64, n)
+	for b := range buyers {
+		buyers[b] = map[int64]int64{}
+	}
+	for u, o := range p.Buyers {
+		buyers[lay.Home(u)][u] = o
+	}
+	if err := s.Confirm(ctx, p.Settled); err != nil {
+		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	}
 	id := rand.Text()
-	rebuilt := s.prefix + "seckill:buyers-rebuilt:{" + strconv.FormatInt(voucherID, 10) + "}:" + id
+	for b := n - 1; b >= 0; b-- {
+		stock := int64(0)
+		if b == 0 {
+			stock = p.Stock
+		}
+		if err := s.rebuildBucket(ctx, lay, b, buyers[b], stock, n, begin, end, id, fence); err != nil {
+			return err
+		}
+	}
+	if n > 1 {
+		// The directory may be what Redis lost.
+		if err := lua.WarmDirectory.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), n).Err(); err != nil {
+			return fmt.Errorf("rebuild voucher %d: its directory: %w", voucherID, err)
+		}
+	}
+	s.layouts.put(voucherID, n)
+	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
+		return fmt.Errorf("rebuild voucher %d: among the active vouchers: %w", voucherID, err)
+	}
+	return nil
+}
+
+func (s *Store) rebuildBucket(ctx context.Context, lay Layout, b int, buyers map[int64]int64, stock int64, n int,
+	begin, end time.Time, id string, fence int64) error {
+	voucherID := lay.VoucherID
+	k := lay.bucketKeys(s.prefix, b)
+	rebuilt := s.prefix + "seckill:buyers-rebuilt:{" + lay.Tags[b] + "}:" + id
 	_, err := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		chunk := make([]any, 0, 2*rebuildChunk)
-		for u, o := range p.Buyers {
+		for u, o := range buyers {
 			chunk = append(chunk, u, o)
 			if len(chunk) == cap(chunk) {
 				pl.HSet(ctx, rebuilt, chunk...)
@@ -102,16 +160,13 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 	if err != nil {
 		return fmt.Errorf("rebuild voucher %d: buyers: %w", voucherID, err)
 	}
-	if err := s.Confirm(ctx, p.Settled); err != nil {
-		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
-	}
 	none := "0"
-	if len(p.Buyers) == 0 {
+	if len(buyers) == 0 {
 		none = "1"
 	}
 	beforeRebuildScript()
 	res, err := lua.ReconcileSale.Run(ctx, s.rdb, k.list(rebuilt),
-		p.Stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence).Int()
+		stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence, n).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
@@ -120,44 +175,54 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 	case res == -2:
 		return fmt.Errorf("rebuild voucher %d: its rebuilt buyers expired before the last step (paused over %v)", voucherID, rebuiltTTL)
 	}
-	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
-		return fmt.Errorf("rebuild voucher %d: among the active vouchers: %w", voucherID, err)
-	}
 	return nil
 }
 
-// Inspect reads what the order-writer checks after a batch, in one round
-// trip: whether voucherID's sale is in Redis, its stock, and which of
-// users are missing from its buyers.
+// Inspect reads what the order-writer checks after a batch: whether
+// voucherID's sale is in Redis (every bucket of it), its stock (the sum of
+// the buckets' net stock: readBuckets says why it counts no transfer twice)
+// and which of users are missing from their home bucket's buyers.
 func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (exists bool, stock int64, missing []int64, err error) {
-	k := s.KeysOf(voucherID)
-	fields := make([]string, len(users))
-	for i, u := range users {
-		fields[i] = strconv.FormatInt(u, 10)
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return false, 0, nil, err
 	}
-	var stockCmd *redis.StringCmd
-	var buyers *redis.SliceCmd
+	fields := make([][]string, lay.N())
+	who := make([][]int64, lay.N())
+	for _, u := range users {
+		b := lay.Home(u)
+		fields[b] = append(fields[b], strconv.FormatInt(u, 10))
+		who[b] = append(who[b], u)
+	}
+	states, err := s.readBuckets(ctx, lay)
+	if err != nil {
+		return false, 0, nil, fmt.Errorf("inspect voucher %d: %w", voucherID, err)
+	}
+	for _, st := range states {
+		if !st.exists {
+			return false, 0, nil, nil
+		}
+		stock += st.net
+	}
+	buyers := make([]*redis.SliceCmd, lay.N())
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		stockCmd = p.HGet(ctx, k.Voucher, FieldStock)
-		if len(fields) > 0 {
-			buyers = p.HMGet(ctx, k.Buyers, fields...)
+		for b, f := range fields {
+			if len(f) > 0 {
+				buyers[b] = p.HMGet(ctx, lay.bucketKeys(s.prefix, b).Buyers, f...)
+			}
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return false, 0, nil, fmt.Errorf("inspect voucher %d: %w", voucherID, err)
-	}
-	stock, err = stockCmd.Int64()
-	if errors.Is(err, redis.Nil) {
-		return false, 0, nil, nil
-	}
 	if err != nil {
-		return false, 0, nil, fmt.Errorf("inspect voucher %d: stock: %w", voucherID, err)
+		return false, 0, nil, fmt.Errorf("inspect voucher %d: buyers: %w", voucherID, err)
 	}
-	if buyers != nil {
-		for i, v := range buyers.Val() {
+	for b, c := range buyers {
+		if c == nil {
+			continue
+		}
+		for i, v := range c.Val() {
 			if v == nil {
-				missing = append(missing, users[i])
+				missing = append(missing, who[b][i])
 			}
 		}
 	}
@@ -166,9 +231,30 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 
 // Size is voucherID's sale as the periodic check reads it: whether it is in
 // Redis, its stock, how many buyers it records and the replication id it
-// was built under.
+// was built under. A sale of several buckets adds up their net stock and
+// buyers; its epoch is that of the first bucket whose server's id moved.
 func (s *Store) Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, error) {
-	k := s.KeysOf(voucherID)
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return reconcile.SaleSize{}, err
+	}
+	var total reconcile.SaleSize
+	for b := range lay.N() {
+		one, err := s.bucketSize(ctx, voucherID, lay.bucketKeys(s.prefix, b))
+		if err != nil || !one.Exists || one.Outdated {
+			return one, err
+		}
+		if b == 0 || total.Epoch == total.RedisNow {
+			total.Epoch, total.RedisNow = one.Epoch, one.RedisNow
+		}
+		total.Exists = true
+		total.Stock += one.Stock
+		total.Buyers += one.Buyers
+	}
+	return total, nil
+}
+
+func (s *Store) bucketSize(ctx context.Context, voucherID int64, k Keys) (reconcile.SaleSize, error) {
 	v, err := lua.SaleSize.Run(ctx, s.rdb, k.list()).Slice()
 	if isOutdatedLayout(err) {
 		return reconcile.SaleSize{Exists: true, Outdated: true}, nil

@@ -89,6 +89,9 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 	if ids, err = r.sweep(ctx, ids); err != nil {
 		return 0, err
 	}
+	if err := r.finishTransfers(ctx, ids); err != nil {
+		return 0, err
+	}
 	if r.base == nil {
 		return 0, r.takeBaseline(ctx)
 	}
@@ -149,6 +152,26 @@ func (r *Relay) sweep(ctx context.Context, ids []int64) ([]int64, error) {
 		live = append(live, id)
 	}
 	return live, nil
+}
+
+// finishTransfers deposits the stock transfers among ids' buckets whose
+// mover died between its two steps (Store.FinishTransfers): those taken
+// more than Age ago, far longer than a live mover takes.
+func (r *Relay) finishTransfers(ctx context.Context, ids []int64) error {
+	now, err := r.now(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		n, err := r.Store.FinishTransfers(ctx, id, now.Add(-r.Age))
+		if err != nil {
+			return fmt.Errorf("relay: %w", err)
+		}
+		if n > 0 {
+			r.Logger.Warn("finished stock transfers whose mover stopped between its two steps", "voucher", id, "transfers", n)
+		}
+	}
+	return nil
 }
 
 func (r *Relay) now(ctx context.Context) (time.Time, error) {

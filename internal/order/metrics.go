@@ -39,6 +39,7 @@ var outcomes = []struct {
 	{ErrEnded, "ended"},
 	{ErrUnknownVoucher, "unknown_voucher"},
 	{ErrPaused, "paused"},
+	{ErrMovingStock, "moving_stock"},
 	{ErrNotTaken, "not_taken"},
 	{ErrUndecided, "undecided"},
 	{ErrNotPublished, "reserved"},

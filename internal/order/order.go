@@ -42,6 +42,10 @@ var (
 	// ErrPaused: the voucher's sale is frozen while its state is rebuilt
 	// from MySQL; nothing was taken.
 	ErrPaused = apperr.New(apperr.Unavailable, "sale paused, try again in a moment").Retry(2 * time.Second)
+	// ErrMovingStock: the sale is sold from several stock buckets, the
+	// buyer's is dry and units are on their way to it from the others;
+	// nothing was taken, and it is not sold out.
+	ErrMovingStock = apperr.New(apperr.Unavailable, "units are being moved to your queue, try again in a moment").Retry(time.Second)
 	// ErrNotTaken: the pipeline cannot carry an order now (Kafka down, or
 	// fewer in-sync replicas than an order needs), so nothing was reserved.
 	ErrNotTaken = apperr.New(apperr.Unavailable, "flash sale temporarily unavailable: your order was not taken, try again shortly").
@@ -64,8 +68,11 @@ var (
 
 // Decision is the gate's answer to one attempt.
 type Decision struct {
-	Err        error // nil when accepted, else one of the gate's answers above
-	StockLeft  int64
+	Err       error // nil when accepted, else one of the gate's answers above
+	StockLeft int64
+	// Share: StockLeft is one bucket's of a sale sold from several, so its
+	// zero does not say the sale is sold out.
+	Share      bool
 	AcceptedAt time.Time // Redis's clock
 	// OrderID is the order the gate recorded for the buyer: this attempt's
 	// when accepted, the earlier one's when already bought.

@@ -77,10 +77,10 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (orderID i
 	if err != nil {
 		return 0, ErrUndecided.Wrap(err)
 	}
-	if errors.Is(d.Err, ErrSoldOut) || d.Err == nil && d.StockLeft == 0 {
+	if errors.Is(d.Err, ErrSoldOut) || d.Err == nil && d.StockLeft == 0 && !d.Share {
 		s.SoldOut.Mark(voucherID)
 	}
-	if !errors.Is(d.Err, ErrUnknownVoucher) {
+	if !errors.Is(d.Err, ErrUnknownVoucher) && !d.Share {
 		s.Metrics.stockSeen(voucherID, d.StockLeft, d.AcceptedAt)
 	}
 	if errors.Is(d.Err, ErrAlreadyBought) && d.OrderID != 0 {

@@ -27,8 +27,8 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 		return t, false, fmt.Errorf("read voucher %d: begin a snapshot: %w", voucherID, err)
 	}
 	defer tx.Rollback()
-	err = tx.QueryRowContext(ctx, "SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).
-		Scan(&t.Stock, &t.Begin, &t.End)
+	err = tx.QueryRowContext(ctx, "SELECT stock, begin_time, end_time, stock_buckets FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).
+		Scan(&t.Stock, &t.Begin, &t.End, &t.Buckets)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, false, nil
 	}

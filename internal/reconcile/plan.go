@@ -18,6 +18,7 @@ import (
 // Truth is MySQL's record of one flash-sale voucher.
 type Truth struct {
 	Stock      int64 // units MySQL still allows
+	Buckets    int   // the stock buckets the sale is sold from (gate/buckets.go)
 	Begin, End time.Time
 	Holders    map[int64]int64 // user id -> confirmed order id
 	// Settled are the pending reservations' order ids that MySQL already
@@ -30,8 +31,9 @@ type Truth struct {
 
 // Plan is what Redis is to hold for the voucher.
 type Plan struct {
-	Stock  int64
-	Buyers map[int64]int64 // user id -> order id
+	Stock   int64
+	Buckets int
+	Buyers  map[int64]int64 // user id -> order id
 	// Settled are reservations to drop: MySQL has settled their orders.
 	Settled []order.Event
 	// Unsettled are reservations whose orders MySQL has not seen: they
@@ -50,7 +52,7 @@ type Plan struct {
 // acceptance order, one order per user (a user who already holds an order
 // takes no second unit).
 func Make(t Truth, pending []order.Event) Plan {
-	p := Plan{Buyers: make(map[int64]int64, len(t.Holders)+len(pending))}
+	p := Plan{Buyers: make(map[int64]int64, len(t.Holders)+len(pending)), Buckets: max(t.Buckets, 1)}
 	for u, o := range t.Holders {
 		p.Buyers[u] = o
 	}

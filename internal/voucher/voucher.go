@@ -28,6 +28,10 @@ type Voucher struct {
 	Stock       *int64     `json:"stock,omitempty"`
 	BeginTime   *time.Time `json:"beginTime,omitempty"`
 	EndTime     *time.Time `json:"endTime,omitempty"`
+	// StockBuckets is how many Redis stock buckets a flash sale is sold
+	// from (1 when absent): more than one spreads one hot item's buyers
+	// over as many Redis masters. Fixed for the sale's life.
+	StockBuckets int `json:"stockBuckets,omitempty"`
 }
 
 // The voucher types of the course.
@@ -74,6 +78,8 @@ const (
 	MaxID    = 1<<53 - 1
 	MaxMoney = 10_000_000_000
 	MaxStock = 100_000_000
+	// MaxStockBuckets bounds a sale's stock buckets (gate.MaxBuckets).
+	MaxStockBuckets = 16
 )
 
 // Validate checks what the database would not, and bounds every number.
@@ -99,6 +105,8 @@ func (v Voucher) Validate() error {
 		return bad("a flash-sale voucher needs a stock from 0 to 100000000")
 	case v.BeginTime == nil || v.EndTime == nil:
 		return bad("a flash-sale voucher needs beginTime and endTime")
+	case v.StockBuckets < 0 || v.StockBuckets > MaxStockBuckets:
+		return bad("stockBuckets must be from 1 to 16 (0 or absent: 1)")
 	case !v.EndTime.After(*v.BeginTime):
 		return ErrWindow.With("endTime must be after beginTime")
 	case v.BeginTime.Before(minTime) || v.EndTime.After(maxTime):
@@ -110,8 +118,9 @@ func (v Voucher) Validate() error {
 // Sale is a flash-sale voucher's state where the gate decides: warmed on
 // creation, adjusted by an admin's change.
 type Sale interface {
-	// Warm puts a new voucher's sale in place: its stock and window.
-	Warm(ctx context.Context, voucherID, stock int64, begin, end time.Time) error
+	// WarmBuckets puts a new voucher's sale in place: its stock, dealt
+	// over buckets, and its window.
+	WarmBuckets(ctx context.Context, voucherID, stock int64, buckets int, begin, end time.Time) error
 	// Adjust changes the stock by delta and, when not zero, the window;
 	// it returns the stock after, ErrNotEnoughStock or ErrNotWarmed.
 	Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error)
@@ -145,8 +154,8 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 		return 0, fmt.Errorf("insert voucher: %w", err)
 	}
 	if v.Type == TypeSeckill {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)",
-			id, *v.Stock, v.BeginTime.UTC(), v.EndTime.UTC()); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, stock_buckets) VALUES (?, ?, ?, ?, ?)",
+			id, *v.Stock, v.BeginTime.UTC(), v.EndTime.UTC(), max(v.StockBuckets, 1)); err != nil {
 			return 0, fmt.Errorf("insert seckill voucher: %w", err)
 		}
 	}
@@ -154,7 +163,7 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 		return 0, fmt.Errorf("create voucher: %w", err)
 	}
 	if v.Type == TypeSeckill {
-		if err := vs.Sale.Warm(ctx, id, *v.Stock, *v.BeginTime, *v.EndTime); err != nil {
+		if err := vs.Sale.WarmBuckets(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
 			return id, err
 		}
 	}

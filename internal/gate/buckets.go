@@ -1,0 +1,138 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/sigurn/crc16"
+)
+
+// A sale of one voucher is sold from N stock buckets (docs/design.md,
+// "One hot item across masters"). N = 1 is the layout every sale had before
+// buckets: one key set under the tag {id}. With N > 1 each bucket is a whole
+// key set of its own under the tag {id.b.s}, where s is the first salt that
+// puts the tag's slot in the b-th of N equal slot ranges: Redis Cluster
+// deals slots to its masters in equal contiguous ranges, so with N masters
+// the buckets land on N different ones. The tags depend on the id and N
+// only, so every process computes them alike, with no directory to lose. A
+// resharding moves slots, not tags: buckets may then share a master, which
+// costs only their spread (TestBucketsLandOnDifferentMasters says where they
+// are). With N > 1, the key set under {id} holds only the voucher hash, a
+// directory with the field "buckets" = N, which the gate reads on the way to
+// a bucket the first time a process sees the voucher.
+
+// MaxBuckets bounds a sale's buckets: one per master of the largest cluster
+// worth splitting one item over.
+const MaxBuckets = 16
+
+// slots is Redis Cluster's slot count.
+const slots = 16384
+
+var crcTable = crc16.MakeTable(crc16.CRC16_XMODEM)
+
+// keySlot is the cluster slot of a hash tag's content, as Redis computes it.
+func keySlot(tag string) int {
+	return int(crc16.Checksum([]byte(tag), crcTable)) % slots
+}
+
+// Layout is where a voucher's sale lives: its buckets' hash tags, bucket b
+// at Tags[b].
+type Layout struct {
+	VoucherID int64
+	Tags      []string // without braces
+}
+
+// LayoutOf is the layout of voucherID's sale in n buckets.
+func LayoutOf(voucherID int64, n int) Layout {
+	id := strconv.FormatInt(voucherID, 10)
+	if n <= 1 {
+		return Layout{VoucherID: voucherID, Tags: []string{id}}
+	}
+	tags := make([]string, n)
+	for b := range n {
+		lo, hi := b*slots/n, (b+1)*slots/n
+		for salt := 0; ; salt++ {
+			tag := id + "." + strconv.Itoa(b) + "." + strconv.Itoa(salt)
+			if s := keySlot(tag); s >= lo && s < hi {
+				tags[b] = tag
+				break
+			}
+		}
+	}
+	return Layout{VoucherID: voucherID, Tags: tags}
+}
+
+// N is how many buckets the sale has.
+func (l Layout) N() int { return len(l.Tags) }
+
+// Home is the bucket of userID: where the user's buyer record and
+// reservation live and where the user's attempts take their unit. The same
+// function partitions a reconcile's buyers (Store.Rebuild).
+func (l Layout) Home(userID int64) int { return Home(userID, l.N()) }
+
+// Home is userID's bucket among n: a mix of the id's bits, so that ids
+// handed out in strides spread as well as random ones.
+func Home(userID int64, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	x := uint64(userID)
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	return int(x % uint64(n))
+}
+
+// bucketKeys are bucket b's keys under prefix.
+func (l Layout) bucketKeys(prefix string, b int) Keys { return keysWithTag(prefix, l.Tags[b]) }
+
+// layouts remembers the layout of each voucher the store has met. A sale's
+// N is fixed for its life, and the gate script checks the caller's N against
+// the bucket's on every attempt (outcome 7), so a layout remembered from an
+// earlier sale of the same id is corrected on its first use.
+type layouts struct {
+	mu sync.RWMutex
+	n  map[int64]int
+}
+
+func (c *layouts) get(voucherID int64) (int, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n, ok := c.n[voucherID]
+	return n, ok
+}
+
+func (c *layouts) put(voucherID int64, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[int64]int{}
+	}
+	c.n[voucherID] = n
+}
+
+// LayoutOf is voucherID's layout as Redis has it: the directory's N, or 1
+// when there is none (a sale in one bucket, or none at all).
+func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
+	if n, ok := s.layouts.get(voucherID); ok {
+		return LayoutOf(voucherID, n), nil
+	}
+	v, err := s.rdb.HMGet(ctx, s.KeysOf(voucherID).Voucher, FieldBuckets, FieldStock).Result()
+	if err != nil {
+		return Layout{}, fmt.Errorf("layout of voucher %d: %w", voucherID, err)
+	}
+	n := 1
+	switch {
+	case v[0] != nil:
+		if n, err = strconv.Atoi(fmt.Sprint(v[0])); err != nil || n < 1 || n > MaxBuckets {
+			return Layout{}, fmt.Errorf("layout of voucher %d: %d buckets", voucherID, n)
+		}
+	case v[1] == nil:
+		// No sale: not remembered, as one warmed later may have buckets.
+		return LayoutOf(voucherID, 1), nil
+	}
+	s.layouts.put(voucherID, n)
+	return LayoutOf(voucherID, n), nil
+}

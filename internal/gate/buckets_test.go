@@ -1,0 +1,347 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// The slot a tag gets is Redis Cluster's: the examples of its
+// specification, and on a cluster the server's own answer.
+func TestKeySlotIsTheClustersSlot(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		slot int
+	}{{"foo", 12182}, {"bar", 5061}, {"hello", 866}, {"", 0}} {
+		if got := gate.KeySlot(c.key); got != c.slot {
+			t.Errorf("slot of %q is %d, want %d", c.key, got, c.slot)
+		}
+	}
+	r := testsupport.MustRedis(t)
+	cluster, ok := r.Client.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	for _, tag := range gate.LayoutOf(12345, 5).Tags {
+		want, err := cluster.ClusterKeySlot(context.Background(), tag).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gate.KeySlot(tag); got != int(want) {
+			t.Errorf("slot of %q is %d, the cluster says %d", tag, got, want)
+		}
+	}
+}
+
+// A sale of one bucket keeps the layout every sale had: the tag {id}.
+func TestOneBucketIsTodaysLayout(t *testing.T) {
+	lay := gate.LayoutOf(42, 1)
+	if !slices.Equal(lay.Tags, []string{"42"}) {
+		t.Fatalf("tags %v, want [42]", lay.Tags)
+	}
+	if gate.BucketKeys("p:", 42, 1, 0) != gate.KeysFor("p:", 42) {
+		t.Fatal("bucket 0 of a one-bucket sale is not the voucher's keys")
+	}
+}
+
+// Each bucket's slot is in its own N-th of the slot space, which a cluster
+// of N masters gives one master each.
+func TestBucketsLandOnDifferentMasters(t *testing.T) {
+	for _, n := range []int{2, 3, 5, 16} {
+		for _, id := range []int64{1, 77, 1 << 40} {
+			lay := gate.LayoutOf(id, n)
+			for b, tag := range lay.Tags {
+				if s := gate.KeySlot(tag); s < b*16384/n || s >= (b+1)*16384/n {
+					t.Errorf("voucher %d, %d buckets: bucket %d's slot %d is outside its range", id, n, b, s)
+				}
+			}
+		}
+	}
+	r := testsupport.MustRedis(t)
+	if len(r.Cluster) == 0 {
+		return
+	}
+	var keys []string
+	for b := range 3 {
+		keys = append(keys, gate.BucketKeys(r.Prefix, 99, 3, b).Voucher)
+	}
+	if got := r.MastersOf(t, keys...); got != 3 {
+		t.Fatalf("the 3 buckets are on %d masters, want 3 (the test cluster has 3)", got)
+	}
+}
+
+// Users are spread over the buckets, and a user's home never changes.
+func TestHomeSpreadsUsers(t *testing.T) {
+	const n, users = 3, 30000
+	count := make([]int, n)
+	for u := range int64(users) {
+		b := gate.Home(u, n)
+		if b != gate.Home(u, n) || b < 0 || b >= n {
+			t.Fatalf("user %d: home %d", u, b)
+		}
+		count[b]++
+	}
+	for b, c := range count {
+		if c < users/n*9/10 || c > users/n*11/10 {
+			t.Errorf("bucket %d is home to %d of %d users: %v", b, c, users, count)
+		}
+	}
+}
+
+// hotSale is a sale of one voucher in n buckets on the test's Redis (the
+// cluster in make test's cluster pass).
+func hotSale(t *testing.T, stock int64, n int) (*testsupport.Redis, *gate.Store, int64) {
+	t.Helper()
+	r := testsupport.MustRedis(t)
+	store := gate.NewStore(r.Client, r.Prefix)
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := store.WarmBuckets(context.Background(), voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return r, store, voucher
+}
+
+// crowd is what a crowd of buyers got from a sale: every buyer tries until
+// the gate accepts or refuses for good, and tries again on "moving stock".
+type crowd struct {
+	mu       sync.Mutex
+	accepted map[int64]int64 // user -> order
+	// soldOutAt are the moments "sold out" answers came back; lastAccept
+	// the latest acceptance, on the same machine's clock.
+	soldOutAt  []time.Time
+	lastAccept time.Time
+	moving     atomic.Int64
+}
+
+func buy(t *testing.T, store *gate.Store, voucher int64, users []int64, workers int) *crowd {
+	t.Helper()
+	c := &crowd{accepted: map[int64]int64{}}
+	var next atomic.Int64
+	var ids atomic.Int64
+	ids.Store(rand.Int64N(1 << 50))
+	var g errgroup.Group
+	for range workers {
+		g.Go(func() error {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(users)) {
+					return nil
+				}
+				for {
+					oid := ids.Add(1)
+					d, err := store.Try(context.Background(), voucher, users[i], oid)
+					if err != nil {
+						return err
+					}
+					if errors.Is(d.Err, order.ErrMovingStock) {
+						c.moving.Add(1)
+						continue
+					}
+					c.mu.Lock()
+					switch {
+					case d.Err == nil:
+						if _, twice := c.accepted[users[i]]; twice {
+							c.mu.Unlock()
+							return errors.New("a user was accepted twice")
+						}
+						c.accepted[users[i]] = oid
+						c.lastAccept = d.AcceptedAt
+					case errors.Is(d.Err, order.ErrSoldOut):
+						c.soldOutAt = append(c.soldOutAt, time.Now())
+					default:
+						c.mu.Unlock()
+						return d.Err
+					}
+					c.mu.Unlock()
+					break
+				}
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// early counts the "sold out" answers that came back before the last unit
+// was accepted: each was a lie.
+func (c *crowd) early() int {
+	n := 0
+	for _, at := range c.soldOutAt {
+		if at.Before(c.lastAccept.Add(-time.Millisecond)) {
+			n++
+		}
+	}
+	return n
+}
+
+// auditBuckets checks what the sale's buckets hold after every unit sold:
+// no stock, no transfer, each buyer once, in the home bucket, with the
+// order the gate gave, and a reservation per order.
+func auditBuckets(t *testing.T, r *testsupport.Redis, voucher int64, n int, c *crowd) {
+	t.Helper()
+	ctx := context.Background()
+	buyers := 0
+	for b := range n {
+		k := gate.BucketKeys(r.Prefix, voucher, n, b)
+		if s, err := r.Client.HGet(ctx, k.Voucher, gate.FieldStock).Int(); err != nil || s != 0 {
+			t.Errorf("bucket %d: stock %d (%v), want 0", b, s, err)
+		}
+		if x := r.Client.HLen(ctx, k.Transfers).Val(); x != 0 {
+			t.Errorf("bucket %d: %d transfers still recorded", b, x)
+		}
+		all, err := r.Client.HGetAll(ctx, k.Buyers).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for u, o := range all {
+			uid, _ := strconv.ParseInt(u, 10, 64)
+			if gate.Home(uid, n) != b {
+				t.Errorf("user %d is a buyer in bucket %d, home %d", uid, b, gate.Home(uid, n))
+			}
+			if strconv.FormatInt(c.accepted[uid], 10) != o {
+				t.Errorf("user %d: bucket %d records order %s, the gate gave %d", uid, b, o, c.accepted[uid])
+			}
+		}
+		if p := r.Client.HLen(ctx, k.Pending).Val(); p != int64(len(all)) {
+			t.Errorf("bucket %d: %d reservations for %d buyers", b, p, len(all))
+		}
+		buyers += len(all)
+	}
+	if buyers != len(c.accepted) {
+		t.Errorf("the buckets record %d buyers, the gate accepted %d", buyers, len(c.accepted))
+	}
+}
+
+// One voucher in 3 buckets (on 3 masters of the cluster): 3,000 buyers on
+// 2,000 units get exactly 2,000 orders, nobody twice, every unit sold, and
+// no "sold out" while a unit remained.
+func TestHotSaleAcrossBuckets(t *testing.T) {
+	const n, stock, buyers = 3, 2000, 3000
+	r, store, voucher := hotSale(t, stock, n)
+	users := make([]int64, buyers)
+	for i := range users {
+		users[i] = 1 + rand.Int64N(1<<40)
+	}
+	c := buy(t, store, voucher, users, 48)
+	if len(c.accepted) != stock {
+		t.Fatalf("%d accepted, want every one of the %d units sold", len(c.accepted), stock)
+	}
+	if len(c.soldOutAt) != buyers-stock {
+		t.Errorf("%d buyers heard sold out, want %d", len(c.soldOutAt), buyers-stock)
+	}
+	if e := c.early(); e > 0 {
+		t.Errorf("%d buyers heard sold out before the last unit was sold", e)
+	}
+	auditBuckets(t, r, voucher, n, c)
+	t.Logf("%d attempts answered \"moving stock\"", c.moving.Load())
+}
+
+// Buyers who all live in one bucket still buy every unit: the stock of the
+// other buckets moves to theirs.
+func TestStockMovesToTheBuyersBucket(t *testing.T) {
+	const n, stock, buyers = 3, 900, 1200
+	r, store, voucher := hotSale(t, stock, n)
+	var users []int64
+	for u := int64(1); len(users) < buyers; u++ {
+		if gate.Home(u, n) == 0 {
+			users = append(users, u)
+		}
+	}
+	c := buy(t, store, voucher, users, 32)
+	if len(c.accepted) != stock {
+		t.Fatalf("%d accepted, want all %d units sold to one bucket's buyers", len(c.accepted), stock)
+	}
+	if e := c.early(); e > 0 {
+		t.Errorf("%d buyers heard sold out before the last unit was sold", e)
+	}
+	auditBuckets(t, r, voucher, n, c)
+	got, err := r.Client.HGet(context.Background(), gate.BucketKeys(r.Prefix, voucher, n, 0).Voucher, gate.FieldReceived).Int()
+	if err != nil || got != stock-stock/n {
+		t.Errorf("bucket 0 received %d units (%v), want the %d of the others", got, err, stock-stock/n)
+	}
+}
+
+// A mover that dies between taking units and depositing them leaves them in
+// no bucket: the sale sells everything else, answers "moving stock" rather
+// than "sold out" for them, and once the sweep finishes the transfer sells
+// them too.
+func TestTransferLeftHalfWayIsFinished(t *testing.T) {
+	const n, stock = 3, 30
+	r, store, voucher := hotSale(t, stock, n)
+	var died atomic.Bool
+	defer gate.SetAfterTake(func() error {
+		if died.CompareAndSwap(false, true) {
+			return errors.New("the mover died")
+		}
+		return nil
+	})()
+	var users []int64
+	for u := int64(1); len(users) < 40; u++ {
+		if gate.Home(u, n) == 0 {
+			users = append(users, u)
+		}
+	}
+	ctx := context.Background()
+	oid := rand.Int64N(1 << 50)
+	sold, left := 0, users
+	for len(left) > 0 {
+		oid++
+		d, err := store.Try(ctx, voucher, left[0], oid)
+		if err != nil {
+			if !died.Load() {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if errors.Is(d.Err, order.ErrMovingStock) {
+			break
+		}
+		if errors.Is(d.Err, order.ErrSoldOut) {
+			t.Fatalf("sold out after %d of %d units with a transfer in flight", sold, stock)
+		}
+		if d.Err != nil {
+			t.Fatal(d.Err)
+		}
+		sold++
+		left = left[1:]
+	}
+	if !died.Load() {
+		t.Fatal("no transfer was cut")
+	}
+	var inFlight int64
+	for b := range n {
+		inFlight += r.Client.HLen(ctx, gate.BucketKeys(r.Prefix, voucher, n, b).Transfers).Val()
+	}
+	if inFlight != 1 {
+		t.Fatalf("%d transfers recorded, want the one cut", inFlight)
+	}
+	if sold >= stock {
+		t.Fatalf("%d sold with a transfer cut: the units in flight were sold twice", sold)
+	}
+	// Not yet old enough for the sweep: left as it is.
+	if done, err := store.FinishTransfers(ctx, voucher, time.Now().Add(-time.Minute)); err != nil || done != 0 {
+		t.Fatalf("a sweep finished %d young transfers (%v)", done, err)
+	}
+	if done, err := store.FinishTransfers(ctx, voucher, time.Now().Add(time.Minute)); err != nil || done != 1 {
+		t.Fatalf("the sweep finished %d transfers (%v), want 1", done, err)
+	}
+	c := buy(t, store, voucher, left, 4)
+	if sold+len(c.accepted) != stock {
+		t.Fatalf("%d sold before the sweep and %d after, want %d", sold, len(c.accepted), stock)
+	}
+}

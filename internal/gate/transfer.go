@@ -1,0 +1,191 @@
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+)
+
+// Stock moves, users don't: a user's attempts always run in the user's home
+// bucket, so one order per user stays one script on one slot. When that
+// bucket runs dry while others have units, the attempt moves units to it,
+// in two steps that are each idempotent by the transfer's id: a take on the
+// donor (bucket_take.lua), which records the transfer, and a deposit on the
+// receiver (bucket_deposit.lua); then the donor's record is deleted. A mover
+// that dies between the steps leaves the record, and the units in no
+// bucket: the sale can only undersell until the relay's sweep
+// (FinishTransfers) deposits them.
+//
+// Whether a sale is sold out is read from each bucket's net stock, stock +
+// given − received: a transfer changes neither bucket's (a take moves units
+// from stock to given, a deposit from nothing to both stock and received),
+// so reading the buckets one after another, on different masters, counts no
+// transfer twice and misses none in transit. Only an accepted order (and a
+// stock reduction) lowers a bucket's net stock, so reads taken at different
+// moments add up to no less than what remains at the last of them: a sum of
+// zero means sold out then.
+
+// afterTake is a test's seam: a mover that dies between its two steps.
+var afterTake = func() error { return nil }
+
+// bucketState is one bucket's stock as the mover reads it.
+type bucketState struct {
+	exists, frozen bool
+	stock, net     int64
+}
+
+func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, error) {
+	cmds := make([]*redis.SliceCmd, lay.N())
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range cmds {
+			cmds[b] = p.HMGet(ctx, lay.bucketKeys(s.prefix, b).Voucher, FieldStock, FieldGiven, FieldReceived, FieldFrozen)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, err)
+	}
+	states := make([]bucketState, len(cmds))
+	for b, c := range cmds {
+		v := c.Val()
+		num := func(i int) int64 {
+			n, _ := strconv.ParseInt(fmt.Sprint(v[i]), 10, 64)
+			return n
+		}
+		states[b] = bucketState{exists: v[0] != nil, frozen: v[3] != nil, stock: num(0), net: num(0) + num(1) - num(2)}
+	}
+	return states, nil
+}
+
+// refill moves units to the dry bucket home from the bucket with the most,
+// half of them: enough that the next attempts there find units, and some
+// left where they were. It reports whether home has units now, or that the
+// sale is sold out.
+func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, soldOut bool, err error) {
+	states, err := s.readBuckets(ctx, lay)
+	if err != nil {
+		return false, false, err
+	}
+	var net int64
+	donor := -1
+	for b, st := range states {
+		if !st.exists || st.frozen {
+			// A bucket gone or being rebuilt may hold units: not sold out.
+			return false, false, nil
+		}
+		net += st.net
+		if b != home && st.stock > 0 && (donor < 0 || st.stock > states[donor].stock) {
+			donor = b
+		}
+	}
+	switch {
+	case net <= 0:
+		return false, true, nil
+	case states[home].stock > 0:
+		// Another attempt refilled it meanwhile.
+		return true, false, nil
+	case donor < 0:
+		// The units are in transit.
+		return false, false, nil
+	}
+	moved, err := s.transfer(ctx, lay, donor, home, (states[donor].stock+1)/2)
+	return moved > 0, false, err
+}
+
+// transferMemory is how long a receiver remembers a deposit's id: far
+// longer than a sweep takes to finish a transfer.
+const transferMemory = 24 * time.Hour
+
+// transfer moves up to units from bucket from to bucket to, and returns how
+// many arrived.
+func (s *Store) transfer(ctx context.Context, lay Layout, from, to int, units int64) (int64, error) {
+	id := rand.Text()
+	res, err := lua.BucketTake.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, from).list(), id, to, units).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("move units of voucher %d from bucket %d: %w", lay.VoucherID, from, err)
+	}
+	taken, _ := res[0].(int64)
+	gen, _ := res[1].(string)
+	if taken == 0 {
+		return 0, nil
+	}
+	if err := afterTake(); err != nil {
+		return 0, err
+	}
+	switch err := s.deposit(ctx, lay, from, to, id, taken, gen); {
+	case errors.Is(err, errNotNow):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	return taken, nil
+}
+
+// errNotNow: a deposit that cannot be made now (its receiver is frozen or
+// gone); its transfer stays recorded and a sweep tries again.
+var errNotNow = errors.New("the receiving bucket is frozen or gone: the transfer waits for the sweep")
+
+// deposit is a transfer's second step, and the deletion of its record on
+// the donor once the deposit is made, or void.
+func (s *Store) deposit(ctx context.Context, lay Layout, from, to int, id string, units int64, gen string) error {
+	r, err := lua.BucketDeposit.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, to).list(), id, units, gen, transferMemory.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("move %d units of voucher %d to bucket %d: %w", units, lay.VoucherID, to, err)
+	}
+	if r < 0 {
+		return errNotNow
+	}
+	if err := s.rdb.HDel(ctx, lay.bucketKeys(s.prefix, from).Transfers, id).Err(); err != nil {
+		return fmt.Errorf("move units of voucher %d: forget transfer %s: %w", lay.VoucherID, id, err)
+	}
+	return nil
+}
+
+// FinishTransfers deposits the transfers of voucherID's sale taken before
+// cutoff (Redis's clock) whose mover died between its two steps, and returns
+// how many it finished. A transfer whose receiver is frozen waits for the
+// next sweep.
+func (s *Store) FinishTransfers(ctx context.Context, voucherID int64, cutoff time.Time) (int, error) {
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil || lay.N() == 1 {
+		return 0, err
+	}
+	done := 0
+	for from := range lay.N() {
+		recs, err := s.rdb.HGetAll(ctx, lay.bucketKeys(s.prefix, from).Transfers).Result()
+		if err != nil {
+			return done, fmt.Errorf("transfers of voucher %d: %w", voucherID, err)
+		}
+		for id, rec := range recs {
+			parts := strings.Split(rec, ":")
+			if len(parts) != 4 {
+				return done, fmt.Errorf("transfer %s of voucher %d: malformed %q", id, voucherID, rec)
+			}
+			to, err1 := strconv.Atoi(parts[0])
+			units, err2 := strconv.ParseInt(parts[1], 10, 64)
+			at, err3 := strconv.ParseInt(parts[3], 10, 64)
+			if err1 != nil || err2 != nil || err3 != nil || to < 0 || to >= lay.N() {
+				return done, fmt.Errorf("transfer %s of voucher %d: malformed %q", id, voucherID, rec)
+			}
+			if at >= cutoff.UnixMilli() {
+				continue
+			}
+			switch err := s.deposit(ctx, lay, from, to, id, units, parts[2]); {
+			case errors.Is(err, errNotNow):
+			case err != nil:
+				return done, err
+			default:
+				done++
+			}
+		}
+	}
+	return done, nil
+}
