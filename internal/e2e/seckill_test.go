@@ -138,8 +138,14 @@ func (s *sale) do(t *testing.T, method, path, token string, header map[string]st
 // voucher creates a flash-sale voucher through the admin API.
 func (s *sale) voucher(t *testing.T, stock int, begin, end time.Time) int64 {
 	t.Helper()
-	body := fmt.Sprintf(`{"shopId":1,"title":"e2e","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q}`,
-		stock, begin.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
+	return s.voucherIn(t, stock, 1, begin, end)
+}
+
+// voucherIn is voucher with its stock in buckets.
+func (s *sale) voucherIn(t *testing.T, stock, buckets int, begin, end time.Time) int64 {
+	t.Helper()
+	body := fmt.Sprintf(`{"shopId":1,"title":"e2e","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"stockBuckets":%d}`,
+		stock, begin.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), buckets)
 	r := s.do(t, "POST", "/voucher/seckill", "", map[string]string{"X-Admin-Token": adminToken}, body)
 	id, ok := r.Data.(float64)
 	if r.Status != 200 || !r.Success || !ok {

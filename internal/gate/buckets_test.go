@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -344,4 +345,99 @@ func TestTransferLeftHalfWayIsFinished(t *testing.T) {
 	if sold+len(c.accepted) != stock {
 		t.Fatalf("%d sold before the sweep and %d after, want %d", sold, len(c.accepted), stock)
 	}
+}
+
+// A rebuild of a sale in buckets puts each buyer in the home bucket, all
+// the stock in bucket 0 and none moving: the gate then sells exactly the
+// plan's stock, to new buyers only, from whichever bucket they live in.
+func TestRebuildPutsEachBuyerInItsHomeBucket(t *testing.T) {
+	const n = 3
+	r, store, voucher := hotSale(t, 30, n)
+	ctx := context.Background()
+	buyers := map[int64]int64{}
+	for u := int64(1); u <= 9; u++ {
+		buyers[u] = 1000 + u
+	}
+	// Units moved before the rebuild: it starts every bucket afresh.
+	if moved := buy(t, store, voucher, homedIn(n, 0, 15), 2); len(moved.accepted) != 15 {
+		t.Fatalf("%d of 15 bought before the rebuild", len(moved.accepted))
+	}
+	plan := reconcile.Plan{Stock: 12, Buckets: n, Buyers: buyers}
+	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	for b := range n {
+		k := gate.BucketKeys(r.Prefix, voucher, n, b)
+		v := r.Client.HMGet(ctx, k.Voucher, gate.FieldStock, gate.FieldGiven, gate.FieldReceived, gate.FieldBuckets).Val()
+		want := []any{"0", "0", "0", "3"}
+		if b == 0 {
+			want[0] = "12"
+		}
+		if !slices.Equal(v, want) {
+			t.Errorf("bucket %d: stock, given, received, buckets %v, want %v", b, v, want)
+		}
+		for u, o := range r.Client.HGetAll(ctx, k.Buyers).Val() {
+			uid, _ := strconv.ParseInt(u, 10, 64)
+			if gate.Home(uid, n) != b || strconv.FormatInt(buyers[uid], 10) != o {
+				t.Errorf("bucket %d holds buyer %d with order %s", b, uid, o)
+			}
+		}
+		if x := r.Client.HLen(ctx, k.Transfers).Val(); x != 0 {
+			t.Errorf("bucket %d: %d transfers left", b, x)
+		}
+	}
+	for u := int64(1); u <= 9; u++ {
+		if d, err := store.Try(ctx, voucher, u, 5000+u); err != nil || !errors.Is(d.Err, order.ErrAlreadyBought) || d.OrderID != buyers[u] {
+			t.Fatalf("user %d after the rebuild: %+v %v, want already bought order %d", u, d, err, buyers[u])
+		}
+	}
+	var fresh []int64
+	for u := int64(100); u < 140; u++ {
+		fresh = append(fresh, u)
+	}
+	c := buy(t, store, voucher, fresh, 8)
+	if len(c.accepted) != 12 {
+		t.Fatalf("%d sold after the rebuild, want the plan's 12", len(c.accepted))
+	}
+}
+
+// A transfer whose take came before a rebuild and whose deposit after is
+// void: the rebuild's stock, read from MySQL, already counts its units.
+func TestDepositAfterARebuildIsVoid(t *testing.T) {
+	const n = 3
+	r, store, voucher := hotSale(t, 30, n)
+	ctx := context.Background()
+	var once atomic.Bool
+	defer gate.SetAfterTake(func() error {
+		if once.CompareAndSwap(false, true) {
+			return store.Rebuild(ctx, voucher, reconcile.Plan{Stock: 7, Buckets: n}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
+		}
+		return nil
+	})()
+	// Bucket 1's users take its 10 units, and the next one moves units in:
+	// the rebuild runs between that move's two steps.
+	c := buy(t, store, voucher, homedIn(n, 1, 11), 1)
+	if !once.Load() {
+		t.Fatal("no transfer was made")
+	}
+	more := buy(t, store, voucher, homedIn(n, 2, 40)[20:], 4)
+	if got := len(c.accepted) + len(more.accepted); got != 10+7 {
+		t.Fatalf("%d sold: 10 before the rebuild and %d after, want 7 after", got, got-10)
+	}
+	for b := range n {
+		if s := r.Client.HGet(ctx, gate.BucketKeys(r.Prefix, voucher, n, b).Voucher, gate.FieldStock).Val(); s != "0" {
+			t.Errorf("bucket %d has %s units left after the sale said sold out", b, s)
+		}
+	}
+}
+
+// homedIn is count user ids whose home is bucket b of n.
+func homedIn(n, b, count int) []int64 {
+	var users []int64
+	for u := int64(1 << 30); len(users) < count; u++ {
+		if gate.Home(u, n) == b {
+			users = append(users, u)
+		}
+	}
+	return users
 }

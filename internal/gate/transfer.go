@@ -120,10 +120,11 @@ func (s *Store) transfer(ctx context.Context, lay Layout, from, to int, units in
 	if err := afterTake(); err != nil {
 		return 0, err
 	}
-	switch err := s.deposit(ctx, lay, from, to, id, taken, gen); {
+	deposited, err := s.deposit(ctx, lay, from, to, id, taken, gen)
+	switch {
 	case errors.Is(err, errNotNow):
 		return 0, nil
-	case err != nil:
+	case err != nil || !deposited:
 		return 0, err
 	}
 	return taken, nil
@@ -134,19 +135,19 @@ func (s *Store) transfer(ctx context.Context, lay Layout, from, to int, units in
 var errNotNow = errors.New("the receiving bucket is frozen or gone: the transfer waits for the sweep")
 
 // deposit is a transfer's second step, and the deletion of its record on
-// the donor once the deposit is made, or void.
-func (s *Store) deposit(ctx context.Context, lay Layout, from, to int, id string, units int64, gen string) error {
+// the donor once the deposit is made (deposited) or void.
+func (s *Store) deposit(ctx context.Context, lay Layout, from, to int, id string, units int64, gen string) (deposited bool, err error) {
 	r, err := lua.BucketDeposit.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, to).list(), id, units, gen, transferMemory.Milliseconds()).Int()
 	if err != nil {
-		return fmt.Errorf("move %d units of voucher %d to bucket %d: %w", units, lay.VoucherID, to, err)
+		return false, fmt.Errorf("move %d units of voucher %d to bucket %d: %w", units, lay.VoucherID, to, err)
 	}
 	if r < 0 {
-		return errNotNow
+		return false, errNotNow
 	}
 	if err := s.rdb.HDel(ctx, lay.bucketKeys(s.prefix, from).Transfers, id).Err(); err != nil {
-		return fmt.Errorf("move units of voucher %d: forget transfer %s: %w", lay.VoucherID, id, err)
+		return false, fmt.Errorf("move units of voucher %d: forget transfer %s: %w", lay.VoucherID, id, err)
 	}
-	return nil
+	return r == 1, nil
 }
 
 // FinishTransfers deposits the transfers of voucherID's sale taken before
@@ -178,7 +179,7 @@ func (s *Store) FinishTransfers(ctx context.Context, voucherID int64, cutoff tim
 			if at >= cutoff.UnixMilli() {
 				continue
 			}
-			switch err := s.deposit(ctx, lay, from, to, id, units, parts[2]); {
+			switch _, err := s.deposit(ctx, lay, from, to, id, units, parts[2]); {
 			case errors.Is(err, errNotNow):
 			case err != nil:
 				return done, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -352,5 +353,87 @@ func TestReconcileAfterTheLockMasterLostWrites(t *testing.T) {
 	}
 	if got := g.stock(t, v); got != 10 {
 		t.Fatalf("stock %d after the reconcile, want MySQL's 10", got)
+	}
+}
+
+// A sale in 3 stock buckets that lost writes in one of them (a buyer
+// forgotten, units back) is rebuilt from MySQL in all three: each bucket
+// gets the buyers whose home it is, MySQL's holders and the orders still on
+// their way, and the sale then sells exactly what MySQL has left.
+func TestReconcileRebuildsEveryBucket(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const v, n = 8, 3
+	g.m.MustSeedVoucher(t, v, 30)
+	if _, err := g.m.DB.Exec("UPDATE tb_seckill_voucher SET stock_buckets = ? WHERE voucher_id = ?", n, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.WarmBuckets(ctx, v, 30, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var accepted []order.Event
+	for u := int64(1); u <= 9; u++ {
+		d, err := g.store.Try(ctx, v, u, 100+u)
+		if err != nil || d.Err != nil {
+			t.Fatal(d.Err, err)
+		}
+		accepted = append(accepted, order.Event{OrderID: 100 + u, UserID: u, VoucherID: v, AcceptedAt: d.AcceptedAt.UnixMilli()})
+	}
+	// Six settled, four of them confirmed; three on their way.
+	if _, err := orderdb.Apply(ctx, g.m.DB, accepted[:6]); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.Confirm(ctx, accepted[:4]); err != nil {
+		t.Fatal(err)
+	}
+	lost := accepted[0].UserID
+	k := gate.BucketKeys(g.r.Prefix, v, n, gate.Home(lost, n))
+	g.r.Client.HDel(ctx, k.Buyers, "1")
+	g.r.Client.HIncrBy(ctx, k.Voucher, gate.FieldStock, 5)
+
+	rep, err := g.rec.Run(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MySQL: 30 - 6 settled = 24; less the 3 orders on their way.
+	if rep.Plan.Stock != 21 || rep.Plan.Buckets != n {
+		t.Fatalf("plan: stock %d in %d buckets, want 21 in %d", rep.Plan.Stock, rep.Plan.Buckets, n)
+	}
+	var buyers, pending int64
+	for b := range n {
+		k := gate.BucketKeys(g.r.Prefix, v, n, b)
+		for u := range g.r.Client.HGetAll(ctx, k.Buyers).Val() {
+			uid, _ := strconv.ParseInt(u, 10, 64)
+			if gate.Home(uid, n) != b {
+				t.Errorf("buyer %d in bucket %d, home %d", uid, b, gate.Home(uid, n))
+			}
+			buyers++
+		}
+		pending += g.r.Client.HLen(ctx, k.Pending).Val()
+	}
+	if buyers != 9 || pending != 3 {
+		t.Fatalf("%d buyers and %d reservations after the reconcile, want 9 and the 3 on their way", buyers, pending)
+	}
+	if d, _ := g.store.Try(ctx, v, lost, 999); !errors.Is(d.Err, order.ErrAlreadyBought) {
+		t.Fatalf("the forgotten buyer again: %v, want already bought", d.Err)
+	}
+	sold := 0
+	for u := int64(1000); u < 1060; u++ {
+		for {
+			d, err := g.store.Try(ctx, v, u, 10000+u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errors.Is(d.Err, order.ErrMovingStock) {
+				continue
+			}
+			if d.Err == nil {
+				sold++
+			}
+			break
+		}
+	}
+	if sold != 21 {
+		t.Fatalf("%d sold after the reconcile, want MySQL's 21", sold)
 	}
 }
