@@ -223,3 +223,40 @@ func TestWriterListsASaleMissingFromTheActiveVouchers(t *testing.T) {
 		return p.r.Client.SIsMember(ctx, p.store.ActiveVouchers(), voucher).Val()
 	})
 }
+
+// One bucket of a sale in three stamped with another replication id (its
+// master failed over): the gate pauses the users whose home it is, the
+// writer's periodic check finds it in the sum of the buckets, and the
+// reconcile rebuilds the sale; the units the stale bucket holds too many
+// are not sold.
+func TestWriterReconcilesABucketBuiltUnderAnotherReplicationID(t *testing.T) {
+	const voucher, stock, n = 67, 30, 3
+	p := newPipeline(t)
+	p.m.MustSeedVoucher(t, voucher, stock)
+	ctx := context.Background()
+	if _, err := p.m.DB.Exec("UPDATE tb_seckill_voucher SET stock_buckets = ? WHERE voucher_id = ?", n, voucher); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.store.WarmBuckets(ctx, voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	p.writerEnv = map[string]string{"SECKILL_SALE_CHECK_INTERVAL": "200ms"}
+	p.startWriter(t)
+	p.acceptOrders(t, voucher, 6)
+	p.waitOrders(t, voucher, 6)
+
+	const user = 7
+	k := gate.BucketKeys(p.r.Prefix, voucher, n, gate.Home(user, n))
+	p.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789")
+	p.r.Client.HIncrBy(ctx, k.Voucher, gate.FieldStock, 2)
+	store := gate.NewStore(p.r.Client, p.r.Prefix)
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: store, Publisher: p.pub, Logger: p.logger}
+	if refused := placeOnceResumed(t, svc, user, voucher, order.ErrPaused); refused == 0 {
+		t.Fatal("the stale bucket sold at once: the gate did not check its replication id")
+	}
+	p.waitOrders(t, voucher, 7)
+	testsupport.Wait(t, 10*time.Second, "the sale's net stock is MySQL's", func() bool {
+		size, err := store.Size(ctx, voucher)
+		return err == nil && size.Epoch == size.RedisNow && size.Stock == stock-7
+	})
+}
