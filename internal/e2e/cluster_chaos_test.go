@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -235,4 +236,81 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	if f.lossless && fates["confirmed "] != len(orders) {
 		t.Fatalf("a lossless failover failed orders: %v", fates)
 	}
+}
+
+// A master that holds one stock bucket of a hot voucher dies under its
+// sale: one voucher of 2,000 units in 3 buckets on the cluster's 3
+// masters, 3,000 buyers. The buyers whose home is that bucket are paused
+// until the cluster promotes its replica and the writer reconciles the
+// sale; the others keep buying, stopped only while the reconcile runs.
+// Then the same audit as every failure test: every unit sold once, Redis
+// and MySQL agree, every acknowledged order settled.
+func TestChaosClusterBucketMasterKilled(t *testing.T) {
+	const buckets, stock, buyers = 3, 2000, 3000
+	cl := testsupport.MustPrivateCluster(t)
+	st := stack{cl.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SOLDOUT_TTL": "1ms",
+		"SECKILL_SALE_CHECK_INTERVAL": "1s"}, nil)
+	v := s.voucherIn(t, stock, buckets, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	owner := make([]string, buckets)
+	for b := range buckets {
+		owner[b] = cl.MasterOf(t, gate.BucketKeys(s.redis.Prefix, v, buckets, b).Voucher)
+	}
+	ids := cl.MasterOf(t, s.redis.Key("order"))
+	victim := -1
+	for b, m := range owner {
+		if m != ids && victim < 0 {
+			victim = b
+		}
+	}
+	if victim < 0 || owner[0] == owner[1] || owner[1] == owner[2] || owner[0] == owner[2] {
+		t.Fatalf("buckets on %v, the order-id counter on %s: want the buckets on three masters", owner, ids)
+	}
+	t.Logf("buckets on %v; the order-id counter on %s; kill -9 of bucket %d's master %s", owner, ids, victim, owner[victim])
+	const first = 1
+	tokens := s.sessions(t, first, buyers)
+	home := map[string]int{}
+	for i, tok := range tokens {
+		home[tok] = gate.Home(int64(first+i), buckets)
+	}
+	c := startCrowd(t, s, []int64{v}, tokens, buyers)
+	time.Sleep(clusterFaultAt)
+	if err := cl.Nodes[owner[victim]].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	answers := c.wait()
+	orders, tally := ordersOf(answers)
+	t.Logf("final answers: %v", tally)
+	for answer, n := range tally {
+		if !strings.HasPrefix(answer, "accepted") && !strings.HasPrefix(answer, "reserved") && !strings.HasPrefix(answer, "200 ") {
+			t.Errorf("%d buyers were finally answered %q: a failover must answer an order, a business refusal, or 503 to try again", n, answer)
+		}
+	}
+	var others, victims []time.Duration
+	for _, o := range orders {
+		if home[o.token] == victim {
+			victims = append(victims, o.at)
+		} else {
+			others = append(others, o.at)
+		}
+	}
+	slices.Sort(others)
+	slices.Sort(victims)
+	gap, gapAt := longestGapAfter(others[:len(others)*95/100], clusterFaultAt)
+	pause, pauseAt := longestGapAfter(victims, clusterFaultAt)
+	t.Logf("the other buckets' buyers: %d orders, the longest gap after the fault %v (from %v; the fault at %v)",
+		len(others), gap.Round(time.Millisecond), gapAt.Round(time.Millisecond), clusterFaultAt)
+	t.Logf("the failed bucket's buyers: %d orders, stopped %v from %v", len(victims), pause.Round(time.Millisecond), pauseAt.Round(time.Millisecond))
+	if pause > resumeBound {
+		t.Fatalf("the failed bucket's buyers bought again only %v after they stopped; want within %v", pause, resumeBound)
+	}
+	if gap > 5*time.Second {
+		t.Fatalf("the other buckets' buyers stopped for %v during the failover", gap)
+	}
+	settleSales(t, s, []int64{v}, stock, orders)
+	var reconciled []string
+	for b := range buckets {
+		reconciled = append(reconciled, s.redis.Client.HGet(context.Background(), gate.BucketKeys(s.redis.Prefix, v, buckets, b).Voucher, "reconciled").Val())
+	}
+	t.Logf("the buckets' generations after the sale: %v", reconciled)
 }

@@ -140,17 +140,30 @@ func ordersOf(answers []attempt) (orders []attempt, tally map[string]int) {
 func settleSales(t *testing.T, s *sale, vouchers []int64, stock int, orders []attempt) map[string]int {
 	t.Helper()
 	ctx := context.Background()
+	store := gate.NewStore(s.redis.Client, s.redis.Prefix)
 	for i, v := range vouchers {
-		k := gate.KeysFor(s.redis.Prefix, v).Voucher
-		pending := gate.KeysFor(s.redis.Prefix, v).Pending
+		lay, err := store.LayoutOf(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var n, distinct, mysqlStock int
 		testsupport.Wait(t, 90*time.Second, fmt.Sprintf("voucher %d: Redis's stock equals MySQL's, nothing pending", v), func() bool {
 			if err := s.mysql.DB.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_id), (SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?)
 				FROM tb_voucher_order WHERE voucher_id = ?`, v, v).Scan(&n, &distinct, &mysqlStock); err != nil {
 				t.Fatal(err)
 			}
-			redisStock, err := s.redis.Client.HGet(ctx, k, "stock").Int()
-			return err == nil && redisStock == mysqlStock && s.redis.Client.HLen(ctx, pending).Val() == 0
+			var redisStock int
+			var pending int64
+			for b := range lay.N() {
+				k := gate.BucketKeys(s.redis.Prefix, v, lay.N(), b)
+				st, err := s.redis.Client.HGet(ctx, k.Voucher, "stock").Int()
+				if err != nil {
+					return false
+				}
+				redisStock += st
+				pending += s.redis.Client.HLen(ctx, k.Pending).Val()
+			}
+			return redisStock == mysqlStock && pending == 0
 		})
 		if n > stock || n+mysqlStock != stock || distinct != n {
 			t.Fatalf("voucher %d: %d orders by %d users, stock %d of %d: oversold, a unit lost or someone twice", v, n, distinct, mysqlStock, stock)

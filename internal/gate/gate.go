@@ -215,7 +215,7 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 	if delta >= 0 {
 		deltas[0] = delta
 	} else {
-		states, err := s.readBuckets(ctx, lay)
+		states, err := s.readAllBuckets(ctx, lay)
 		if err != nil {
 			return 0, fmt.Errorf("adjust voucher %d: %w", voucherID, err)
 		}
@@ -250,7 +250,7 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 				}
 			}
 			if errors.Is(err, voucher.ErrNotEnoughStock) {
-				states, rerr := s.readBuckets(ctx, lay)
+				states, rerr := s.readAllBuckets(ctx, lay)
 				if rerr == nil {
 					var left int64
 					for _, st := range states {

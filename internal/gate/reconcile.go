@@ -180,7 +180,7 @@ func (s *Store) rebuildBucket(ctx context.Context, lay Layout, b int, buyers map
 
 // Inspect reads what the order-writer checks after a batch: whether
 // voucherID's sale is in Redis (every bucket of it), its stock (the sum of
-// the buckets' net stock: readBuckets says why it counts no transfer twice)
+// the buckets' net stock: transfer.go says why it counts no transfer twice)
 // and which of users are missing from their home bucket's buyers.
 func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (exists bool, stock int64, missing []int64, err error) {
 	lay, err := s.LayoutOf(ctx, voucherID)
@@ -194,7 +194,7 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 		fields[b] = append(fields[b], strconv.FormatInt(u, 10))
 		who[b] = append(who[b], u)
 	}
-	states, err := s.readBuckets(ctx, lay)
+	states, err := s.readAllBuckets(ctx, lay)
 	if err != nil {
 		return false, 0, nil, fmt.Errorf("inspect voucher %d: %w", voucherID, err)
 	}

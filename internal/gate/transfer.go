@@ -36,12 +36,16 @@ import (
 // afterTake is a test's seam: a mover that dies between its two steps.
 var afterTake = func() error { return nil }
 
-// bucketState is one bucket's stock as the mover reads it.
+// bucketState is one bucket's stock as the mover reads it. A bucket that
+// could not be read (its master failing over) is not there to give, and
+// may hold units.
 type bucketState struct {
-	exists, frozen bool
-	stock, net     int64
+	read, exists, frozen bool
+	stock, net           int64
 }
 
+// readBuckets reads every bucket of lay, each on its own master: one that
+// cannot be read is marked so, and the others are read all the same.
 func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, error) {
 	cmds := make([]*redis.SliceCmd, lay.N())
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -50,17 +54,36 @@ func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, err
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, err)
-	}
 	states := make([]bucketState, len(cmds))
+	read := 0
 	for b, c := range cmds {
-		v := c.Val()
+		v, cerr := c.Result()
+		if cerr != nil {
+			continue
+		}
+		read++
 		num := func(i int) int64 {
 			n, _ := strconv.ParseInt(fmt.Sprint(v[i]), 10, 64)
 			return n
 		}
-		states[b] = bucketState{exists: v[0] != nil, frozen: v[3] != nil, stock: num(0), net: num(0) + num(1) - num(2)}
+		states[b] = bucketState{read: true, exists: v[0] != nil, frozen: v[3] != nil, stock: num(0), net: num(0) + num(1) - num(2)}
+	}
+	if read == 0 {
+		return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, err)
+	}
+	return states, nil
+}
+
+// readAllBuckets is readBuckets for a caller that needs every bucket.
+func (s *Store) readAllBuckets(ctx context.Context, lay Layout) ([]bucketState, error) {
+	states, err := s.readBuckets(ctx, lay)
+	if err != nil {
+		return nil, err
+	}
+	for b, st := range states {
+		if !st.read {
+			return nil, fmt.Errorf("stock of voucher %d's bucket %d: it could not be read", lay.VoucherID, b)
+		}
 	}
 	return states, nil
 }
@@ -68,18 +91,21 @@ func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, err
 // refill moves units to the dry bucket home from the bucket with the most,
 // half of them: enough that the next attempts there find units, and some
 // left where they were. It reports whether home has units now, or that the
-// sale is sold out.
+// sale is sold out: every bucket read, none frozen, their net stock adding
+// up to zero.
 func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, soldOut bool, err error) {
 	states, err := s.readBuckets(ctx, lay)
 	if err != nil {
 		return false, false, err
 	}
 	var net int64
+	whole := true
 	donor := -1
 	for b, st := range states {
-		if !st.exists || st.frozen {
-			// A bucket gone or being rebuilt may hold units: not sold out.
-			return false, false, nil
+		if !st.read || !st.exists || st.frozen {
+			// A bucket away, gone or being rebuilt may hold units.
+			whole = false
+			continue
 		}
 		net += st.net
 		if b != home && st.stock > 0 && (donor < 0 || st.stock > states[donor].stock) {
@@ -87,13 +113,13 @@ func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, sol
 		}
 	}
 	switch {
-	case net <= 0:
+	case whole && net <= 0:
 		return false, true, nil
 	case states[home].stock > 0:
 		// Another attempt refilled it meanwhile.
 		return true, false, nil
 	case donor < 0:
-		// The units are in transit.
+		// The units are in transit, or where they cannot be moved now.
 		return false, false, nil
 	}
 	moved, err := s.transfer(ctx, lay, donor, home, (states[donor].stock+1)/2)

@@ -98,6 +98,8 @@ type Report struct {
 	VoucherID int64
 	Plan      Plan
 	Waited    time.Duration // for the writer
+	// FrozenWait is the part of Waited the sale was frozen for.
+	FrozenWait time.Duration
 }
 
 // LockName is the reconcile lock of voucherID. It carries the voucher's
@@ -131,6 +133,15 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		defer context.AfterFunc(l.Context(), cancel)()
 		fence = l.Fence
 	}
+	// The writer catches up twice: first while the sale still sells, then
+	// frozen, with only the events published meanwhile left to consume.
+	// The freeze is what makes MySQL's truth complete; the first wait only
+	// keeps it short, which for a sale in buckets is how long the buckets
+	// that lost nothing stop selling.
+	start := time.Now()
+	if err := r.waitForWriter(ctx); err != nil {
+		return rep, err
+	}
 	if err := r.Sale.Freeze(ctx, voucherID, fence); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)
 	}
@@ -144,11 +155,11 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 			}
 		}
 	}()
-	start := time.Now()
+	frozen := time.Now()
 	if err := r.waitForWriter(ctx); err != nil {
 		return rep, err
 	}
-	rep.Waited = time.Since(start)
+	rep.Waited, rep.FrozenWait = time.Since(start), time.Since(frozen)
 	pending, err := r.Sale.Pending(ctx, voucherID)
 	if err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
@@ -180,7 +191,8 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
 	r.Logger.Info("voucher reconciled from MySQL", "voucher", voucherID, "stock", rep.Plan.Stock, "buyers", len(rep.Plan.Buyers),
-		"settled_reservations_dropped", len(rep.Plan.Settled), "unsettled", rep.Plan.Unsettled, "oversold", rep.Plan.Oversold)
+		"settled_reservations_dropped", len(rep.Plan.Settled), "unsettled", rep.Plan.Unsettled, "oversold", rep.Plan.Oversold,
+		"waited", rep.Waited, "frozen_wait", rep.FrozenWait)
 	return rep, nil
 }
 
