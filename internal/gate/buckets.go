@@ -136,3 +136,40 @@ func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
 	s.layouts.put(voucherID, n)
 	return LayoutOf(voucherID, n), nil
 }
+
+// Totals are a sale's counts added up over its buckets, for audits (the
+// tests', the bench's) that look at a sale from outside the store.
+type Totals struct {
+	Buckets                     int
+	Stock, Pending, Buyers, Net int64 // Net: stock + units in transit
+	Transfers                   int64 // transfers recorded and not yet seen deposited
+}
+
+// Totals reads voucherID's sale in every bucket.
+func (s *Store) Totals(ctx context.Context, voucherID int64) (Totals, error) {
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return Totals{}, err
+	}
+	states, err := s.readAllBuckets(ctx, lay)
+	if err != nil {
+		return Totals{}, err
+	}
+	t := Totals{Buckets: lay.N()}
+	for b, st := range states {
+		k := lay.bucketKeys(s.prefix, b)
+		t.Stock += st.stock
+		t.Net += st.net
+		for _, c := range []struct {
+			key string
+			n   *int64
+		}{{k.Pending, &t.Pending}, {k.Buyers, &t.Buyers}, {k.Transfers, &t.Transfers}} {
+			n, err := s.rdb.HLen(ctx, c.key).Result()
+			if err != nil {
+				return Totals{}, fmt.Errorf("totals of voucher %d: %w", voucherID, err)
+			}
+			*c.n += n
+		}
+	}
+	return t, nil
+}

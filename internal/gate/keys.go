@@ -104,6 +104,10 @@ func keysWithTag(prefix, tag string) Keys {
 // a SCAN's MATCH.
 func VoucherPattern(prefix string) string { return prefix + "seckill:voucher:{*}" }
 
+// Ordered is the sale's keys in the order every script of the sale
+// receives them, for a tool that runs one (the bench's redis-benchmark).
+func (k Keys) Ordered() []string { return k.list() }
+
 // list is the sale's keys in the one order every script of the sale
 // receives them (lua/sale.lua), then a script's own keys.
 func (k Keys) list(own ...string) []string {

@@ -36,7 +36,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread|multinode|fixedrate|sessions|tracing|otlp-sink [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|sessions|tracing|otlp-sink [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -129,6 +129,13 @@ func run(cmd string, args []string) error {
 		}
 		return sale.Spread(ctx, os.Stdout, loadgen.SpreadConfig{Label: *label, Users: *users, Workers: *workers, Vouchers: *vouchers,
 			RedisReqs: *redisReqs, Procs: measured, Save: *save, Beside: *beside})
+	case "buckets":
+		measured, err := loadgen.ParseProcs(*procs)
+		if err != nil {
+			return err
+		}
+		return sale.HotBuckets(ctx, os.Stdout, loadgen.HotBucketsConfig{Users: *users, Workers: *workers, RedisReqs: *redisReqs,
+			Buckets: []int{1, 3}, Procs: measured})
 	case "fixedrate":
 		measured, err := loadgen.ParseProcs(*procs)
 		if err != nil {

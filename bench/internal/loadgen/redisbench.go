@@ -11,37 +11,88 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/lua"
 )
 
-// RedisBench runs the gate script by EVALSHA under redis-benchmark, with
-// random users and order ids against a voucher of unbounded stock, and
-// returns its requests per second. addr "" is the master that holds the
-// voucher (on a cluster, the one that owns its slot).
-func (s *Sale) RedisBench(ctx context.Context, addr string, requests, clients int) (float64, error) {
+// GateCeiling is what the gate script by EVALSHA reaches on one voucher
+// sold from buckets: one redis-benchmark per bucket, each on its bucket's
+// master with its own clients, all at once, random users and order ids,
+// stock that never runs out.
+type GateCeiling struct {
+	Buckets, Masters int
+	PerSecond        float64 // every bucket's EVALSHA together
+	PerBucket        []float64
+}
+
+// RedisBench measures the gate's ceiling for one voucher in buckets
+// buckets, requests EVALSHA per bucket from clients clients each.
+func (s *Sale) RedisBench(ctx context.Context, buckets, requests, clients int) (GateCeiling, error) {
 	voucher := 1<<50 + rand.Int64N(1<<40)
-	if err := s.Store.Warm(ctx, voucher, 1<<40, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
-		return 0, err
+	if err := s.Store.WarmBuckets(ctx, voucher, 1<<40, buckets, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
+		return GateCeiling{}, err
 	}
-	k := s.Store.KeysOf(voucher)
-	if addr == "" {
-		var err error
-		if addr, err = redisconn.MasterFor(ctx, s.Redis, k.Voucher); err != nil {
-			return 0, err
+	prefix := s.KeyPrefix
+	defer func() {
+		for b := range buckets {
+			s.Redis.Del(context.Background(), gate.BucketKeys(prefix, voucher, buckets, b).Ordered()...)
 		}
+		s.Redis.Del(context.Background(), s.Store.KeysOf(voucher).Voucher)
+		s.Redis.SRem(context.Background(), s.Store.ActiveVouchers(), voucher)
+	}()
+	if err := lua.Seckill.Load(ctx, s.Redis).Err(); err != nil {
+		return GateCeiling{}, err
 	}
+	c := GateCeiling{Buckets: buckets, PerBucket: make([]float64, buckets)}
+	masters := map[string]bool{}
+	var g errgroup.Group
+	for b := range buckets {
+		keys := gate.BucketKeys(prefix, voucher, buckets, b).Ordered()
+		addr, err := redisconn.MasterFor(ctx, s.Redis, keys[0])
+		if err != nil {
+			return c, err
+		}
+		masters[addr] = true
+		g.Go(func() error {
+			rps, err := redisBenchmark(ctx, addr, requests, clients, keys, buckets)
+			c.PerBucket[b] = rps
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return c, err
+	}
+	c.Masters = len(masters)
+	// Together: every request over the longest of the runs.
+	var longest float64
+	for _, rps := range c.PerBucket {
+		longest = max(longest, float64(requests)/rps)
+	}
+	c.PerSecond = float64(requests*buckets) / longest
+	t, err := s.Store.Totals(ctx, voucher)
+	if err != nil {
+		return c, err
+	}
+	if t.Pending == 0 {
+		return c, fmt.Errorf("redis-benchmark: the script accepted no order: wrong keys or arguments")
+	}
+	return c, nil
+}
+
+// redisBenchmark runs redis-benchmark on addr: the gate script by EVALSHA
+// on keys, and returns its requests per second.
+func redisBenchmark(ctx context.Context, addr string, requests, clients int, keys []string, buckets int) (float64, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return 0, err
 	}
-	defer s.Redis.Del(context.Background(), k.Voucher, k.Buyers, k.Pending, k.PendingAt)
-	defer s.Redis.SRem(context.Background(), s.Store.ActiveVouchers(), voucher)
-	if err := lua.Seckill.Load(ctx, s.Redis).Err(); err != nil {
-		return 0, err
-	}
 	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(clients), "-n", strconv.Itoa(requests), "-r", "1000000000", "--csv",
-		"EVALSHA", lua.Seckill.Hash(), "4", k.Voucher, k.Buyers, k.Pending, k.PendingAt, "__rand_int__", "__rand_int__"}
+		"EVALSHA", lua.Seckill.Hash(), strconv.Itoa(len(keys))}
+	args = append(args, keys...)
+	args = append(args, "__rand_int__", "__rand_int__", "", strconv.Itoa(buckets))
 	out, err := exec.CommandContext(ctx, "redis-benchmark", args...).Output()
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark: %w", err)
@@ -53,10 +104,6 @@ func (s *Sale) RedisBench(ctx context.Context, addr string, requests, clients in
 	rps, err := strconv.ParseFloat(records[1][1], 64)
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark rps %q: %w", records[1][1], err)
-	}
-	accepted := s.Redis.HLen(ctx, k.Pending).Val()
-	if accepted == 0 {
-		return rps, fmt.Errorf("redis-benchmark: the script accepted no order: wrong keys or arguments")
 	}
 	return rps, nil
 }

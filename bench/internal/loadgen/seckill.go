@@ -29,14 +29,16 @@ type Sale struct {
 	// WriterMetrics is the order-writer's /metrics URL, for the
 	// acceptance-to-MySQL lag; empty skips it.
 	WriterMetrics string
+	// Buckets is the stock buckets of the vouchers the run creates (0: 1).
+	Buckets int
 }
 
 // CreateVoucher makes a flash-sale voucher, open from a minute ago for an
 // hour, through the admin API.
 func (s *Sale) CreateVoucher(ctx context.Context, stock int) (int64, error) {
 	now := time.Now().UTC()
-	body := fmt.Sprintf(`{"shopId":1,"title":"load %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q}`,
-		stock, stock, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	body := fmt.Sprintf(`{"shopId":1,"title":"load %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"stockBuckets":%d}`,
+		stock, stock, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), max(s.Buckets, 1))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.API+"/voucher/seckill", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Admin-Token", s.AdminToken)
@@ -159,22 +161,32 @@ func (s *Sale) AuditSale(ctx context.Context, voucher int64, want Expect, runEnd
 	}
 	a.LastOrderAfter = time.Since(runEnd)
 	// Orders whose clients hung up land too; the reservations tell when.
-	k := s.Store.KeysOf(voucher)
-	for time.Now().Before(deadline) && s.Redis.HLen(ctx, k.Pending).Val() > 0 {
+	totals := func() (gate.Totals, error) {
+		t, err := s.Store.Totals(ctx, voucher)
+		if err != nil {
+			return t, fmt.Errorf("audit: %w", err)
+		}
+		return t, nil
+	}
+	t, err := totals()
+	for ; err == nil && t.Pending > 0 && time.Now().Before(deadline); t, err = totals() {
 		time.Sleep(20 * time.Millisecond)
 	}
-	a.Pending = s.Redis.HLen(ctx, k.Pending).Val()
+	if err != nil {
+		return a, err
+	}
+	a.Pending = t.Pending
 	if err := orders(); err != nil {
 		return a, err
 	}
-	err := s.DB.QueryRowContext(ctx, `SELECT COUNT(DISTINCT user_id),
+	err = s.DB.QueryRowContext(ctx, `SELECT COUNT(DISTINCT user_id),
 		(SELECT COUNT(*) FROM tb_voucher_order_failure WHERE voucher_id = ?),
 		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?)
 		FROM tb_voucher_order WHERE voucher_id = ?`, voucher, voucher, voucher).Scan(&a.DistinctUsers, &a.Failures, &a.MySQLStock)
 	if err != nil {
 		return a, fmt.Errorf("audit: %w", err)
 	}
-	a.RedisStock, _ = s.Redis.HGet(ctx, k.Voucher, "stock").Int64()
+	a.RedisStock = t.Stock
 
 	a.Violations = a.violations()
 

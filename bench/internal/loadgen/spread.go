@@ -91,9 +91,11 @@ func (s *Sale) Spread(ctx context.Context, out io.Writer, cfg SpreadConfig) erro
 	f.ManyRPS, f.ManyP99, f.ManyMasters = many.PerSecond, many.P99, masters
 
 	fmt.Fprintf(out, "\n[%s] redis-benchmark: the gate script by EVALSHA on the master of one voucher, %d requests, 50 clients\n", cfg.Label, cfg.RedisReqs)
-	if f.GateCeilingRPS, err = s.RedisBench(ctx, "", cfg.RedisReqs, 50); err != nil {
+	ceiling, err := s.RedisBench(ctx, 1, cfg.RedisReqs, 50)
+	if err != nil {
 		return err
 	}
+	f.GateCeilingRPS = ceiling.PerSecond
 
 	runs := []SpreadFigures{f}
 	if cfg.Beside != "" {
