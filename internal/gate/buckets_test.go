@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/voucher"
 )
 
 // The slot a tag gets is Redis Cluster's: the examples of its
@@ -440,4 +441,38 @@ func homedIn(n, b, count int) []int64 {
 		}
 	}
 	return users
+}
+
+// A stock change of a sale in buckets: units added land in bucket 0 whole,
+// units removed come from the buckets that have the most, a removal of more
+// than remains changes nothing, and a new window reaches every bucket.
+func TestStockChangeOfASaleInBuckets(t *testing.T) {
+	const n = 3
+	r, store, vid := hotSale(t, 30, n)
+	ctx := context.Background()
+	stocks := func() []int64 {
+		var s []int64
+		for b := range n {
+			v, _ := r.Client.HGet(ctx, gate.BucketKeys(r.Prefix, vid, n, b).Voucher, gate.FieldStock).Int64()
+			s = append(s, v)
+		}
+		return s
+	}
+	end := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
+	if after, err := store.Adjust(ctx, vid, 12, time.Time{}, end); err != nil || after != 42 || !slices.Equal(stocks(), []int64{22, 10, 10}) {
+		t.Fatalf("+12: %d %v, buckets %v; want 42 with bucket 0 at 22", after, err, stocks())
+	}
+	for b := range n {
+		got, _ := r.Client.HGet(ctx, gate.BucketKeys(r.Prefix, vid, n, b).Voucher, gate.FieldEnd).Int64()
+		if got != end.UnixMilli() {
+			t.Errorf("bucket %d ends at %d, want %d", b, got, end.UnixMilli())
+		}
+	}
+	if after, err := store.Adjust(ctx, vid, -27, time.Time{}, time.Time{}); err != nil || after != 15 || !slices.Equal(stocks(), []int64{0, 5, 10}) {
+		t.Fatalf("-27: %d %v, buckets %v; want 15 left, taken from the fullest buckets", after, err, stocks())
+	}
+	if left, err := store.Adjust(ctx, vid, -16, time.Time{}, time.Time{}); !errors.Is(err, voucher.ErrNotEnoughStock) || left != 15 ||
+		!slices.Equal(stocks(), []int64{0, 5, 10}) {
+		t.Fatalf("-16 of 15: %d %v, buckets %v; want ErrNotEnoughStock and nothing changed", left, err, stocks())
+	}
 }

@@ -359,3 +359,65 @@ func TestRelayRetiresEndedSales(t *testing.T) {
 		t.Fatalf("a retired sale extended: expiry %v, active %v; want it live again", ttl, active(ended))
 	}
 }
+
+// The relay scans every bucket of a sale in three: the orders never
+// published, whichever bucket their buyers live in, are republished in one
+// scan; a transfer whose mover stopped between its two steps is finished by
+// the same scan once it is older than Age, and its units sell.
+func TestRelayScansEveryBucket(t *testing.T) {
+	const n, stock, buyers = 3, 300, 250
+	rig, _ := newRelayRig(t, 1)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := rig.store.WarmBuckets(ctx, voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	homes := map[int]int{}
+	for u := range int64(buyers) {
+		if _, err := rig.svc.Place(ctx, u+1, voucher); !errors.Is(err, order.ErrNotPublished) {
+			t.Fatalf("order with a failing publisher: %v", err)
+		}
+		homes[gate.Home(u+1, n)]++
+	}
+	if len(homes) != n {
+		t.Fatalf("the buyers live in %d buckets, want all %d", len(homes), n)
+	}
+	// Bucket 1's last units gone and a transfer to it cut half way.
+	var cut atomic.Bool
+	defer gate.SetAfterTake(func() error {
+		if cut.CompareAndSwap(false, true) {
+			return errors.New("the mover stopped")
+		}
+		return nil
+	})()
+	for u := int64(1 << 30); !cut.Load(); u++ {
+		if gate.Home(u, n) == 1 {
+			_, _ = rig.store.Try(ctx, voucher, u, u)
+		}
+	}
+	before, err := rig.store.Totals(ctx, voucher)
+	if err != nil || before.Transfers != 1 {
+		t.Fatalf("totals %+v (%v), want the one cut transfer", before, err)
+	}
+
+	const age = 2 * time.Second
+	relay := rig.relay(age)
+	rig.withClock(relay).pass(age + 100*time.Millisecond)
+	if n, err := relay.Scan(ctx); err != nil || n != 0 {
+		t.Fatalf("the first scan (a baseline) republished %d (%v)", n, err)
+	}
+	republished := 0
+	if got, err := relay.Scan(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		republished = got
+	}
+	after, err := rig.store.Totals(ctx, voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if republished < buyers || after.Transfers != 0 || after.Stock != before.Net {
+		t.Fatalf("republished %d of at least %d; after the scan %+v, before %+v: want the transfer finished, its units in stock",
+			republished, buyers, after, before)
+	}
+}
