@@ -476,3 +476,25 @@ func TestStockChangeOfASaleInBuckets(t *testing.T) {
 		t.Fatalf("-16 of 15: %d %v, buckets %v; want ErrNotEnoughStock and nothing changed", left, err, stocks())
 	}
 }
+
+// A bucket lost with its master answers as a lost sale of one bucket does:
+// no such voucher (the order-writer's check rebuilds it), to a process that
+// knows the sale's buckets and to one that does not.
+func TestLostBucketIsAnUnknownVoucher(t *testing.T) {
+	const n = 3
+	r, store, voucher := hotSale(t, 30, n)
+	ctx := context.Background()
+	user := homedIn(n, 2, 1)[0]
+	k := gate.BucketKeys(r.Prefix, voucher, n, 2)
+	if err := r.Client.Del(ctx, k.Voucher).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*gate.Store{store, gate.NewStore(r.Client, r.Prefix)} {
+		if d, err := s.Try(ctx, voucher, user, 77); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
+			t.Fatalf("a buyer of the lost bucket: %+v %v, want no such voucher", d, err)
+		}
+	}
+	if d, err := store.Try(ctx, voucher, homedIn(n, 1, 1)[0], 78); err != nil || d.Err != nil {
+		t.Fatalf("a buyer of another bucket: %+v %v, want accepted", d, err)
+	}
+}
