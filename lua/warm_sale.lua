@@ -5,17 +5,17 @@
 -- the master that owns the bucket's slot.
 --
 -- KEYS     the sale's keys (sale.lua), every one deleted first
--- Writes:  VOUCHER {stock, begin, end, epoch, reconciled, buckets, given,
---          received}, and deletes BUYERS, PENDING, PENDING_AT, CHANGES,
---          SETTLED, TRANSFERS
+-- Writes:  VOUCHER {stock, begin, end, epoch, buckets, given, received}, and
+--          deletes BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED, TRANSFERS
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
 -- ARGV[3]  end, ms
 -- ARGV[4]  how many buckets the sale has: 1 writes no bucket fields
--- ARGV[5]  the warm's id, the sale's generation: a transfer taken from a
---          bucket of another generation is not deposited (bucket_deposit.lua)
+--
+-- A warmed sale has no "reconciled" field: its generation is "" until a
+-- reconcile rebuilds it (bucket_deposit.lua).
 redis.call('DEL', VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED, TRANSFERS)
-redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid(), 'reconciled', ARGV[5])
+redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid())
 if ARGV[4] ~= '1' then
   redis.call('HSET', VOUCHER, 'buckets', ARGV[4], 'given', 0, 'received', 0)
 end

@@ -165,14 +165,13 @@ func (s *Store) WarmBuckets(ctx context.Context, voucherID, stock int64, n int, 
 		return fmt.Errorf("warm voucher %d: %d buckets, want 1 to %d", voucherID, n, MaxBuckets)
 	}
 	lay := LayoutOf(voucherID, n)
-	gen := rand.Text()
 	for b := range n {
 		share := stock / int64(n)
 		if int64(b) < stock%int64(n) {
 			share++
 		}
 		err := lua.WarmSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(),
-			share, begin.UnixMilli(), end.UnixMilli(), n, gen).Err()
+			share, begin.UnixMilli(), end.UnixMilli(), n).Err()
 		if err != nil {
 			return fmt.Errorf("warm voucher %d in Redis: bucket %d: %w", voucherID, b, err)
 		}

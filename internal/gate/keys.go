@@ -42,7 +42,7 @@ const (
 	FieldFrozen     = "frozen"     // there while a reconcile rebuilds the sale
 	FieldEpoch      = "epoch"      // the replication id the state was built under
 	FieldFence      = "fence"      // the largest reconcile fencing token seen
-	FieldReconciled = "reconciled" // the id of the warm or reconcile that built the state
+	FieldReconciled = "reconciled" // the id of the reconcile that built the state: its generation
 	FieldBuckets    = "buckets"    // N, when the sale has N > 1 buckets (every bucket, and the directory)
 	FieldGiven      = "given"      // units this bucket gave to others since it was built
 	FieldReceived   = "received"   // units it received from others since it was built
