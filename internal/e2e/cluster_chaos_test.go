@@ -239,14 +239,16 @@ func runClusterFault(t *testing.T, f clusterFault) {
 }
 
 // A master that holds one stock bucket of a hot voucher dies under its
-// sale: one voucher of 2,000 units in 3 buckets on the cluster's 3
-// masters, 3,000 buyers. The buyers whose home is that bucket are paused
-// until the cluster promotes its replica and the writer reconciles the
-// sale; the others keep buying, stopped only while the reconcile runs.
+// sale: one voucher of 3,000 units in 3 buckets on the cluster's 3
+// masters, 3,000 buyers (as many units as buyers, so that the other
+// buckets do not run dry during the outage and need the failed one's
+// units). The buyers whose home is that bucket are paused until the
+// cluster promotes its replica and the writer reconciles the sale; the
+// others keep buying, stopped only while the reconcile rebuilds the sale.
 // Then the same audit as every failure test: every unit sold once, Redis
 // and MySQL agree, every acknowledged order settled.
 func TestChaosClusterBucketMasterKilled(t *testing.T) {
-	const buckets, stock, buyers = 3, 2000, 3000
+	const buckets, stock, buyers = 3, 3000, 3000
 	cl := testsupport.MustPrivateCluster(t)
 	st := stack{cl.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
 	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SOLDOUT_TTL": "1ms",
@@ -304,7 +306,10 @@ func TestChaosClusterBucketMasterKilled(t *testing.T) {
 	if pause > resumeBound {
 		t.Fatalf("the failed bucket's buyers bought again only %v after they stopped; want within %v", pause, resumeBound)
 	}
-	if gap > 5*time.Second {
+	// The failed bucket's buyers stop for the failover and the reconcile
+	// (about 4 s here); the others only for the rebuild. The bound is
+	// loose for a shared machine, and well below the failed bucket's pause.
+	if gap > 2*time.Second {
 		t.Fatalf("the other buckets' buyers stopped for %v during the failover", gap)
 	}
 	settleSales(t, s, []int64{v}, stock, orders)

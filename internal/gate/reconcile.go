@@ -34,20 +34,58 @@ func (s *Store) Unfreeze(ctx context.Context, voucherID, fence int64) error {
 	return s.freeze(ctx, voucherID, fence, "0")
 }
 
-// freeze freezes or unfreezes every bucket of the sale.
-func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) error {
-	what := map[string]string{"1": "freeze", "0": "unfreeze"}[on]
+// FreezeSuspect freezes the buckets of voucherID's sale that may have lost
+// writes: those built under another replication id than their server's
+// (a restart, a failover of their master), or gone. With none such (the
+// reconcile has another reason: Redis's stock above MySQL's, a buyer lost)
+// it freezes every bucket, as Freeze. Fenced as Freeze.
+func (s *Store) FreezeSuspect(ctx context.Context, voucherID, fence int64) error {
 	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil {
-		return fmt.Errorf("%s voucher %d: %w", what, voucherID, err)
+		return fmt.Errorf("freeze voucher %d: %w", voucherID, err)
 	}
+	if lay.N() == 1 {
+		return s.freeze(ctx, voucherID, fence, "1")
+	}
+	var suspect []int
 	for b := range lay.N() {
+		size, err := s.bucketSize(ctx, voucherID, lay.bucketKeys(s.prefix, b))
+		if err != nil {
+			return fmt.Errorf("freeze voucher %d: %w", voucherID, err)
+		}
+		if !size.Exists || size.Outdated || size.Epoch != "" && size.Epoch != size.RedisNow {
+			suspect = append(suspect, b)
+		}
+	}
+	if len(suspect) == 0 {
+		return s.freeze(ctx, voucherID, fence, "1")
+	}
+	return s.freezeBuckets(ctx, lay, suspect, fence, "1")
+}
+
+// freeze freezes or unfreezes every bucket of the sale.
+func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) error {
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return fmt.Errorf("%s voucher %d: %w", freezeVerb[on], voucherID, err)
+	}
+	all := make([]int, lay.N())
+	for b := range all {
+		all[b] = b
+	}
+	return s.freezeBuckets(ctx, lay, all, fence, on)
+}
+
+var freezeVerb = map[string]string{"1": "freeze", "0": "unfreeze"}
+
+func (s *Store) freezeBuckets(ctx context.Context, lay Layout, buckets []int, fence int64, on string) error {
+	for _, b := range buckets {
 		res, err := lua.FreezeSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(), fence, on).Int()
 		if err != nil {
-			return fmt.Errorf("%s voucher %d: %w", what, voucherID, err)
+			return fmt.Errorf("%s voucher %d: %w", freezeVerb[on], lay.VoucherID, err)
 		}
 		if res == -1 {
-			return fmt.Errorf("%s voucher %d with fencing token %d: %w", what, voucherID, fence, reconcile.ErrFenced)
+			return fmt.Errorf("%s voucher %d with fencing token %d: %w", freezeVerb[on], lay.VoucherID, fence, reconcile.ErrFenced)
 		}
 	}
 	return nil

@@ -21,6 +21,11 @@ type Sale interface {
 	// larger one: Redis is the resource that checks the token.
 	Freeze(ctx context.Context, voucherID, fence int64) error
 	Unfreeze(ctx context.Context, voucherID, fence int64) error
+	// FreezeSuspect freezes the part of the voucher's sale that may have
+	// lost writes — on a sale in stock buckets, those built under another
+	// replication id than their server's, or gone — and the whole sale
+	// when no part is known to have; Freeze then freezes the rest.
+	FreezeSuspect(ctx context.Context, voucherID, fence int64) error
 	// Pending are the voucher's reservations.
 	Pending(ctx context.Context, voucherID int64) ([]order.Event, error)
 	// Rebuild puts the plan in place and unfreezes the voucher, once
@@ -72,6 +77,10 @@ type Locks interface {
 	Acquire(ctx context.Context, name string, opt lock.Options) (*lock.Lock, error)
 }
 
+// beforeFreezeAll is a test's seam: the moment the suspect part of a sale
+// is frozen and the writer has caught up, before the rest is frozen.
+var beforeFreezeAll = func() {}
+
 // Reconciler rebuilds sales from MySQL.
 type Reconciler struct {
 	Sale    Sale
@@ -98,7 +107,8 @@ type Report struct {
 	VoucherID int64
 	Plan      Plan
 	Waited    time.Duration // for the writer
-	// FrozenWait is the part of Waited the sale was frozen for.
+	// FrozenWait is the part of Waited the suspect part of the sale was
+	// frozen for; the rest of it sold on.
 	FrozenWait time.Duration
 }
 
@@ -134,15 +144,17 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		fence = l.Fence
 	}
 	// The writer catches up twice: first while the sale still sells, then
-	// frozen, with only the events published meanwhile left to consume.
-	// The freeze is what makes MySQL's truth complete; the first wait only
-	// keeps it short, which for a sale in buckets is how long the buckets
-	// that lost nothing stop selling.
+	// with the part that may have lost writes frozen, which makes MySQL's
+	// truth complete for it; only then is the rest of the sale frozen, for
+	// the reads and the rebuild. The rest lost nothing: the reservations of
+	// the orders it took meanwhile are all in Redis, and the plan counts
+	// them. So a sale in buckets stops selling in its other buckets only
+	// for the rebuild itself.
 	start := time.Now()
 	if err := r.waitForWriter(ctx); err != nil {
 		return rep, err
 	}
-	if err := r.Sale.Freeze(ctx, voucherID, fence); err != nil {
+	if err := r.Sale.FreezeSuspect(ctx, voucherID, fence); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)
 	}
 	defer func() {
@@ -160,6 +172,10 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		return rep, err
 	}
 	rep.Waited, rep.FrozenWait = time.Since(start), time.Since(frozen)
+	beforeFreezeAll()
+	if err := r.Sale.Freeze(ctx, voucherID, fence); err != nil {
+		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)
+	}
 	pending, err := r.Sale.Pending(ctx, voucherID)
 	if err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)

@@ -437,3 +437,62 @@ func TestReconcileRebuildsEveryBucket(t *testing.T) {
 		t.Fatalf("%d sold after the reconcile, want MySQL's 21", sold)
 	}
 }
+
+// One bucket of a sale in three built under another replication id: the
+// reconcile freezes that bucket while the writer catches up, and the other
+// two sell on meanwhile; the orders they take then are in the rebuilt sale,
+// and it sells exactly what MySQL has left.
+func TestReconcileFreezesOnlyTheSuspectBucketWhileTheWriterCatchesUp(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const v, n, stock = 9, 3, 30
+	g.m.MustSeedVoucher(t, v, stock)
+	if _, err := g.m.DB.Exec("UPDATE tb_seckill_voucher SET stock_buckets = ? WHERE voucher_id = ?", n, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.WarmBuckets(ctx, v, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	const suspect = 1
+	k := gate.BucketKeys(g.r.Prefix, v, n, suspect)
+	g.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789")
+	users := func(b int) []int64 {
+		var us []int64
+		for u := int64(1); len(us) < 3; u++ {
+			if gate.Home(u, n) == b {
+				us = append(us, u)
+			}
+		}
+		return us
+	}
+	var during []int64
+	defer reconcile.SetBeforeFreezeAll(func() {
+		if d, err := g.store.Try(ctx, v, users(suspect)[0], 500); err != nil || !errors.Is(d.Err, order.ErrPaused) {
+			t.Errorf("a buyer of the suspect bucket during the reconcile: %+v %v, want paused", d, err)
+		}
+		for _, b := range []int{0, 2} {
+			u := users(b)[0]
+			if d, err := g.store.Try(ctx, v, u, 600+u); err != nil || d.Err != nil {
+				t.Errorf("a buyer of bucket %d during the reconcile: %+v %v, want accepted", b, d, err)
+				continue
+			}
+			during = append(during, u)
+		}
+	})()
+	rep, err := g.rec.Run(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(during) != 2 || rep.Plan.Stock != stock-2 || rep.Plan.Unsettled != 2 {
+		t.Fatalf("%d sold while the suspect bucket was frozen; plan: stock %d, %d unsettled; want 2, %d, 2", len(during), rep.Plan.Stock, rep.Plan.Unsettled, stock-2)
+	}
+	for _, u := range during {
+		if d, _ := g.store.Try(ctx, v, u, 900+u); !errors.Is(d.Err, order.ErrAlreadyBought) {
+			t.Fatalf("user %d, who bought during the reconcile, again: %v; want already bought", u, d.Err)
+		}
+	}
+	size, err := g.store.Size(ctx, v)
+	if err != nil || size.Epoch != size.RedisNow || size.Stock != stock-2 {
+		t.Fatalf("the sale after the reconcile: %+v %v; want every bucket under its server's id, %d units", size, err, stock-2)
+	}
+}
