@@ -8,7 +8,8 @@
 -- margin is small beside the 2^32 numbers of a day.
 -- KEYS[2] is KEYS[1] in a hash tag: the same slot on Redis Cluster.
 --
--- The replication id is the server's own, read here: a caller's copy may
+-- The replication id is the server's own, read here (server.lua's
+-- replid): a caller's copy may
 -- still be the old master's for a moment after a failover, and equal to
 -- the stamp the promoted replica copied from it. On Redis Cluster it is
 -- the id of the master that owns the counter's slot.
@@ -21,10 +22,10 @@
 --
 -- Returns the counter after: the block is (result - block, result].
 if ARGV[2] ~= '' then
-  local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
-  if redis.call('GET', KEYS[2]) ~= replid then
+  local id = replid()
+  if redis.call('GET', KEYS[2]) ~= id then
     redis.call('INCRBY', KEYS[1], ARGV[3])
-    redis.call('SET', KEYS[2], replid)
+    redis.call('SET', KEYS[2], id)
   end
   redis.call('PERSIST', KEYS[2])
 end

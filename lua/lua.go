@@ -59,7 +59,7 @@ var FreezeSale = mustLoadSale("freeze_sale.lua")
 
 // IDLease leases a block of a day's id sequence, skipping a margin under
 // a new replication id.
-var IDLease = mustLoad("id_lease.lua")
+var IDLease = mustLoadServer("id_lease.lua")
 
 // IDFloor raises an id counter to at least a floor.
 var IDFloor = mustLoad("id_floor.lua")
@@ -115,15 +115,27 @@ func mustLoad(name string) *redis.Script {
 }
 
 // mustLoadSale loads a script of a sale's state behind the sale's prelude
-// (sale.lua): the keys' one order and the helpers every such script uses.
+// (sale.lua, after server.lua): the keys' one order and the helpers every
+// such script uses.
 func mustLoadSale(name string) *redis.Script {
-	s := redis.NewScript(mustRead(salePrelude) + mustRead(name))
+	s := redis.NewScript(mustRead(serverPrelude) + mustRead(salePrelude) + mustRead(name))
 	all = append(all, s)
 	return s
 }
 
-// salePrelude is the prelude of the sale's scripts, not a script itself.
-const salePrelude = "sale.lua"
+// mustLoadServer loads a script behind the prelude of the scripts that
+// read their server's clock or replication id (server.lua).
+func mustLoadServer(name string) *redis.Script {
+	s := redis.NewScript(mustRead(serverPrelude) + mustRead(name))
+	all = append(all, s)
+	return s
+}
+
+// The preludes, not scripts themselves.
+const (
+	serverPrelude = "server.lua"
+	salePrelude   = "sale.lua"
+)
 
 func mustRead(name string) string {
 	src, err := files.ReadFile(name)

@@ -1,6 +1,6 @@
 -- The prelude of every script of a sale's state, loaded in front of each
--- (lua.go): the one order of the keys they all receive, and the helpers
--- they share. gate.Keys.list builds the keys in this order, all under the
+-- (lua.go) after server.lua: the one order of the keys they all receive,
+-- and the helpers they share. gate.Keys.list builds the keys in this order, all under the
 -- voucher's hash tag; docs/design.md has the table of who writes what.
 --
 -- A sale of N > 1 buckets has one such key set per bucket, under the
@@ -16,18 +16,6 @@
 -- KEYS[8..] a script's own keys, named in its header
 local VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED, TRANSFERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-
--- now_ms is the server's clock: one clock for every instance that calls.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- replid is the replication id of the server running the script: on
--- Redis Cluster, the master that owns the voucher's slot.
-local function replid()
-  return string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
-end
 
 -- persist_all makes the sale's keys live again (a retired sale brought
 -- back), the changes excepted: they keep their own memory's expiry.
