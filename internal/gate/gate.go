@@ -176,14 +176,25 @@ func (s *Store) WarmBuckets(ctx context.Context, voucherID, stock int64, n int, 
 			return fmt.Errorf("warm voucher %d in Redis: bucket %d: %w", voucherID, b, err)
 		}
 	}
+	if err := s.open(ctx, voucherID, n); err != nil {
+		return fmt.Errorf("warm voucher %d: %w", voucherID, err)
+	}
+	return nil
+}
+
+// open makes a sale whose buckets are in place findable: its directory
+// under the voucher's own tag (n > 1), its layout remembered, the voucher
+// among the active ones (another slot on a cluster: a step that a retry
+// of the caller repeats harmlessly).
+func (s *Store) open(ctx context.Context, voucherID int64, n int) error {
 	if n > 1 {
 		if err := lua.WarmDirectory.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), n).Err(); err != nil {
-			return fmt.Errorf("warm voucher %d in Redis: its directory: %w", voucherID, err)
+			return fmt.Errorf("its directory: %w", err)
 		}
 	}
 	s.layouts.put(voucherID, n)
 	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
-		return fmt.Errorf("warm voucher %d: among the active vouchers: %w", voucherID, err)
+		return fmt.Errorf("among the active vouchers: %w", err)
 	}
 	return nil
 }

@@ -162,15 +162,9 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 			return err
 		}
 	}
-	if n > 1 {
-		// The directory may be what Redis lost.
-		if err := lua.WarmDirectory.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), n).Err(); err != nil {
-			return fmt.Errorf("rebuild voucher %d: its directory: %w", voucherID, err)
-		}
-	}
-	s.layouts.put(voucherID, n)
-	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
-		return fmt.Errorf("rebuild voucher %d: among the active vouchers: %w", voucherID, err)
+	// The directory may be what Redis lost.
+	if err := s.open(ctx, voucherID, n); err != nil {
+		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
 	}
 	return nil
 }
