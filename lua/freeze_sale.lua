@@ -6,9 +6,13 @@
 -- another reconcile is rebuilding. Idempotent: run again, it does the same.
 --
 -- KEYS     the sale's keys (sale.lua)
--- Writes:  VOUCHER {fence, frozen}
+-- Writes:  VOUCHER {fence, frozen}, and its expiry when it holds no sale
 -- ARGV[1]  the caller's fencing token; 0 for a caller without one (never refused)
 -- ARGV[2]  "1" freeze, "0" unfreeze
+-- ARGV[3]  how long a hash that holds no sale (no stock: a reconcile of a
+--          voucher that turned out to have none) keeps its fence once
+--          unfrozen, ms: longer than a paused reconcile's rebuilt buyers
+--          live, after which its last step changes nothing anyway
 --
 -- Returns 1 done, -1 refused (a newer reconcile's token is there).
 local fence = tonumber(ARGV[1])
@@ -23,5 +27,10 @@ if ARGV[2] == '1' then
   redis.call('HSET', VOUCHER, 'frozen', 1)
 else
   redis.call('HDEL', VOUCHER, 'frozen')
+  if redis.call('HEXISTS', VOUCHER, 'stock') == 0 then
+    -- Not a sale: the fence alone, which must not stay for ever (every
+    -- other script takes a hash without stock for no sale).
+    redis.call('PEXPIRE', VOUCHER, ARGV[3])
+  end
 end
 return 1

@@ -1,6 +1,7 @@
 -- Records the final status of orders the order-writer settled, for order
 -- lookups while the sale's state is in Redis. A sale whose state is gone
--- (retired and expired, never warmed) records nothing: its lookups go to
+-- (retired and expired, never warmed; a voucher hash with no stock is no
+-- sale, whatever else it holds) records nothing: its lookups go to
 -- MySQL, and a record made now would outlive the sale with no expiry. A
 -- retired sale's record expires with its keys. Idempotent: a retry writes
 -- the same fields again.
@@ -10,7 +11,7 @@
 -- ARGV     field, value, field, value, ...
 --
 -- Returns 1 recorded, 0 no such sale.
-if redis.call('EXISTS', VOUCHER) == 0 then
+if redis.call('HEXISTS', VOUCHER, 'stock') == 0 then
   return 0
 end
 redis.call('HSET', SETTLED, unpack(ARGV))

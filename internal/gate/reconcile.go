@@ -80,7 +80,7 @@ var freezeVerb = map[string]string{"1": "freeze", "0": "unfreeze"}
 
 func (s *Store) freezeBuckets(ctx context.Context, lay Layout, buckets []int, fence int64, on string) error {
 	for _, b := range buckets {
-		res, err := lua.FreezeSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(), fence, on).Int()
+		res, err := lua.FreezeSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(), fence, on, rebuiltTTL.Milliseconds()).Int()
 		if err != nil {
 			return fmt.Errorf("%s voucher %d: %w", freezeVerb[on], lay.VoucherID, err)
 		}

@@ -496,3 +496,33 @@ func TestReconcileFreezesOnlyTheSuspectBucketWhileTheWriterCatchesUp(t *testing.
 		t.Fatalf("the sale after the reconcile: %+v %v; want every bucket under its server's id, %d units", size, err, stock-2)
 	}
 }
+
+// A reconcile of a voucher that neither MySQL nor Redis has (a check that
+// raced a deletion, an operator's typo) leaves nothing that lasts. It used
+// to leave the voucher's hash holding its fencing token for ever, which
+// made the sale look present: the writer then recorded the settled orders
+// of that voucher id in Redis, with no expiry (398,000 of them found on a
+// bench machine). The fence now expires, and a hash without stock is no
+// sale to record orders in.
+func TestReconcileOfAnUnknownVoucherLeavesNothing(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	g.rec.Locks = lock.New(g.r.Client, g.r.Prefix)
+	const v = 424243
+	if _, err := g.rec.Run(ctx, v); !errors.Is(err, reconcile.ErrNoSuchVoucher) {
+		t.Fatalf("reconcile of a voucher no store has: %v, want ErrNoSuchVoucher", err)
+	}
+	k := gate.KeysFor(g.r.Prefix, v)
+	for _, key := range k.Ordered() {
+		if ttl := g.r.Client.PTTL(ctx, key).Val(); ttl == -1 {
+			t.Fatalf("%s of the unknown voucher left behind for ever: %v", key, g.r.Client.HGetAll(ctx, key).Val())
+		}
+	}
+	failed := order.Status{ID: 1, UserID: 2, VoucherID: v, Status: order.StatusFailed, Reason: order.ReasonUnknownVoucher, CreateTime: time.Now().UTC()}
+	if err := g.store.RecordSettled(ctx, []order.Status{failed}); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.r.Client.Exists(ctx, k.Settled).Val(); n != 0 {
+		t.Fatal("an order of a voucher with no sale in Redis was recorded there, with no expiry")
+	}
+}
