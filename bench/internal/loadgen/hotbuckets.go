@@ -21,14 +21,14 @@ import (
 type HotBucketsConfig struct {
 	Users     int // units of each sale; a tenth more buyers come
 	Workers   uint64
-	RedisReqs int   // EVALSHA per bucket
+	RedisReqs int   // EVALSHA in all, each bucket its share
 	Buckets   []int // the bucket counts compared, 1 first
 	Procs     Procs
 }
 
 // HotBuckets runs the comparison and prints it.
 func (s *Sale) HotBuckets(ctx context.Context, out io.Writer, cfg HotBucketsConfig) error {
-	fmt.Fprintf(out, "\nthe gate's ceiling on one voucher: redis-benchmark, EVALSHA seckill.lua, %d requests and 50 clients per bucket, every bucket at once\n",
+	fmt.Fprintf(out, "\nthe gate's ceiling on one voucher: redis-benchmark, EVALSHA seckill.lua, %d requests shared by the buckets, 50 clients per bucket, every bucket at once\n",
 		cfg.RedisReqs)
 	var ceilings []GateCeiling
 	for _, n := range cfg.Buckets {
@@ -36,7 +36,7 @@ func (s *Sale) HotBuckets(ctx context.Context, out io.Writer, cfg HotBucketsConf
 		_, cpu, err := cfg.Procs.Measure(fmt.Sprintf("ceiling %d", n), func() (Report, error) {
 			var err error
 			c, err = s.RedisBench(ctx, n, cfg.RedisReqs, 50)
-			return Report{Requests: int64(n * cfg.RedisReqs)}, err
+			return Report{Requests: int64(cfg.RedisReqs / n * n)}, err
 		})
 		if err != nil {
 			return err
@@ -51,7 +51,7 @@ func (s *Sale) HotBuckets(ctx context.Context, out io.Writer, cfg HotBucketsConf
 				busiest = max(busiest, cpu.Used[i])
 			}
 		}
-		perCall := busiest / time.Duration(cfg.RedisReqs)
+		perCall := busiest / time.Duration(cfg.RedisReqs/n)
 		own := 0.0
 		if perCall > 0 {
 			own = float64(n) * float64(time.Second) / float64(perCall)

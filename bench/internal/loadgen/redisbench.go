@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -29,7 +30,9 @@ type GateCeiling struct {
 }
 
 // RedisBench measures the gate's ceiling for one voucher in buckets
-// buckets, requests EVALSHA per bucket from clients clients each.
+// buckets: requests EVALSHA in all, each bucket its share, from clients
+// clients per bucket. The same requests whatever the buckets: the same
+// buyers and reservations left in Redis until the run's end.
 func (s *Sale) RedisBench(ctx context.Context, buckets, requests, clients int) (GateCeiling, error) {
 	voucher := 1<<50 + rand.Int64N(1<<40)
 	if err := s.Store.WarmBuckets(ctx, voucher, 1<<40, buckets, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
@@ -47,6 +50,7 @@ func (s *Sale) RedisBench(ctx context.Context, buckets, requests, clients int) (
 		return GateCeiling{}, err
 	}
 	c := GateCeiling{Buckets: buckets, PerBucket: make([]float64, buckets)}
+	share := requests / buckets
 	masters := map[string]bool{}
 	var g errgroup.Group
 	for b := range buckets {
@@ -57,7 +61,7 @@ func (s *Sale) RedisBench(ctx context.Context, buckets, requests, clients int) (
 		}
 		masters[addr] = true
 		g.Go(func() error {
-			rps, err := redisBenchmark(ctx, addr, requests, clients, keys, buckets)
+			rps, err := redisBenchmark(ctx, addr, share, clients, keys, buckets)
 			c.PerBucket[b] = rps
 			return err
 		})
@@ -69,9 +73,9 @@ func (s *Sale) RedisBench(ctx context.Context, buckets, requests, clients int) (
 	// Together: every request over the longest of the runs.
 	var longest float64
 	for _, rps := range c.PerBucket {
-		longest = max(longest, float64(requests)/rps)
+		longest = max(longest, float64(share)/rps)
 	}
-	c.PerSecond = float64(requests*buckets) / longest
+	c.PerSecond = float64(share*buckets) / longest
 	t, err := s.Store.Totals(ctx, voucher)
 	if err != nil {
 		return c, err
@@ -95,7 +99,11 @@ func redisBenchmark(ctx context.Context, addr string, requests, clients int, key
 	args = append(args, "__rand_int__", "__rand_int__", "", strconv.Itoa(buckets))
 	out, err := exec.CommandContext(ctx, "redis-benchmark", args...).Output()
 	if err != nil {
-		return 0, fmt.Errorf("redis-benchmark: %w", err)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return 0, fmt.Errorf("redis-benchmark on %s: %w: %s%s", addr, err, exit.Stderr, out)
+		}
+		return 0, fmt.Errorf("redis-benchmark on %s: %w", addr, err)
 	}
 	records, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
 	if err != nil || len(records) < 2 || len(records[1]) < 2 {
