@@ -3,16 +3,18 @@
 --
 -- Idempotent by the transfer's id, remembered with the stock changes: sent
 -- again, by a retry or by the relay's sweep finishing a transfer whose
--- mover died, it adds nothing. A deposit of another generation than the
--- receiver's is void: a reconcile (or a new warm) built the receiver since
--- the take, from MySQL's stock, which counts the units in transit.
+-- mover died, it adds nothing. A deposit to a receiver whose generation
+-- has changed since the mover read it, before the take, is void: a
+-- reconcile rebuilt the receiver meanwhile, from MySQL's stock, which
+-- counts the units in transit (the donor gets them back if it was not
+-- rebuilt too: bucket_refund.lua).
 --
 -- KEYS     the sale's keys (sale.lua) of the receiver
 -- Writes:  VOUCHER {stock, received}, CHANGES (the transfer's id, with the
 --          memory's expiry)
 -- ARGV[1]  the transfer's id
 -- ARGV[2]  units
--- ARGV[3]  the donor's generation when it gave them
+-- ARGV[3]  the receiver's generation as the mover read it before the take
 -- ARGV[4]  how long the transfer's id is remembered, ms
 --
 -- Returns 1 deposited (now or before); 0 void; -1 no such bucket, -2

@@ -14,22 +14,24 @@
 -- ARGV[1]  the transfer's id
 -- ARGV[2]  the receiving bucket
 -- ARGV[3]  units wanted
+-- ARGV[4]  the receiver's generation ("reconciled") as the mover read it
+--          before this take: the deposit is void if it has changed since
 --
--- Returns {units taken, the donor's generation}: 0 units when it has none
--- or may not give.
+-- The record is "receiver:units:donor's generation:receiver's
+-- generation:ms".
+--
+-- Returns the units taken: 0 when it has none or may not give.
 local t = redis.call('HGET', TRANSFERS, ARGV[1])
 if t then
-  local _, units, gen = string.match(t, '^(%d+):(%d+):([^:]*):')
-  return {tonumber(units), gen}
+  return tonumber(string.match(t, '^%d+:(%d+):'))
 end
 local v = redis.call('HMGET', VOUCHER, 'stock', 'frozen', 'epoch', 'reconciled')
-local gen = v[4] or ''
 local stock = tonumber(v[1] or '0')
 if v[2] or stock <= 0 or (v[3] and v[3] ~= replid()) then
-  return {0, gen}
+  return 0
 end
 local units = math.min(stock, tonumber(ARGV[3]))
 redis.call('HINCRBY', VOUCHER, 'stock', -units)
 redis.call('HINCRBY', VOUCHER, 'given', units)
-redis.call('HSET', TRANSFERS, ARGV[1], ARGV[2] .. ':' .. units .. ':' .. gen .. ':' .. now_ms())
-return {units, gen}
+redis.call('HSET', TRANSFERS, ARGV[1], table.concat({ARGV[2], units, v[4] or '', ARGV[4], now_ms()}, ':'))
+return units

@@ -72,10 +72,12 @@ var BloomAdd = mustLoad("bloom_add.lua")
 var WarmDirectory = mustLoadSale("warm_directory.lua")
 
 // BucketTake and BucketDeposit are the two steps of moving units between
-// the buckets of one sale.
+// the buckets of one sale; BucketRefund gives the units of a void deposit
+// back.
 var (
 	BucketTake    = mustLoadSale("bucket_take.lua")
 	BucketDeposit = mustLoadSale("bucket_deposit.lua")
+	BucketRefund  = mustLoadSale("bucket_refund.lua")
 )
 
 // WarmSale puts a new voucher's sale in place, stamped with its server's

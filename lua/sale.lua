@@ -12,7 +12,7 @@
 -- KEYS[4]  seckill:pending-at:{id}  zset order id by acceptedMs
 -- KEYS[5]  seckill:changes:{id}     hash stock change id -> stock after it
 -- KEYS[6]  seckill:settled:{id}     hash "o:<order id>" -> status, "u:<user id>" -> failed order id
--- KEYS[7]  seckill:transfers:{id}   hash transfer id -> "receiver:units:generation:ms"
+-- KEYS[7]  seckill:transfers:{id}   hash transfer id -> "receiver:units:donor gen:receiver gen:ms"
 -- KEYS[8..] a script's own keys, named in its header
 local VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED, TRANSFERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]

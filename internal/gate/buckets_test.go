@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -142,7 +143,7 @@ func buy(t *testing.T, store *gate.Store, voucher int64, users []int64, workers 
 				if i >= int64(len(users)) {
 					return nil
 				}
-				for {
+				for tries := 0; ; tries++ {
 					oid := ids.Add(1)
 					d, err := store.Try(context.Background(), voucher, users[i], oid)
 					if err != nil {
@@ -150,6 +151,9 @@ func buy(t *testing.T, store *gate.Store, voucher int64, users []int64, workers 
 					}
 					if errors.Is(d.Err, order.ErrMovingStock) {
 						c.moving.Add(1)
+						if tries == 1000 {
+							return fmt.Errorf("user %d told units are moving 1,000 times: they never arrive", users[i])
+						}
 						continue
 					}
 					c.mu.Lock()
@@ -496,5 +500,34 @@ func TestLostBucketIsAnUnknownVoucher(t *testing.T) {
 	}
 	if d, err := store.Try(ctx, voucher, homedIn(n, 1, 1)[0], 78); err != nil || d.Err != nil {
 		t.Fatalf("a buyer of another bucket: %+v %v, want accepted", d, err)
+	}
+}
+
+// A deposit found void (its receiver rebuilt since the take) gives the
+// units back to a donor that was not rebuilt: a reconcile that stopped
+// half way, its receiver rebuilt and its donor not, loses no unit, and the
+// sale still sells out.
+func TestVoidDepositGivesTheUnitsBack(t *testing.T) {
+	const n = 3
+	r, store, voucher := hotSale(t, 30, n)
+	ctx := context.Background()
+	var once atomic.Bool
+	defer gate.SetAfterTake(func() error {
+		if once.CompareAndSwap(false, true) {
+			// What a rebuild of the receiver alone leaves: another generation.
+			return r.Client.HSet(ctx, gate.BucketKeys(r.Prefix, voucher, n, 1).Voucher, gate.FieldReconciled, "half-way").Err()
+		}
+		return nil
+	})()
+	c := buy(t, store, voucher, homedIn(n, 1, 40), 1)
+	if !once.Load() {
+		t.Fatal("no transfer was made")
+	}
+	if len(c.accepted) != 30 {
+		t.Fatalf("%d sold, want all 30: the units of the void deposit are lost", len(c.accepted))
+	}
+	tot, err := store.Totals(ctx, voucher)
+	if err != nil || tot.Stock != 0 || tot.Net != 0 || tot.Transfers != 0 {
+		t.Fatalf("after the sale: %+v %v, want nothing left", tot, err)
 	}
 }

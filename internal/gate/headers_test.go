@@ -100,8 +100,8 @@ func TestScriptHeadersNameWhatTheyWrite(t *testing.T) {
 			}
 		}
 	}
-	if sale != 11 {
-		t.Fatalf("%d scripts of a sale's state; want the 11 that lua.go loads behind sale.lua", sale)
+	if sale != 12 {
+		t.Fatalf("%d scripts of a sale's state; want the 12 that lua.go loads behind sale.lua", sale)
 	}
 }
 

@@ -67,7 +67,8 @@ type Keys struct {
 	// "u:<user id>" -> the user's latest failed order.
 	Settled string
 	// Transfers are the units this bucket gave and the receiver has not
-	// yet been seen to take: transfer id -> "receiver:units:generation:ms".
+	// yet been seen to take: transfer id -> "receiver:units:the donor's
+	// generation:the receiver's generation as read before the take:ms".
 	Transfers string
 }
 

@@ -42,6 +42,7 @@ var afterTake = func() error { return nil }
 type bucketState struct {
 	read, exists, frozen bool
 	stock, net           int64
+	gen                  string // the generation: who built it (FieldReconciled)
 }
 
 // readBuckets reads every bucket of lay, each on its own master: one that
@@ -50,7 +51,7 @@ func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, err
 	cmds := make([]*redis.SliceCmd, lay.N())
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range cmds {
-			cmds[b] = p.HMGet(ctx, lay.bucketKeys(s.prefix, b).Voucher, FieldStock, FieldGiven, FieldReceived, FieldFrozen)
+			cmds[b] = p.HMGet(ctx, lay.bucketKeys(s.prefix, b).Voucher, FieldStock, FieldGiven, FieldReceived, FieldFrozen, FieldReconciled)
 		}
 		return nil
 	})
@@ -66,7 +67,8 @@ func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, err
 			n, _ := strconv.ParseInt(fmt.Sprint(v[i]), 10, 64)
 			return n
 		}
-		states[b] = bucketState{read: true, exists: v[0] != nil, frozen: v[3] != nil, stock: num(0), net: num(0) + num(1) - num(2)}
+		gen, _ := v[4].(string)
+		states[b] = bucketState{read: true, exists: v[0] != nil, frozen: v[3] != nil, stock: num(0), net: num(0) + num(1) - num(2), gen: gen}
 	}
 	if read == 0 {
 		return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, err)
@@ -122,7 +124,7 @@ func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, sol
 		// The units are in transit, or where they cannot be moved now.
 		return false, false, nil
 	}
-	moved, err := s.transfer(ctx, lay, donor, home, (states[donor].stock+1)/2)
+	moved, err := s.transfer(ctx, lay, donor, home, (states[donor].stock+1)/2, states[home].gen)
 	return moved > 0, false, err
 }
 
@@ -130,23 +132,21 @@ func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, sol
 // longer than a sweep takes to finish a transfer.
 const transferMemory = 24 * time.Hour
 
-// transfer moves up to units from bucket from to bucket to, and returns how
-// many arrived.
-func (s *Store) transfer(ctx context.Context, lay Layout, from, to int, units int64) (int64, error) {
+// transfer moves up to units from bucket from to bucket to, whose
+// generation was toGen when read, and returns how many arrived.
+func (s *Store) transfer(ctx context.Context, lay Layout, from, to int, units int64, toGen string) (int64, error) {
 	id := rand.Text()
-	res, err := lua.BucketTake.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, from).list(), id, to, units).Slice()
+	taken, err := lua.BucketTake.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, from).list(), id, to, units, toGen).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("move units of voucher %d from bucket %d: %w", lay.VoucherID, from, err)
 	}
-	taken, _ := res[0].(int64)
-	gen, _ := res[1].(string)
 	if taken == 0 {
 		return 0, nil
 	}
 	if err := afterTake(); err != nil {
 		return 0, err
 	}
-	deposited, err := s.deposit(ctx, lay, from, to, id, taken, gen)
+	deposited, err := s.deposit(ctx, lay, from, to, id, taken, toGen)
 	switch {
 	case errors.Is(err, errNotNow):
 		return 0, nil
@@ -160,20 +160,29 @@ func (s *Store) transfer(ctx context.Context, lay Layout, from, to int, units in
 // gone); its transfer stays recorded and a sweep tries again.
 var errNotNow = errors.New("the receiving bucket is frozen or gone: the transfer waits for the sweep")
 
-// deposit is a transfer's second step, and the deletion of its record on
-// the donor once the deposit is made (deposited) or void.
-func (s *Store) deposit(ctx context.Context, lay Layout, from, to int, id string, units int64, gen string) (deposited bool, err error) {
-	r, err := lua.BucketDeposit.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, to).list(), id, units, gen, transferMemory.Milliseconds()).Int()
+// deposit is a transfer's second step, and then the end of its record on
+// the donor: deleted once the deposit is made (deposited), or with its
+// units given back when the deposit was void (bucket_refund.lua). toGen is
+// the receiver's generation as the mover read it.
+func (s *Store) deposit(ctx context.Context, lay Layout, from, to int, id string, units int64, toGen string) (deposited bool, err error) {
+	r, err := lua.BucketDeposit.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, to).list(), id, units, toGen, transferMemory.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("move %d units of voucher %d to bucket %d: %w", units, lay.VoucherID, to, err)
 	}
 	if r < 0 {
 		return false, errNotNow
 	}
-	if err := s.rdb.HDel(ctx, lay.bucketKeys(s.prefix, from).Transfers, id).Err(); err != nil {
+	donor := lay.bucketKeys(s.prefix, from)
+	if r == 0 {
+		if err := lua.BucketRefund.Run(ctx, s.rdb, donor.list(), id).Err(); err != nil {
+			return false, fmt.Errorf("move units of voucher %d: give transfer %s back: %w", lay.VoucherID, id, err)
+		}
+		return false, nil
+	}
+	if err := s.rdb.HDel(ctx, donor.Transfers, id).Err(); err != nil {
 		return false, fmt.Errorf("move units of voucher %d: forget transfer %s: %w", lay.VoucherID, id, err)
 	}
-	return r == 1, nil
+	return true, nil
 }
 
 // FinishTransfers deposits the transfers of voucherID's sale taken before
@@ -192,20 +201,21 @@ func (s *Store) FinishTransfers(ctx context.Context, voucherID int64, cutoff tim
 			return done, fmt.Errorf("transfers of voucher %d: %w", voucherID, err)
 		}
 		for id, rec := range recs {
+			// receiver:units:donor's generation:receiver's generation:ms
 			parts := strings.Split(rec, ":")
-			if len(parts) != 4 {
+			if len(parts) != 5 {
 				return done, fmt.Errorf("transfer %s of voucher %d: malformed %q", id, voucherID, rec)
 			}
 			to, err1 := strconv.Atoi(parts[0])
 			units, err2 := strconv.ParseInt(parts[1], 10, 64)
-			at, err3 := strconv.ParseInt(parts[3], 10, 64)
+			at, err3 := strconv.ParseInt(parts[4], 10, 64)
 			if err1 != nil || err2 != nil || err3 != nil || to < 0 || to >= lay.N() {
 				return done, fmt.Errorf("transfer %s of voucher %d: malformed %q", id, voucherID, rec)
 			}
 			if at >= cutoff.UnixMilli() {
 				continue
 			}
-			switch _, err := s.deposit(ctx, lay, from, to, id, units, parts[2]); {
+			switch _, err := s.deposit(ctx, lay, from, to, id, units, parts[3]); {
 			case errors.Is(err, errNotNow):
 			case err != nil:
 				return done, err
