@@ -2,10 +2,12 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sigurn/crc16"
 )
 
@@ -135,6 +137,37 @@ func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
 	}
 	s.layouts.put(voucherID, n)
 	return LayoutOf(voucherID, n), nil
+}
+
+// layoutToRepair is voucherID's layout for a reconcile. It is the
+// directory's, or, when Redis lost the directory while buckets survived (a
+// failover of the master of the voucher's own tag), the N that bucket 0 of
+// some layout records: a reconcile must freeze and read the buckets that
+// hold reservations, not take the sale for one bucket.
+func (s *Store) layoutToRepair(ctx context.Context, voucherID int64) (Layout, error) {
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil || lay.N() > 1 {
+		return lay, err
+	}
+	if _, known := s.layouts.get(voucherID); known {
+		return lay, nil
+	}
+	cmds := make([]*redis.StringCmd, MaxBuckets+1)
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for n := 2; n <= MaxBuckets; n++ {
+			cmds[n] = p.HGet(ctx, BucketKeys(s.prefix, voucherID, n, 0).Voucher, FieldBuckets)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Layout{}, fmt.Errorf("layout of voucher %d: its buckets: %w", voucherID, err)
+	}
+	for n := 2; n <= MaxBuckets; n++ {
+		if got, err := cmds[n].Int(); err == nil && got == n {
+			return LayoutOf(voucherID, n), nil
+		}
+	}
+	return lay, nil
 }
 
 // Totals are a sale's counts added up over its buckets, for audits (the

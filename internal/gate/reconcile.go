@@ -40,12 +40,12 @@ func (s *Store) Unfreeze(ctx context.Context, voucherID, fence int64) error {
 // reconcile has another reason: Redis's stock above MySQL's, a buyer lost)
 // it freezes every bucket, as Freeze. Fenced as Freeze.
 func (s *Store) FreezeSuspect(ctx context.Context, voucherID, fence int64) error {
-	lay, err := s.LayoutOf(ctx, voucherID)
+	lay, err := s.layoutToRepair(ctx, voucherID)
 	if err != nil {
 		return fmt.Errorf("freeze voucher %d: %w", voucherID, err)
 	}
 	if lay.N() == 1 {
-		return s.freeze(ctx, voucherID, fence, "1")
+		return s.freezeBuckets(ctx, lay, []int{0}, fence, "1")
 	}
 	var suspect []int
 	for b := range lay.N() {
@@ -58,22 +58,27 @@ func (s *Store) FreezeSuspect(ctx context.Context, voucherID, fence int64) error
 		}
 	}
 	if len(suspect) == 0 {
-		return s.freeze(ctx, voucherID, fence, "1")
+		return s.freezeBuckets(ctx, lay, all(lay), fence, "1")
 	}
 	return s.freezeBuckets(ctx, lay, suspect, fence, "1")
 }
 
 // freeze freezes or unfreezes every bucket of the sale.
 func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) error {
-	lay, err := s.LayoutOf(ctx, voucherID)
+	lay, err := s.layoutToRepair(ctx, voucherID)
 	if err != nil {
 		return fmt.Errorf("%s voucher %d: %w", freezeVerb[on], voucherID, err)
 	}
-	all := make([]int, lay.N())
-	for b := range all {
-		all[b] = b
+	return s.freezeBuckets(ctx, lay, all(lay), fence, on)
+}
+
+// all is every bucket of lay.
+func all(lay Layout) []int {
+	b := make([]int, lay.N())
+	for i := range b {
+		b[i] = i
 	}
-	return s.freezeBuckets(ctx, lay, all, fence, on)
+	return b
 }
 
 var freezeVerb = map[string]string{"1": "freeze", "0": "unfreeze"}
@@ -93,7 +98,7 @@ func (s *Store) freezeBuckets(ctx context.Context, lay Layout, buckets []int, fe
 
 // Pending are voucherID's reservations, of every bucket.
 func (s *Store) Pending(ctx context.Context, voucherID int64) ([]order.Event, error) {
-	lay, err := s.LayoutOf(ctx, voucherID)
+	lay, err := s.layoutToRepair(ctx, voucherID)
 	if err != nil {
 		return nil, err
 	}

@@ -526,3 +526,41 @@ func TestReconcileOfAnUnknownVoucherLeavesNothing(t *testing.T) {
 		t.Fatal("an order of a voucher with no sale in Redis was recorded there, with no expiry")
 	}
 }
+
+// Redis lost the directory of a sale in buckets (the master of the
+// voucher's own tag failed over right after the warm) while its buckets
+// survived with reservations of orders still on their way: a reconcile by a
+// process that never met the voucher still finds the buckets, freezes them
+// and counts those orders, rather than taking the sale for one bucket.
+func TestReconcileFindsTheBucketsWhenTheDirectoryIsLost(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const v, n, stock = 10, 3, 30
+	g.m.MustSeedVoucher(t, v, stock)
+	if _, err := g.m.DB.Exec("UPDATE tb_seckill_voucher SET stock_buckets = ? WHERE voucher_id = ?", n, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.WarmBuckets(ctx, v, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for u := int64(1); u <= 6; u++ {
+		if d, err := g.store.Try(ctx, v, u, 100+u); err != nil || d.Err != nil {
+			t.Fatal(d.Err, err)
+		}
+	}
+	if err := g.r.Client.Del(ctx, gate.KeysFor(g.r.Prefix, v).Voucher).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g.rec.Sale = gate.NewStore(g.r.Client, g.r.Prefix)
+	rep, err := g.rec.Run(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Plan.Unsettled != 6 || rep.Plan.Stock != stock-6 {
+		t.Fatalf("plan: %d unsettled, stock %d; want the 6 orders on their way counted, %d left", rep.Plan.Unsettled, rep.Plan.Stock, stock-6)
+	}
+	size, err := g.store.Size(ctx, v)
+	if err != nil || size.Stock != stock-6 || size.Buyers != 6 {
+		t.Fatalf("the sale after the reconcile: %+v %v; want %d units and the 6 buyers", size, err, stock-6)
+	}
+}
