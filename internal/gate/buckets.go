@@ -90,36 +90,36 @@ func Home(userID int64, n int) int {
 // bucketKeys are bucket b's keys under prefix.
 func (l Layout) bucketKeys(prefix string, b int) Keys { return keysWithTag(prefix, l.Tags[b]) }
 
-// layouts remembers the layout of each voucher the store has met. A sale's
-// N is fixed for its life, and the gate script checks the caller's N against
-// the bucket's on every attempt (outcome 7), so a layout remembered from an
-// earlier sale of the same id is corrected on its first use.
-type layouts struct {
-	mu sync.RWMutex
-	n  map[int64]int
-}
+// layouts remembers the layout of each voucher the store has met, tags
+// computed: the gate reads it on every attempt. A sale's N is fixed for its
+// life, and the gate script checks the caller's N against the bucket's on
+// every attempt (outcome 7), so a layout remembered from an earlier sale of
+// the same id is corrected on its first use.
+type layouts struct{ m sync.Map } // voucher id -> Layout
 
-func (c *layouts) get(voucherID int64) (int, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	n, ok := c.n[voucherID]
-	return n, ok
-}
-
-func (c *layouts) put(voucherID int64, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[int64]int{}
+func (c *layouts) get(voucherID int64) (Layout, bool) {
+	v, ok := c.m.Load(voucherID)
+	if !ok {
+		return Layout{}, false
 	}
-	c.n[voucherID] = n
+	return v.(Layout), true
+}
+
+// put remembers voucherID's sale in n buckets and returns its layout.
+func (c *layouts) put(voucherID int64, n int) Layout {
+	if l, ok := c.get(voucherID); ok && l.N() == n {
+		return l
+	}
+	l := LayoutOf(voucherID, n)
+	c.m.Store(voucherID, l)
+	return l
 }
 
 // LayoutOf is voucherID's layout as Redis has it: the directory's N, or 1
 // when there is none (a sale in one bucket, or none at all).
 func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
-	if n, ok := s.layouts.get(voucherID); ok {
-		return LayoutOf(voucherID, n), nil
+	if l, ok := s.layouts.get(voucherID); ok {
+		return l, nil
 	}
 	v, err := s.rdb.HMGet(ctx, s.KeysOf(voucherID).Voucher, FieldBuckets, FieldStock).Result()
 	if err != nil {
@@ -135,8 +135,7 @@ func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
 		// No sale: not remembered, as one warmed later may have buckets.
 		return LayoutOf(voucherID, 1), nil
 	}
-	s.layouts.put(voucherID, n)
-	return LayoutOf(voucherID, n), nil
+	return s.layouts.put(voucherID, n), nil
 }
 
 // layoutToRepair is voucherID's layout for a reconcile. It is the
@@ -189,20 +188,23 @@ func (s *Store) Totals(ctx context.Context, voucherID int64) (Totals, error) {
 		return Totals{}, err
 	}
 	t := Totals{Buckets: lay.N()}
+	lens := make([][3]*redis.IntCmd, lay.N())
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range lens {
+			k := lay.bucketKeys(s.prefix, b)
+			lens[b] = [3]*redis.IntCmd{p.HLen(ctx, k.Pending), p.HLen(ctx, k.Buyers), p.HLen(ctx, k.Transfers)}
+		}
+		return nil
+	})
+	if err != nil {
+		return Totals{}, fmt.Errorf("totals of voucher %d: %w", voucherID, err)
+	}
 	for b, st := range states {
-		k := lay.bucketKeys(s.prefix, b)
 		t.Stock += st.stock
 		t.Net += st.net
-		for _, c := range []struct {
-			key string
-			n   *int64
-		}{{k.Pending, &t.Pending}, {k.Buyers, &t.Buyers}, {k.Transfers, &t.Transfers}} {
-			n, err := s.rdb.HLen(ctx, c.key).Result()
-			if err != nil {
-				return Totals{}, fmt.Errorf("totals of voucher %d: %w", voucherID, err)
-			}
-			*c.n += n
-		}
+		t.Pending += lens[b][0].Val()
+		t.Buyers += lens[b][1].Val()
+		t.Transfers += lens[b][2].Val()
 	}
 	return t, nil
 }

@@ -289,13 +289,8 @@ func TestStockMovesToTheBuyersBucket(t *testing.T) {
 func TestTransferLeftHalfWayIsFinished(t *testing.T) {
 	const n, stock = 3, 30
 	r, store, voucher := hotSale(t, stock, n)
-	var died atomic.Bool
-	defer gate.SetAfterTake(func() error {
-		if died.CompareAndSwap(false, true) {
-			return errors.New("the mover died")
-		}
-		return nil
-	})()
+	died, restore := gate.SetAfterFirstTake(func() error { return errors.New("the mover died") })
+	defer restore()
 	var users []int64
 	for u := int64(1); len(users) < 40; u++ {
 		if gate.Home(u, n) == 0 {
@@ -309,7 +304,7 @@ func TestTransferLeftHalfWayIsFinished(t *testing.T) {
 		oid++
 		d, err := store.Try(ctx, voucher, left[0], oid)
 		if err != nil {
-			if !died.Load() {
+			if !died() {
 				t.Fatal(err)
 			}
 			continue
@@ -326,7 +321,7 @@ func TestTransferLeftHalfWayIsFinished(t *testing.T) {
 		sold++
 		left = left[1:]
 	}
-	if !died.Load() {
+	if !died() {
 		t.Fatal("no transfer was cut")
 	}
 	var inFlight int64
@@ -412,17 +407,14 @@ func TestDepositAfterARebuildIsVoid(t *testing.T) {
 	const n = 3
 	r, store, voucher := hotSale(t, 30, n)
 	ctx := context.Background()
-	var once atomic.Bool
-	defer gate.SetAfterTake(func() error {
-		if once.CompareAndSwap(false, true) {
-			return store.Rebuild(ctx, voucher, reconcile.Plan{Stock: 7, Buckets: n}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
-		}
-		return nil
-	})()
+	rebuilt, restore := gate.SetAfterFirstTake(func() error {
+		return store.Rebuild(ctx, voucher, reconcile.Plan{Stock: 7, Buckets: n}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
+	})
+	defer restore()
 	// Bucket 1's users take its 10 units, and the next one moves units in:
 	// the rebuild runs between that move's two steps.
 	c := buy(t, store, voucher, homedIn(n, 1, 11), 1)
-	if !once.Load() {
+	if !rebuilt() {
 		t.Fatal("no transfer was made")
 	}
 	more := buy(t, store, voucher, homedIn(n, 2, 40)[20:], 4)
@@ -511,16 +503,13 @@ func TestVoidDepositGivesTheUnitsBack(t *testing.T) {
 	const n = 3
 	r, store, voucher := hotSale(t, 30, n)
 	ctx := context.Background()
-	var once atomic.Bool
-	defer gate.SetAfterTake(func() error {
-		if once.CompareAndSwap(false, true) {
-			// What a rebuild of the receiver alone leaves: another generation.
-			return r.Client.HSet(ctx, gate.BucketKeys(r.Prefix, voucher, n, 1).Voucher, gate.FieldReconciled, "half-way").Err()
-		}
-		return nil
-	})()
+	halfWay, restore := gate.SetAfterFirstTake(func() error {
+		// What a rebuild of the receiver alone leaves: another generation.
+		return r.Client.HSet(ctx, gate.BucketKeys(r.Prefix, voucher, n, 1).Voucher, gate.FieldReconciled, "half-way").Err()
+	})
+	defer restore()
 	c := buy(t, store, voucher, homedIn(n, 1, 40), 1)
-	if !once.Load() {
+	if !halfWay() {
 		t.Fatal("no transfer was made")
 	}
 	if len(c.accepted) != 30 {

@@ -1,5 +1,7 @@
 package gate
 
+import "sync/atomic"
+
 // SetBeforeRebuildScript lets a test act just before a rebuild's last step.
 func SetBeforeRebuildScript(f func()) (restore func()) {
 	beforeRebuildScript = f
@@ -9,8 +11,16 @@ func SetBeforeRebuildScript(f func()) (restore func()) {
 // KeySlot is the cluster slot the store computes for a hash tag's content.
 var KeySlot = keySlot
 
-// SetAfterTake lets a test stop a mover between a transfer's two steps.
-func SetAfterTake(f func() error) (restore func()) {
-	afterTake = f
-	return func() { afterTake = func() error { return nil } }
+// SetAfterFirstTake lets a test act between the two steps of the first
+// transfer only (stop its mover with an error, rebuild a bucket); done
+// reports whether that transfer has come.
+func SetAfterFirstTake(f func() error) (done func() bool, restore func()) {
+	var once atomic.Bool
+	afterTake = func() error {
+		if once.CompareAndSwap(false, true) {
+			return f()
+		}
+		return nil
+	}
+	return once.Load, func() { afterTake = func() error { return nil } }
 }

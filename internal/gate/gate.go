@@ -54,13 +54,13 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 			attribute.Int64("seckill.voucher_id", voucherID), attribute.Int64("seckill.order_id", orderID))
 	}
 	defer func() { endGateSpan(span, d, err) }()
-	n, known := s.layouts.get(voucherID)
+	lay, known := s.layouts.get(voucherID)
 	if !known {
-		n = 1
+		lay = LayoutOf(voucherID, 1)
 	}
 	moves := 0
 	for turns := 0; ; turns++ {
-		lay := LayoutOf(voucherID, n)
+		n := lay.N()
 		home := lay.Home(userID)
 		res, err := lua.Seckill.Run(ctx, s.gate, lay.bucketKeys(s.prefix, home).list(),
 			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx), n).Int64Slice()
@@ -79,8 +79,7 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 			if turns > 0 || res[1] < 1 || res[1] > MaxBuckets {
 				return order.Decision{}, fmt.Errorf("seckill gate: voucher %d has %d buckets, and its bucket said %d", voucherID, n, res[1])
 			}
-			n = int(res[1])
-			s.layouts.put(voucherID, n)
+			lay = s.layouts.put(voucherID, int(res[1]))
 			continue
 		}
 		if !known && res[0] != outcomeUnknown {

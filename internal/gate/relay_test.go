@@ -383,14 +383,9 @@ func TestRelayScansEveryBucket(t *testing.T) {
 		t.Fatalf("the buyers live in %d buckets, want all %d", len(homes), n)
 	}
 	// Bucket 1's last units gone and a transfer to it cut half way.
-	var cut atomic.Bool
-	defer gate.SetAfterTake(func() error {
-		if cut.CompareAndSwap(false, true) {
-			return errors.New("the mover stopped")
-		}
-		return nil
-	})()
-	for u := int64(1 << 30); !cut.Load(); u++ {
+	cut, restore := gate.SetAfterFirstTake(func() error { return errors.New("the mover stopped") })
+	defer restore()
+	for u := int64(1 << 30); !cut(); u++ {
 		if gate.Home(u, n) == 1 {
 			_, _ = rig.store.Try(ctx, voucher, u, u)
 		}

@@ -232,11 +232,8 @@ func TestWriterListsASaleMissingFromTheActiveVouchers(t *testing.T) {
 func TestWriterReconcilesABucketBuiltUnderAnotherReplicationID(t *testing.T) {
 	const voucher, stock, n = 67, 30, 3
 	p := newPipeline(t)
-	p.m.MustSeedVoucher(t, voucher, stock)
+	p.m.MustSeedVoucherIn(t, voucher, stock, n)
 	ctx := context.Background()
-	if _, err := p.m.DB.Exec("UPDATE tb_seckill_voucher SET stock_buckets = ? WHERE voucher_id = ?", n, voucher); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.store.WarmBuckets(ctx, voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,16 @@ func newRig(t *testing.T) *rig {
 	return g
 }
 
+// onSaleIn is voucher v on sale for the next hour in n stock buckets, with
+// stock units in MySQL and in Redis.
+func (g *rig) onSaleIn(t *testing.T, v, stock int64, n int) {
+	t.Helper()
+	g.m.MustSeedVoucherIn(t, v, stock, n)
+	if err := g.store.WarmBuckets(context.Background(), v, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // onSale is voucher v on sale for the next hour, with mysqlStock units in
 // MySQL and redisStock in Redis.
 func (g *rig) onSale(t *testing.T, v, mysqlStock, redisStock int64) {
@@ -364,13 +374,7 @@ func TestReconcileRebuildsEveryBucket(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const v, n = 8, 3
-	g.m.MustSeedVoucher(t, v, 30)
-	if _, err := g.m.DB.Exec("UPDATE tb_seckill_voucher SET stock_buckets = ? WHERE voucher_id = ?", n, v); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.store.WarmBuckets(ctx, v, 30, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	g.onSaleIn(t, v, 30, n)
 	var accepted []order.Event
 	for u := int64(1); u <= 9; u++ {
 		d, err := g.store.Try(ctx, v, u, 100+u)
@@ -446,13 +450,7 @@ func TestReconcileFreezesOnlyTheSuspectBucketWhileTheWriterCatchesUp(t *testing.
 	g := newRig(t)
 	ctx := context.Background()
 	const v, n, stock = 9, 3, 30
-	g.m.MustSeedVoucher(t, v, stock)
-	if _, err := g.m.DB.Exec("UPDATE tb_seckill_voucher SET stock_buckets = ? WHERE voucher_id = ?", n, v); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.store.WarmBuckets(ctx, v, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	g.onSaleIn(t, v, stock, n)
 	const suspect = 1
 	k := gate.BucketKeys(g.r.Prefix, v, n, suspect)
 	g.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789")
@@ -536,13 +534,7 @@ func TestReconcileFindsTheBucketsWhenTheDirectoryIsLost(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const v, n, stock = 10, 3, 30
-	g.m.MustSeedVoucher(t, v, stock)
-	if _, err := g.m.DB.Exec("UPDATE tb_seckill_voucher SET stock_buckets = ? WHERE voucher_id = ?", n, v); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.store.WarmBuckets(ctx, v, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	g.onSaleIn(t, v, stock, n)
 	for u := int64(1); u <= 6; u++ {
 		if d, err := g.store.Try(ctx, v, u, 100+u); err != nil || d.Err != nil {
 			t.Fatal(d.Err, err)

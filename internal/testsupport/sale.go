@@ -6,10 +6,17 @@ import "testing"
 // now for a day, in the test's database.
 func (m *MySQL) MustSeedVoucher(tb testing.TB, id, stock int64) {
 	tb.Helper()
+	m.MustSeedVoucherIn(tb, id, stock, 1)
+}
+
+// MustSeedVoucherIn is MustSeedVoucher for a sale in buckets stock buckets.
+func (m *MySQL) MustSeedVoucherIn(tb testing.TB, id, stock int64, buckets int) {
+	tb.Helper()
 	if _, err := m.DB.Exec("INSERT INTO tb_voucher (id, shop_id, title, pay_value, actual_value, type) VALUES (?, 1, 'v', 100, 200, 1)", id); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := m.DB.Exec("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, NOW(), NOW() + INTERVAL 1 DAY)", id, stock); err != nil {
+	if _, err := m.DB.Exec(`INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, stock_buckets)
+		VALUES (?, ?, NOW(), NOW() + INTERVAL 1 DAY, ?)`, id, stock, buckets); err != nil {
 		tb.Fatal(err)
 	}
 }
