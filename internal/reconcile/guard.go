@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -68,6 +69,12 @@ type Guard struct {
 	Reconciler *Reconciler
 	// Timeout bounds one reconcile, its wait for the writer included.
 	Timeout time.Duration
+	// RetryMin is the wait before a failed reconcile runs again; it
+	// doubles up to RetryMax. A reconcile fails mostly on a server's
+	// passing state (a master rejoining the cluster answers CLUSTERDOWN
+	// for a moment): seconds, not the periodic check's next round, put
+	// the sale back.
+	RetryMin, RetryMax time.Duration
 
 	ctx        context.Context // ends at Close: reconciles under way give up, unfrozen
 	stop       context.CancelFunc
@@ -80,7 +87,7 @@ type Guard struct {
 
 // NewGuard registers the guard's metrics on reg.
 func NewGuard(r *Reconciler, timeout time.Duration, reg prometheus.Registerer) *Guard {
-	g := &Guard{Reconciler: r, Timeout: timeout, running: map[int64]bool{},
+	g := &Guard{Reconciler: r, Timeout: timeout, RetryMin: 500 * time.Millisecond, RetryMax: 10 * time.Second, running: map[int64]bool{},
 		violations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_invariant_violations_total",
 			Help: "Times Redis was found not to hold what MySQL has (Redis lost writes), by check."}, []string{"check"}),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciles_total",
@@ -123,15 +130,41 @@ func (g *Guard) Violated(voucherID int64, check string, detail ...any) {
 			delete(g.running, voucherID)
 			g.mu.Unlock()
 		}()
+		g.reconcile(voucherID)
+	})
+}
+
+// reconcile runs the voucher's reconcile until it is done, the voucher is
+// unknown to MySQL, or the guard is closed.
+func (g *Guard) reconcile(voucherID int64) {
+	log := g.Reconciler.Logger
+	for wait := g.RetryMin; ; wait = min(2*wait, g.RetryMax) {
 		ctx, cancel := context.WithTimeout(g.ctx, g.Timeout)
-		defer cancel()
-		if _, err := g.Reconciler.Run(ctx, voucherID); err != nil {
+		_, err := g.Reconciler.Run(ctx, voucherID)
+		cancel()
+		switch {
+		case err == nil:
+			g.reconciles.WithLabelValues("done").Inc()
+			return
+		case g.ctx.Err() != nil:
+			// A stop, not a failure: the sale was unfrozen as it was, and
+			// the next start's check finds the same violation again.
+			log.Info("reconcile stopped by the shutdown; the next start redoes it", "voucher", voucherID, "err", err)
+			return
+		case errors.Is(err, ErrNoSuchVoucher):
 			g.reconciles.WithLabelValues("failed").Inc()
-			g.Reconciler.Logger.Error("reconcile after a violated invariant failed: run seckillctl reconcile", "voucher", voucherID, "err", err)
+			log.Error("reconcile after a violated invariant failed: the voucher is not in MySQL", "voucher", voucherID, "err", err)
 			return
 		}
-		g.reconciles.WithLabelValues("done").Inc()
-	})
+		g.reconciles.WithLabelValues("failed").Inc()
+		log.Error("reconcile after a violated invariant failed; trying again", "voucher", voucherID, "in", wait, "err", err)
+		select {
+		case <-g.ctx.Done():
+			log.Info("reconcile stopped by the shutdown; the next start redoes it", "voucher", voucherID)
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
 // Close stops the reconciles under way (each unfreezes its voucher as it
