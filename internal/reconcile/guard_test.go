@@ -26,8 +26,8 @@ type logged struct {
 }
 
 func (l *logged) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logged) WithAttrs([]slog.Attr) slog.Handler      { return l }
-func (l *logged) WithGroup(string) slog.Handler           { return l }
+func (l *logged) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logged) WithGroup(string) slog.Handler            { return l }
 func (l *logged) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
