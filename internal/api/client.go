@@ -29,30 +29,30 @@ var errCrossSite = apperr.New(apperr.Forbidden, "cross-site request refused: ask
 // browsers send: POST /user/code is a CORS-simple request, so without this
 // any page could make every visitor ask for a code, an SMS each. A browser
 // says where the request comes from in Sec-Fetch-Site, which no page can
-// set; an older browser only in Origin, which must then be the API's own
-// or an allowed one. A client that is no browser sends neither and is
-// bounded by the rate limits alone.
-func sameSiteOnly(allowed []string) echo.MiddlewareFunc {
+// set; over plain HTTP to a host that is not loopback, and in browsers
+// older than Fetch Metadata, only in Origin, whose site must then be the
+// API's own (ownSite) or the origin an allowed one. A client that is no
+// browser sends neither and is bounded by the rate limits alone.
+func sameSiteOnly(allowed []string, trusted []*net.IPNet) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
+			origin := r.Header.Get(echo.HeaderOrigin)
+			if slices.Contains(allowed, origin) {
+				return next(c)
+			}
 			switch r.Header.Get("Sec-Fetch-Site") {
 			case "cross-site":
 				return errCrossSite
 			case "same-origin", "same-site", "none":
 				return next(c)
 			}
-			if origin := r.Header.Get(echo.HeaderOrigin); origin != "" && !ownOrigin(c, origin) && !slices.Contains(allowed, origin) {
+			if origin != "" && !sameSite(origin, c.Scheme(), ownHost(r, trusted)) {
 				return errCrossSite
 			}
 			return next(c)
 		}
 	}
-}
-
-// ownOrigin: origin is the API's own address as the client reached it.
-func ownOrigin(c echo.Context, origin string) bool {
-	return origin == c.Scheme()+"://"+c.Request().Host
 }
 
 // allowedMethods answers 405 with Allow (RFC 9110 §15.5.6) for a method

@@ -71,8 +71,39 @@ func TestCrossSiteCodeRequestIsRefused(t *testing.T) {
 		{"null origin", map[string]string{"Origin": "null"}, 403},
 		{"same origin", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": a.URL}, 200},
 		{"an allowed origin", map[string]string{"Origin": "https://shop.example"}, 200},
+		{"an allowed origin's browser saying cross-site", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://shop.example"}, 200},
+		// The course's nginx: its pages on another port of the API's host,
+		// /api passed on with Host set to the upstream, and a browser that
+		// sends no Fetch Metadata (plain HTTP to a host that is not
+		// loopback, or an older browser).
+		{"the same host on another port", map[string]string{"Origin": "http://127.0.0.1:18080"}, 200},
+		{"another port of another host", map[string]string{"Origin": "http://localhost:18080"}, 403},
+		{"a forwarded host from a client that is no proxy", map[string]string{"Origin": "https://evil.example", "X-Forwarded-Host": "evil.example"}, 403},
 		{"typed in the address bar", map[string]string{"Sec-Fetch-Site": "none"}, 200},
 		{"no browser", nil, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, "POST", a.URL+"/user/code?phone="+randomPhone(), tt.header, nil)
+			if res.Status != tt.want {
+				t.Fatalf("%d %s, want %d", res.Status, res.Raw, tt.want)
+			}
+		})
+	}
+}
+
+// Behind a trusted proxy the API's site is the host the proxy forwards:
+// its own pages' origin is accepted, another site's still refused.
+func TestCodeRequestBehindATrustedProxy(t *testing.T) {
+	a := startAPI(t, map[string]string{"SECKILL_CODE_COOLDOWN": "1ms", "SECKILL_API_TRUSTED_PROXIES": "127.0.0.1"})
+	for _, tt := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"X-Forwarded-Host of the page's site", map[string]string{"Origin": "https://www.shop.example.com", "X-Forwarded-Host": "shop.example.com", "X-Forwarded-Proto": "https"}, 200},
+		{"Forwarded of the page's site", map[string]string{"Origin": "https://shop.example.com", "Forwarded": "for=203.0.113.5;host=shop.example.com;proto=https", "X-Forwarded-Proto": "https"}, 200},
+		{"another site's page", map[string]string{"Origin": "https://evil.example", "X-Forwarded-Host": "shop.example.com", "X-Forwarded-Proto": "https"}, 403},
+		{"the page's site over plain HTTP", map[string]string{"Origin": "http://shop.example.com", "X-Forwarded-Host": "shop.example.com", "X-Forwarded-Proto": "https"}, 403},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res := call(t, "POST", a.URL+"/user/code?phone="+randomPhone(), tt.header, nil)

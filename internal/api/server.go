@@ -127,7 +127,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
 	e.GET("/readyz", echo.WrapHandler(deps.Monitor.ReadyHandler()))
 
-	e.POST("/user/code", s.sendCode, sameSiteOnly(cfg.AllowedOrigins), s.rateLimit("code", cfg.Limits.Code))
+	e.POST("/user/code", s.sendCode, sameSiteOnly(cfg.AllowedOrigins, cfg.TrustedProxies), s.rateLimit("code", cfg.Limits.Code))
 	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))
 	e.GET("/user/me", s.me, s.requireUser)
 	e.GET("/user/info/:id", s.userInfo, s.requireUser)
