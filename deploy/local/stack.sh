@@ -76,7 +76,7 @@ die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
 
 need_cmds() {
   local missing=()
-  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db java mvn curl haproxy promtool podman runc; do
+  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db java mvn curl haproxy promtool podman runc nginx chromium; do
     command -v "$c" >/dev/null 2>&1 || missing+=("$c")
   done
   printf '%s\n' "${missing[@]}"
@@ -87,7 +87,9 @@ cmd_install() {
   missing=$(need_cmds)
   if [ -n "$missing" ]; then
     [ "$(id -u)" = 0 ] || die "missing $(echo $missing | tr '\n' ' '); install needs root to apt-get them"
-    local pkgs=(redis-server redis-tools mariadb-server mariadb-client curl ca-certificates haproxy prometheus podman runc)
+    # nginx and Chromium: the browser test serves a front end the way the
+    # course does (its nginx location block) and drives it headless.
+    local pkgs=(redis-server redis-tools mariadb-server mariadb-client curl ca-certificates haproxy prometheus podman runc nginx-light chromium)
     command -v java >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
     command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
     say "installing Debian packages: ${pkgs[*]}"
