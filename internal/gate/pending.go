@@ -47,14 +47,17 @@ func (s *Store) Due(ctx context.Context, voucherID int64, cutoff time.Time, limi
 		return nil, err
 	}
 	var events []order.Event
+	var errs []error
 	for b := 0; b < lay.N() && int64(len(events)) < limit; b++ {
 		due, err := s.dueIn(ctx, voucherID, lay.bucketKeys(s.prefix, b), cutoff, limit-int64(len(events)))
 		if err != nil {
-			return nil, err
+			// The other buckets' reservations are due all the same.
+			errs = append(errs, fmt.Errorf("bucket %d: %w", b, err))
+			continue
 		}
 		events = append(events, due...)
 	}
-	return events, nil
+	return events, errors.Join(errs...)
 }
 
 func (s *Store) dueIn(ctx context.Context, voucherID int64, k Keys, cutoff time.Time, limit int64) ([]order.Event, error) {

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -80,31 +81,29 @@ func (r *Relay) Run(ctx context.Context) error {
 // Scan republishes the reservations that cannot be queued ahead of the
 // writer any more, once each, and returns how many. The first scan only
 // takes a baseline; a scan while the writer has not consumed up to the
-// baseline does nothing.
+// baseline does nothing. A voucher whose keys cannot be read or written
+// (one bucket's master away) is reported in the error and the others are
+// scanned all the same: one sale's trouble stops no other sale's orders.
 func (r *Relay) Scan(ctx context.Context) (int, error) {
 	ids, err := r.Store.Active(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("relay: %w", err)
 	}
-	if ids, err = r.sweep(ctx, ids); err != nil {
-		return 0, err
-	}
-	if err := r.finishTransfers(ctx, ids); err != nil {
-		return 0, err
-	}
+	ids, errs := r.sweep(ctx, ids)
+	errs = append(errs, r.finishTransfers(ctx, ids)...)
 	if r.base == nil {
-		return 0, r.takeBaseline(ctx)
+		return 0, errors.Join(append(errs, r.takeBaseline(ctx))...)
 	}
 	reached, err := r.Backlog.Reached(ctx, r.base.ends)
 	if err != nil {
-		return 0, fmt.Errorf("relay: writer progress: %w", err)
+		return 0, errors.Join(append(errs, fmt.Errorf("relay: writer progress: %w", err))...)
 	}
 	if !reached {
-		return 0, nil
+		return 0, errors.Join(errs...)
 	}
 	now, err := r.now(ctx)
 	if err != nil {
-		return 0, err
+		return 0, errors.Join(append(errs, err)...)
 	}
 	clock := redisClock{at: now, read: time.Now()}
 	cutoff := r.base.at.Add(-r.Age)
@@ -116,7 +115,8 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 			n, err := r.scanVoucher(ctx, vid, cutoff, clock)
 			total += n
 			if err != nil {
-				return total, err
+				errs = append(errs, err)
+				break
 			}
 			if int64(n) < r.Batch {
 				break
@@ -129,21 +129,20 @@ func (r *Relay) Scan(ctx context.Context) (int, error) {
 			r.Relayed(total)
 		}
 	}
-	return total, r.takeBaseline(ctx)
+	return total, errors.Join(append(errs, r.takeBaseline(ctx))...)
 }
 
 // sweep retires the sales among ids that ended with every order settled
 // (their keys now expire: Store.Retire) and returns the others, the ones
-// the relay scans.
-func (r *Relay) sweep(ctx context.Context, ids []int64) ([]int64, error) {
+// the relay scans, with the errors of those it could not look at.
+func (r *Relay) sweep(ctx context.Context, ids []int64) (live []int64, errs []error) {
 	if r.Keep <= 0 {
 		return ids, nil
 	}
-	var live []int64
 	for _, id := range ids {
 		retired, err := r.Store.Retire(ctx, id, r.Keep)
 		if err != nil {
-			return nil, fmt.Errorf("relay: %w", err)
+			errs = append(errs, fmt.Errorf("relay: %w", err))
 		}
 		if retired {
 			r.Logger.Info("sale ended and settled: its keys now expire", "voucher", id, "in", r.Keep)
@@ -151,27 +150,27 @@ func (r *Relay) sweep(ctx context.Context, ids []int64) ([]int64, error) {
 		}
 		live = append(live, id)
 	}
-	return live, nil
+	return live, errs
 }
 
 // finishTransfers deposits the stock transfers among ids' buckets whose
 // mover died between its two steps (Store.FinishTransfers): those taken
 // more than Age ago, far longer than a live mover takes.
-func (r *Relay) finishTransfers(ctx context.Context, ids []int64) error {
+func (r *Relay) finishTransfers(ctx context.Context, ids []int64) (errs []error) {
 	now, err := r.now(ctx)
 	if err != nil {
-		return err
+		return []error{err}
 	}
 	for _, id := range ids {
 		n, err := r.Store.FinishTransfers(ctx, id, now.Add(-r.Age))
 		if err != nil {
-			return fmt.Errorf("relay: %w", err)
+			errs = append(errs, fmt.Errorf("relay: %w", err))
 		}
 		if n > 0 {
 			r.Logger.Warn("finished stock transfers whose mover stopped between its two steps", "voucher", id, "transfers", n)
 		}
 	}
-	return nil
+	return errs
 }
 
 func (r *Relay) now(ctx context.Context) (time.Time, error) {
@@ -230,20 +229,20 @@ type redisClock struct {
 func (c redisClock) now() time.Time { return c.at.Add(time.Since(c.read)) }
 
 func (r *Relay) scanVoucher(ctx context.Context, voucherID int64, cutoff time.Time, clock redisClock) (int, error) {
-	events, err := r.Store.Due(ctx, voucherID, cutoff, r.Batch)
-	if err != nil {
-		return 0, fmt.Errorf("relay: %w", err)
+	events, dueErr := r.Store.Due(ctx, voucherID, cutoff, r.Batch)
+	if dueErr != nil {
+		dueErr = fmt.Errorf("relay: %w", dueErr)
 	}
 	if len(events) == 0 {
-		return 0, nil
+		return 0, dueErr
 	}
 	if err := r.republish(ctx, voucherID, events); err != nil {
-		return 0, err
+		return 0, errors.Join(dueErr, err)
 	}
 	// Due again only if still pending once the writer has passed a
 	// baseline taken after this publish: counted from its end.
 	if err := r.Store.Reschedule(ctx, voucherID, clock.now(), events); err != nil {
-		return len(events), fmt.Errorf("relay: %w", err)
+		return len(events), errors.Join(dueErr, fmt.Errorf("relay: %w", err))
 	}
-	return len(events), nil
+	return len(events), dueErr
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -414,5 +415,61 @@ func TestRelayScansEveryBucket(t *testing.T) {
 	if republished < buyers || after.Transfers != 0 || after.Stock != before.Net {
 		t.Fatalf("republished %d of at least %d; after the scan %+v, before %+v: want the transfer finished, its units in stock",
 			republished, buyers, after, before)
+	}
+}
+
+// One sale's bucket that cannot be read (its master away; here its keys
+// of the wrong type) stops no other sale's relay: the unpublished order of
+// another voucher is republished by the same scan, the readable buckets'
+// cut transfer finished, and the scan reports the bucket it could not read.
+func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
+	const n = 3
+	rig, other := newRelayRig(t, 3)
+	ctx := context.Background()
+	if _, err := rig.svc.Place(ctx, 42, other); !errors.Is(err, order.ErrNotPublished) {
+		t.Fatalf("order with a failing publisher: %v", err)
+	}
+	voucher := 1 + rand.Int64N(1<<40)
+	if err := rig.store.WarmBuckets(ctx, voucher, 30, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// Bucket 0 the fullest, so the cut transfer is its: 10, 10, 8.
+	for i, u := range homedIn(n, 2, 2) {
+		if d, err := rig.store.Try(ctx, voucher, u, int64(i+1)); err != nil || d.Err != nil {
+			t.Fatal(d.Err, err)
+		}
+	}
+	cut, restore := gate.SetAfterFirstTake(func() error { return errors.New("the mover stopped") })
+	defer restore()
+	for u := int64(1 << 30); !cut(); u++ {
+		if gate.Home(u, n) == 1 {
+			_, _ = rig.store.Try(ctx, voucher, u, u)
+		}
+	}
+	donor := gate.BucketKeys(rig.r.Prefix, voucher, n, 0)
+	if x := rig.r.Client.HLen(ctx, donor.Transfers).Val(); x != 1 {
+		t.Fatalf("bucket 0 records %d transfers, want the cut one", x)
+	}
+	broken := gate.BucketKeys(rig.r.Prefix, voucher, n, 2)
+	for _, k := range []string{broken.Transfers, broken.PendingAt} {
+		if err := rig.r.Client.Set(ctx, k, "unreadable", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const age = 2 * time.Second
+	relay := rig.relay(age)
+	rig.withClock(relay).pass(age + 100*time.Millisecond)
+	_, _ = relay.Scan(ctx) // the baseline
+	readable := rig.r.Client.HLen(ctx, donor.Pending).Val() + rig.r.Client.HLen(ctx, gate.BucketKeys(rig.r.Prefix, voucher, n, 1).Pending).Val()
+	republished, err := relay.Scan(ctx)
+	if want := 1 + int(readable); republished != want {
+		t.Fatalf("republished %d (%v), want %d: the other voucher's order and the readable buckets' %d", republished, err, want, readable)
+	}
+	if err == nil || !strings.Contains(err.Error(), "bucket 2") {
+		t.Fatalf("the scan's error %v, want it to name the unreadable bucket", err)
+	}
+	receiver := gate.BucketKeys(rig.r.Prefix, voucher, n, 1)
+	if x, stock := rig.r.Client.HLen(ctx, donor.Transfers).Val(), rig.r.Client.HGet(ctx, receiver.Voucher, gate.FieldStock).Val(); x != 0 || stock != "5" {
+		t.Fatalf("after the scan bucket 0 records %d transfers and bucket 1 holds %s units; want the transfer finished, its 5 units there", x, stock)
 	}
 }

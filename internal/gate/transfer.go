@@ -188,29 +188,34 @@ func (s *Store) deposit(ctx context.Context, lay Layout, from, to int, id string
 // FinishTransfers deposits the transfers of voucherID's sale taken before
 // cutoff (Redis's clock) whose mover died between its two steps, and returns
 // how many it finished. A transfer whose receiver is frozen waits for the
-// next sweep.
+// next sweep; a bucket that cannot be read, or a transfer that cannot be
+// finished now, is in the error, and the others are finished all the same.
 func (s *Store) FinishTransfers(ctx context.Context, voucherID int64, cutoff time.Time) (int, error) {
 	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil || lay.N() == 1 {
 		return 0, err
 	}
 	done := 0
+	var errs []error
 	for from := range lay.N() {
 		recs, err := s.rdb.HGetAll(ctx, lay.bucketKeys(s.prefix, from).Transfers).Result()
 		if err != nil {
-			return done, fmt.Errorf("transfers of voucher %d: %w", voucherID, err)
+			errs = append(errs, fmt.Errorf("transfers of voucher %d's bucket %d: %w", voucherID, from, err))
+			continue
 		}
 		for id, rec := range recs {
 			// receiver:units:donor's generation:receiver's generation:ms
 			parts := strings.Split(rec, ":")
 			if len(parts) != 5 {
-				return done, fmt.Errorf("transfer %s of voucher %d: malformed %q", id, voucherID, rec)
+				errs = append(errs, fmt.Errorf("transfer %s of voucher %d: malformed %q", id, voucherID, rec))
+				continue
 			}
 			to, err1 := strconv.Atoi(parts[0])
 			units, err2 := strconv.ParseInt(parts[1], 10, 64)
 			at, err3 := strconv.ParseInt(parts[4], 10, 64)
 			if err1 != nil || err2 != nil || err3 != nil || to < 0 || to >= lay.N() {
-				return done, fmt.Errorf("transfer %s of voucher %d: malformed %q", id, voucherID, rec)
+				errs = append(errs, fmt.Errorf("transfer %s of voucher %d: malformed %q", id, voucherID, rec))
+				continue
 			}
 			if at >= cutoff.UnixMilli() {
 				continue
@@ -218,11 +223,11 @@ func (s *Store) FinishTransfers(ctx context.Context, voucherID int64, cutoff tim
 			switch _, err := s.deposit(ctx, lay, from, to, id, units, parts[3]); {
 			case errors.Is(err, errNotNow):
 			case err != nil:
-				return done, err
+				errs = append(errs, err)
 			default:
 				done++
 			}
 		}
 	}
-	return done, nil
+	return done, errors.Join(errs...)
 }
