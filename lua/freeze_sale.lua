@@ -6,7 +6,8 @@
 -- another reconcile is rebuilding. Idempotent: run again, it does the same.
 --
 -- KEYS     the sale's keys (sale.lua)
--- Writes:  VOUCHER {fence, frozen}, and its expiry when it holds no sale
+-- Writes:  VOUCHER {fence, frozen}, and its expiry when it holds no sale;
+--          frozen is when it was frozen, ms
 -- ARGV[1]  the caller's fencing token; 0 for a caller without one (never refused)
 -- ARGV[2]  "1" freeze, "0" unfreeze
 -- ARGV[3]  how long a hash that holds no sale (no stock: a reconcile of a
@@ -24,7 +25,9 @@ if fence > seen then
   redis.call('HSET', VOUCHER, 'fence', ARGV[1])
 end
 if ARGV[2] == '1' then
-  redis.call('HSET', VOUCHER, 'frozen', 1)
+  -- When, so that a freeze no reconcile finished (its process died part
+  -- way) shows as stale to the order-writer's checks.
+  redis.call('HSET', VOUCHER, 'frozen', now_ms())
 else
   redis.call('HDEL', VOUCHER, 'frozen')
   if redis.call('HEXISTS', VOUCHER, 'stock') == 0 then

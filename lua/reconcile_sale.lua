@@ -1,6 +1,9 @@
 -- Puts a voucher's rebuilt sale state in place and unfreezes it: the last
 -- step of a reconcile, whose buyers were written to a key of its own
--- beforehand.
+-- beforehand. A bucket of a sale in several stays frozen: the caller
+-- unfreezes the buckets once every one is rebuilt, so that a reconcile that
+-- stops part way leaves no bucket selling beside buckets not yet rebuilt
+-- (whose net stock would no longer add up to the sale's).
 --
 -- Idempotent by the reconcile's id: sent again (go-redis re-sends a command
 -- whose reply timed out) after the first run unfroze the sale and orders
@@ -12,7 +15,7 @@
 -- KEYS     the sale's keys (sale.lua), then
 -- KEYS[8]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
 -- Writes:  VOUCHER {stock, begin, end, epoch, reconciled, fence, frozen,
---          buckets, given, received}, BUYERS (renamed from KEYS[8]), and
+--          buckets, given, received} (frozen deleted in a sale of one bucket), BUYERS (renamed from KEYS[8]), and
 --          deletes TRANSFERS; PERSIST on the others
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
@@ -53,8 +56,9 @@ else
 end
 redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid(),
   'reconciled', ARGV[5], 'fence', math.max(fence, seen))
-redis.call('HDEL', VOUCHER, 'frozen')
-if ARGV[7] ~= '1' then
+if ARGV[7] == '1' then
+  redis.call('HDEL', VOUCHER, 'frozen')
+else
   redis.call('HSET', VOUCHER, 'buckets', ARGV[7], 'given', 0, 'received', 0)
 end
 redis.call('DEL', TRANSFERS)

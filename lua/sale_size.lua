@@ -8,8 +8,14 @@
 -- KEYS     the sale's keys (sale.lua)
 -- Writes:  nothing
 --
--- Returns {stock or false, epoch or false, buyers, replication id}. A key
--- of the type an earlier release wrote fails with WRONGTYPE.
-local v = redis.call('HMGET', VOUCHER, 'stock', 'epoch', 'given', 'received')
+-- Returns {stock or false, epoch or false, buyers, replication id, ms
+-- frozen for (0: not frozen)}. A key of the type an earlier release wrote
+-- fails with WRONGTYPE.
+local v = redis.call('HMGET', VOUCHER, 'stock', 'epoch', 'given', 'received', 'frozen')
 local stock = v[1] and tonumber(v[1]) + tonumber(v[3] or '0') - tonumber(v[4] or '0')
-return {stock, v[2], redis.call('HLEN', BUYERS), replid()}
+local frozen = 0
+if v[5] then
+  -- A freeze written before it carried its time ("1") is taken for stale.
+  frozen = math.max(now_ms() - (tonumber(v[5]) or 0), 0)
+end
+return {stock, v[2], redis.call('HLEN', BUYERS), replid(), frozen}

@@ -2,10 +2,11 @@ package gate
 
 import "sync/atomic"
 
-// SetBeforeRebuildScript lets a test act just before a rebuild's last step.
-func SetBeforeRebuildScript(f func()) (restore func()) {
+// SetBeforeRebuildScript lets a test act just before the last step of a
+// bucket's rebuild, or stop the rebuild there with an error.
+func SetBeforeRebuildScript(f func(bucket int) error) (restore func()) {
 	beforeRebuildScript = f
-	return func() { beforeRebuildScript = func() {} }
+	return func() { beforeRebuildScript = func(int) error { return nil } }
 }
 
 // KeySlot is the cluster slot the store computes for a hash tag's content.

@@ -19,7 +19,7 @@ var _ reconcile.Sale = (*Store)(nil)
 
 // beforeRebuildScript is a test's seam: what happens to Redis just before
 // a rebuild's last step.
-var beforeRebuildScript = func() {}
+var beforeRebuildScript = func(bucket int) error { return nil }
 
 // Freeze makes the gate answer "paused" for voucherID, taking nothing,
 // and stock changes wait; a voucher with no sale in Redis stays unknown.
@@ -140,10 +140,12 @@ const rebuiltTTL = 10 * time.Minute
 // reconcile.ErrFenced when fence is below a token the voucher has seen.
 //
 // A sale of several buckets is rebuilt bucket by bucket, each with the
-// buyers whose home it is (Layout.Home, as the gate), and each unfreezes
-// when rebuilt. The stock goes to bucket 0, rebuilt last, and the others
-// start empty (the movers spread it): a reconcile that stops half way leaves
-// buckets emptied, never holding more than MySQL has.
+// buyers whose home it is (Layout.Home, as the gate), the stock in bucket 0
+// and the others empty (the movers spread it); every bucket stays frozen
+// until all are rebuilt, and only then are they unfrozen. A rebuild that
+// stops part way leaves the sale frozen, to be rebuilt again: buckets
+// rebuilt beside buckets that are not would add up to another net stock
+// than the sale's, in either direction.
 func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, begin, end time.Time, fence int64) error {
 	n := max(p.Buckets, 1)
 	lay := LayoutOf(voucherID, n)
@@ -165,6 +167,11 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, 
 		}
 		if err := s.rebuildBucket(ctx, lay, b, buyers[b], stock, n, begin, end, id, fence); err != nil {
 			return err
+		}
+	}
+	if n > 1 {
+		if err := s.freezeBuckets(ctx, lay, all(lay), fence, "0"); err != nil {
+			return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
 		}
 	}
 	// The directory may be what Redis lost.
@@ -201,7 +208,9 @@ func (s *Store) rebuildBucket(ctx context.Context, lay Layout, b int, buyers map
 	if len(buyers) == 0 {
 		none = "1"
 	}
-	beforeRebuildScript()
+	if err := beforeRebuildScript(b); err != nil {
+		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	}
 	res, err := lua.ReconcileSale.Run(ctx, s.rdb, k.list(rebuilt),
 		stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence, n).Int()
 	switch {
@@ -285,6 +294,7 @@ func (s *Store) Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, 
 			total.Epoch, total.RedisNow = one.Epoch, one.RedisNow
 		}
 		total.Exists = true
+		total.FrozenFor = max(total.FrozenFor, one.FrozenFor)
 		total.Stock += one.Stock
 		total.Buyers += one.Buyers
 	}
@@ -299,7 +309,7 @@ func (s *Store) bucketSize(ctx context.Context, voucherID int64, k Keys) (reconc
 	if err != nil {
 		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: %w", voucherID, err)
 	}
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: unknown answer %v", voucherID, v)
 	}
 	now, _ := v[3].(string)
@@ -312,5 +322,7 @@ func (s *Store) bucketSize(ctx context.Context, voucherID int64, k Keys) (reconc
 	}
 	epoch, _ := v[1].(string)
 	buyers, _ := v[2].(int64)
-	return reconcile.SaleSize{Exists: true, Stock: stock, Buyers: buyers, Epoch: epoch, RedisNow: now}, nil
+	frozen, _ := v[4].(int64)
+	return reconcile.SaleSize{Exists: true, Stock: stock, Buyers: buyers, Epoch: epoch, RedisNow: now,
+		FrozenFor: time.Duration(frozen) * time.Millisecond}, nil
 }

@@ -96,7 +96,7 @@ func TestRebuildAppliesOnceWhenRedisStalls(t *testing.T) {
 	buyer := gate.NewStore(r.Client, "") // an API instance: its own connection
 	answered := make(chan error, 1)
 	var done <-chan struct{}
-	defer gate.SetBeforeRebuildScript(func() {
+	defer gate.SetBeforeRebuildScript(func(int) error {
 		done = testsupport.StallRedis(t, r.Addr, stall)
 		go func() {
 			time.Sleep(stall / 3)
@@ -106,6 +106,7 @@ func TestRebuildAppliesOnceWhenRedisStalls(t *testing.T) {
 			}
 			answered <- err
 		}()
+		return nil
 	})()
 	plan := reconcile.Plan{Stock: 5, Buyers: map[int64]int64{}}
 	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {

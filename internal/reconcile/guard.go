@@ -26,7 +26,18 @@ const (
 	// CheckLayoutOutdated: the sale's keys have the layout of an earlier
 	// release (its buyers a set); the reconcile rewrites them in today's.
 	CheckLayoutOutdated = "layout_outdated"
+	// CheckFrozenStale: the sale (a bucket of it) has been frozen longer
+	// than any reconcile takes: the reconcile that froze it stopped part
+	// way (its process died) and left it so, as a reconcile that cannot
+	// finish must; another one finishes it.
+	CheckFrozenStale = "frozen_stale"
 )
+
+// StaleFreeze is how long a freeze may last before the checks take it for
+// one a reconcile left behind: above the longest a live reconcile keeps a
+// sale frozen (its wait for the writer, a minute in the order-writer, and
+// the rebuild's moments).
+const StaleFreeze = 2 * time.Minute
 
 // SaleSize is a voucher's sale in Redis as the periodic check reads it.
 type SaleSize struct {
@@ -39,6 +50,9 @@ type SaleSize struct {
 	RedisNow string
 	// Outdated: a key of the sale has the type an earlier release wrote.
 	Outdated bool
+	// FrozenFor is how long the sale (its longest frozen bucket) has been
+	// frozen; 0 when it is not.
+	FrozenFor time.Duration
 }
 
 // Violation is the first invariant the sale s breaks against MySQL's
@@ -53,6 +67,8 @@ func (s SaleSize) Violation(mysqlStock, mysqlOrders int64) (check string, detail
 		return CheckLayoutOutdated, nil
 	case s.Epoch != "" && s.Epoch != s.RedisNow:
 		return CheckEpochChanged, []any{"built_under", s.Epoch, "redis_now", s.RedisNow}
+	case s.FrozenFor > StaleFreeze:
+		return CheckFrozenStale, []any{"frozen_for", s.FrozenFor}
 	case s.Stock > mysqlStock:
 		return CheckStockAboveMySQL, []any{"redis_stock", s.Stock, "mysql_stock", mysqlStock}
 	case s.Buyers < mysqlOrders:
@@ -96,7 +112,7 @@ func NewGuard(r *Reconciler, timeout time.Duration, reg prometheus.Registerer) *
 	reg.MustRegister(g.violations, g.reconciles)
 	// Every series exists from the start at 0, so that an alert on
 	// increase() sees the first violation (a series born at 1 shows none).
-	for _, check := range []string{CheckVoucherMissing, CheckStockAboveMySQL, CheckBuyersLost, CheckEpochChanged, CheckLayoutOutdated} {
+	for _, check := range []string{CheckVoucherMissing, CheckStockAboveMySQL, CheckBuyersLost, CheckEpochChanged, CheckLayoutOutdated, CheckFrozenStale} {
 		g.violations.WithLabelValues(check)
 	}
 	g.reconciles.WithLabelValues("done")

@@ -118,10 +118,15 @@ type Report struct {
 // the fence's too, so the check never sees a counter gone back below it.
 func LockName(voucherID int64) string { return "reconcile:{" + strconv.FormatInt(voucherID, 10) + "}" }
 
+// rebuildBound bounds a rebuild once begun.
+const rebuildBound = 30 * time.Second
+
 // Run freezes voucherID, waits until the writer has consumed what was
 // published before, rebuilds the voucher's Redis state from MySQL and
-// unfreezes it. Safe to run twice and while the sale is live; on failure
-// the sale is unfrozen as it was.
+// unfreezes it. Safe to run twice and while the sale is live. On a failure
+// before the rebuild the sale is unfrozen as it was; on one during it, the
+// sale stays frozen until a reconcile completes (a rebuilt part beside one
+// not rebuilt would sell wrong).
 func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err error) {
 	rep.VoucherID = voucherID
 	var fence int64
@@ -157,14 +162,23 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 	if err := r.Sale.FreezeSuspect(ctx, voucherID, fence); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)
 	}
+	rebuilding := false
 	defer func() {
-		// A fenced reconcile leaves the freeze to the newer one.
-		if err != nil && !errors.Is(err, ErrFenced) {
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if uerr := r.Sale.Unfreeze(uctx, voucherID, fence); uerr != nil && !errors.Is(uerr, ErrFenced) {
-				r.Logger.Error("reconcile failed and the sale is still frozen: run it again", "voucher", voucherID, "err", uerr)
-			}
+		switch {
+		case err == nil || errors.Is(err, ErrFenced):
+			// Done, or a fenced reconcile, which leaves the freeze to the
+			// newer one.
+			return
+		case rebuilding:
+			// Part of the sale may be rebuilt: it stays frozen until a
+			// reconcile completes (the guard runs it again).
+			r.Logger.Warn("reconcile stopped during the rebuild: the sale stays paused until a reconcile completes", "voucher", voucherID, "err", err)
+			return
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if uerr := r.Sale.Unfreeze(uctx, voucherID, fence); uerr != nil && !errors.Is(uerr, ErrFenced) {
+			r.Logger.Error("reconcile failed and the sale is still frozen: run it again", "voucher", voucherID, "err", uerr)
 		}
 	}()
 	frozen := time.Now()
@@ -203,7 +217,13 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 			}
 		}
 	}
-	if err := r.Sale.Rebuild(ctx, voucherID, rep.Plan, truth.Begin, truth.End, fence); err != nil {
+	rebuilding = true
+	// A rebuild under way is finished, not abandoned, when the caller
+	// stops (a graceful shutdown): it takes moments, and one cut part way
+	// leaves the sale paused until another reconcile.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rebuildBound)
+	defer cancel()
+	if err := r.Sale.Rebuild(rctx, voucherID, rep.Plan, truth.Begin, truth.End, fence); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
 	r.Logger.Info("voucher reconciled from MySQL", "voucher", voucherID, "stock", rep.Plan.Stock, "buyers", len(rep.Plan.Buyers),

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/reconcile"
 )
@@ -22,6 +23,9 @@ func TestSaleViolation(t *testing.T) {
 		{"missing", reconcile.SaleSize{}, reconcile.CheckVoucherMissing},
 		{"an earlier release's layout", with(func(s *reconcile.SaleSize) { s.Outdated, s.Stock = true, 99 }), reconcile.CheckLayoutOutdated},
 		{"another replication id", with(func(s *reconcile.SaleSize) { s.RedisNow, s.Stock = "b", 99 }), reconcile.CheckEpochChanged},
+		{"frozen by a reconcile under way", with(func(s *reconcile.SaleSize) { s.FrozenFor = time.Minute }), ""},
+		{"frozen past any reconcile's bound", with(func(s *reconcile.SaleSize) { s.FrozenFor = reconcile.StaleFreeze + time.Second; s.Stock = 11 }),
+			reconcile.CheckFrozenStale},
 		{"stock above MySQL's", with(func(s *reconcile.SaleSize) { s.Stock = 11 }), reconcile.CheckStockAboveMySQL},
 		{"a buyer lost", with(func(s *reconcile.SaleSize) { s.Buyers = 4 }), reconcile.CheckBuyersLost},
 		{"stock above and a buyer lost: the stock is named", with(func(s *reconcile.SaleSize) { s.Stock, s.Buyers = 11, 4 }), reconcile.CheckStockAboveMySQL},
