@@ -25,3 +25,10 @@ func SetAfterFirstTake(f func() error) (done func() bool, restore func()) {
 	}
 	return once.Load, func() { afterTake = func() error { return nil } }
 }
+
+// SetAfterAdjustStep lets a test act after each bucket's step of a change
+// of a sale in several.
+func SetAfterAdjustStep(f func(bucket int)) (restore func()) {
+	afterAdjustStep = f
+	return func() { afterAdjustStep = func(int) {} }
+}

@@ -202,15 +202,23 @@ func (s *Store) open(ctx context.Context, voucherID int64, n int) error {
 // than any retry of the change.
 const changeMemory = 24 * time.Hour
 
+// afterAdjustStep is a test's seam: the moment after one bucket's step of
+// a change of a sale in several.
+var afterAdjustStep = func(bucket int) {}
+
 // Adjust changes a warmed voucher's stock by delta and, when not zero, its
 // window, atomically with the gate. It returns the stock after. The change
 // carries an id of its own, so that a retry cannot apply it twice.
 //
-// A sale of several buckets gets the window in each; units added go to
-// bucket 0 whole (one atomic step: a failure leaves nothing half done), and
-// the movers spread them as buyers ask; units removed come from the buckets
-// that have them, the largest first, and a step that fails undoes the ones
-// before it.
+// A sale of several buckets is changed bucket by bucket, each atomically:
+// units added go to bucket 0 whole, and the movers spread them as buyers
+// ask; units removed come from the buckets that have them, the largest
+// first; a new window goes to every bucket. A bucket frozen or gone
+// refuses the change before any step (ErrFrozen, ErrNotWarmed: nothing
+// changed). A step that fails all the same (the bucket frozen meanwhile)
+// undoes the steps before it, stock and window; if an undo fails too, the
+// buckets are part changed and the error is neither of those: the caller
+// must not take the change for refused.
 func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error) {
 	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil {
@@ -220,13 +228,26 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 	if lay.N() == 1 {
 		return s.adjustBucket(ctx, lay, 0, delta, begin, end, id)
 	}
+	states, err := s.readAllBuckets(ctx, lay)
+	if err != nil {
+		return 0, fmt.Errorf("adjust voucher %d: %w", voucherID, err)
+	}
+	var left int64
+	for _, st := range states {
+		switch {
+		case !st.exists:
+			return 0, voucher.ErrNotWarmed
+		case st.frozen:
+			return 0, voucher.ErrFrozen
+		}
+		left += st.stock
+	}
 	deltas := make([]int64, lay.N())
 	if delta >= 0 {
 		deltas[0] = delta
 	} else {
-		states, err := s.readAllBuckets(ctx, lay)
-		if err != nil {
-			return 0, fmt.Errorf("adjust voucher %d: %w", voucherID, err)
+		if -delta > left {
+			return left, voucher.ErrNotEnoughStock
 		}
 		byStock := make([]int, lay.N())
 		for b := range byStock {
@@ -238,37 +259,18 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 			take := min(need, states[b].stock)
 			deltas[b], need = -take, need-take
 		}
-		if need > 0 {
-			var left int64
-			for _, st := range states {
-				left += st.stock
-			}
-			return left, voucher.ErrNotEnoughStock
-		}
 	}
+	windowChange := !begin.IsZero() || !end.IsZero()
 	var total int64
 	for b, d := range deltas {
+		if d == 0 && !windowChange {
+			total += states[b].stock
+			continue
+		}
 		after, err := s.adjustBucket(ctx, lay, b, d, begin, end, id+"."+strconv.Itoa(b))
+		afterAdjustStep(b)
 		if err != nil {
-			for u := range b {
-				if deltas[u] == 0 {
-					continue
-				}
-				if _, uerr := s.adjustBucket(ctx, lay, u, -deltas[u], time.Time{}, time.Time{}, rand.Text()); uerr != nil {
-					return 0, fmt.Errorf("adjust voucher %d: %w; undoing bucket %d's part: %w", voucherID, err, u, uerr)
-				}
-			}
-			if errors.Is(err, voucher.ErrNotEnoughStock) {
-				states, rerr := s.readAllBuckets(ctx, lay)
-				if rerr == nil {
-					var left int64
-					for _, st := range states {
-						left += st.stock
-					}
-					return left, err
-				}
-			}
-			return 0, err
+			return s.undoAdjust(ctx, lay, states, deltas[:b], windowChange, err)
 		}
 		total += after
 	}
@@ -277,6 +279,37 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		return total, fmt.Errorf("adjust voucher %d: its directory: %w", voucherID, err)
 	}
 	return total, nil
+}
+
+// undoAdjust undoes the steps of a change of a sale in buckets that were
+// made before one failed with cause: each bucket's stock delta, and its
+// window as read before the change.
+func (s *Store) undoAdjust(ctx context.Context, lay Layout, before []bucketState, done []int64, windowChange bool, cause error) (int64, error) {
+	for u, d := range done {
+		if d == 0 && !windowChange {
+			continue
+		}
+		var begin, end time.Time
+		if windowChange {
+			begin, end = time.UnixMilli(before[u].begin), time.UnixMilli(before[u].end)
+		}
+		if _, uerr := s.adjustBucket(context.WithoutCancel(ctx), lay, u, -d, begin, end, rand.Text()); uerr != nil {
+			// Neither error is wrapped: the change is part made, and its
+			// caller must not read it as refused (ErrFrozen, ErrNotWarmed).
+			return 0, fmt.Errorf("adjust voucher %d: the buckets are part changed, run `seckillctl reconcile %d`: a step failed (%v) and undoing bucket %d's failed (%v)",
+				lay.VoucherID, lay.VoucherID, cause, u, uerr)
+		}
+	}
+	if errors.Is(cause, voucher.ErrNotEnoughStock) {
+		if states, err := s.readAllBuckets(ctx, lay); err == nil {
+			var left int64
+			for _, st := range states {
+				left += st.stock
+			}
+			return left, cause
+		}
+	}
+	return 0, cause
 }
 
 // adjustBucket runs a stock change on bucket b under the change's id.

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/voucher"
 )
 
 // bucketRig is a sale in n buckets with its MySQL row, and a reconciler.
@@ -123,5 +124,86 @@ func TestAFreezeLeftBehindIsStale(t *testing.T) {
 	}
 	if size, err := g.store.Size(ctx, g.voucher); err != nil || size.FrozenFor != 0 {
 		t.Fatalf("after the reconcile: %+v %v, want unfrozen", size, err)
+	}
+}
+
+// window is bucket b's begin and end, ms.
+func (g *bucketRig) window(t *testing.T, n, b int) [2]string {
+	v := g.bucketVoucher(t, n, b)
+	return [2]string{v[gate.FieldBegin], v[gate.FieldEnd]}
+}
+
+// A change of a sale whose bucket is frozen is refused before any step:
+// every bucket keeps its stock and its window. A window change had been
+// undone in stock only, leaving buckets with different windows.
+func TestStockChangeOfAFrozenBucketChangesNoBucket(t *testing.T) {
+	const n = 3
+	g := newBucketRig(t, 30, n)
+	ctx := context.Background()
+	before := [n][2]string{}
+	for b := range n {
+		before[b] = g.window(t, n, b)
+	}
+	if err := g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher, gate.FieldFrozen, time.Now().UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	begin, end := time.Now().Add(time.Minute), time.Now().Add(3*time.Hour)
+	for _, delta := range []int64{5, 0, -5} {
+		if _, err := g.store.Adjust(ctx, g.voucher, delta, begin, end); !errors.Is(err, voucher.ErrFrozen) {
+			t.Fatalf("a change of %+d with bucket 2 frozen: %v, want ErrFrozen", delta, err)
+		}
+		for b := range n {
+			if w := g.window(t, n, b); w != before[b] {
+				t.Fatalf("after the refused change of %+d bucket %d's window is %v, was %v", delta, b, w, before[b])
+			}
+			if s := g.bucketVoucher(t, n, b)[gate.FieldStock]; s != "10" {
+				t.Fatalf("after the refused change of %+d bucket %d holds %s units, want its 10", delta, b, s)
+			}
+		}
+	}
+}
+
+// A step that fails after the check (the bucket frozen meanwhile) undoes
+// the steps before it, window too; when the undo fails (the new units sold
+// meanwhile), the error is no refusal: the caller (voucher.ChangeSale)
+// would otherwise take the units back out of MySQL while Redis sells them.
+func TestAStockChangeWhoseUndoFailsIsNoRefusal(t *testing.T) {
+	const n = 3
+	g := newBucketRig(t, 30, n)
+	ctx := context.Background()
+	k1 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher
+	freezeBucket1 := func(b int) {
+		if b == 0 {
+			g.r.Client.HSet(ctx, k1, gate.FieldFrozen, time.Now().UnixMilli())
+		}
+	}
+	oldWindow := g.window(t, n, 0)
+	restore := gate.SetAfterAdjustStep(freezeBucket1)
+	_, err := g.store.Adjust(ctx, g.voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
+	restore()
+	if !errors.Is(err, voucher.ErrFrozen) || g.bucketVoucher(t, n, 0)[gate.FieldStock] != "10" || g.window(t, n, 0) != oldWindow {
+		t.Fatalf("a change whose second step met a freeze: %v, bucket 0 %v; want ErrFrozen and bucket 0 as it was", err, g.bucketVoucher(t, n, 0))
+	}
+	g.r.Client.HDel(ctx, k1, gate.FieldFrozen)
+
+	buyers := homedIn(n, 0, 20)
+	restore = gate.SetAfterAdjustStep(func(b int) {
+		freezeBucket1(b)
+		if b == 0 {
+			// Bucket 0's buyers take 12 of its 15 units: the undo of +5 fails.
+			for i, u := range buyers[:12] {
+				if d, err := g.store.Try(ctx, g.voucher, u, 5000+int64(i)); err != nil || d.Err != nil {
+					t.Errorf("buyer %d: %v %v", u, d.Err, err)
+				}
+			}
+		}
+	})
+	_, err = g.store.Adjust(ctx, g.voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
+	restore()
+	if err == nil || errors.Is(err, voucher.ErrFrozen) || errors.Is(err, voucher.ErrNotWarmed) {
+		t.Fatalf("a change whose undo failed: %v, want an error that is no refusal", err)
+	}
+	if s := g.bucketVoucher(t, n, 0)[gate.FieldStock]; s != "3" {
+		t.Fatalf("bucket 0 holds %s units, want the 15 less the 12 sold", s)
 	}
 }

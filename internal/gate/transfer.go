@@ -43,6 +43,7 @@ type bucketState struct {
 	read, exists, frozen bool
 	stock, net           int64
 	gen                  string // the generation: who built it (FieldReconciled)
+	begin, end           int64  // the window, ms
 }
 
 // readBuckets reads every bucket of lay, each on its own master: one that
@@ -51,7 +52,8 @@ func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, err
 	cmds := make([]*redis.SliceCmd, lay.N())
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range cmds {
-			cmds[b] = p.HMGet(ctx, lay.bucketKeys(s.prefix, b).Voucher, FieldStock, FieldGiven, FieldReceived, FieldFrozen, FieldReconciled)
+			cmds[b] = p.HMGet(ctx, lay.bucketKeys(s.prefix, b).Voucher, FieldStock, FieldGiven, FieldReceived, FieldFrozen, FieldReconciled,
+				FieldBegin, FieldEnd)
 		}
 		return nil
 	})
@@ -68,7 +70,8 @@ func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, err
 			return n
 		}
 		gen, _ := v[4].(string)
-		states[b] = bucketState{read: true, exists: v[0] != nil, frozen: v[3] != nil, stock: num(0), net: num(0) + num(1) - num(2), gen: gen}
+		states[b] = bucketState{read: true, exists: v[0] != nil, frozen: v[3] != nil, stock: num(0), net: num(0) + num(1) - num(2), gen: gen,
+			begin: num(5), end: num(6)}
 	}
 	if read == 0 {
 		return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, err)
