@@ -18,16 +18,18 @@
 -- ARGV[4]  how long the transfer's id is remembered, ms
 --
 -- Returns 1 deposited (now or before); 0 void; -1 no such bucket, -2
--- frozen: not now, the transfer stays recorded and is tried again.
+-- frozen, or built under another replication id than its server's (it may
+-- have lost writes and cannot sell until reconciled): not now, the
+-- transfer stays recorded and is tried again.
 local id = 't:' .. ARGV[1]
 if redis.call('HGET', CHANGES, id) then
   return 1
 end
-local v = redis.call('HMGET', VOUCHER, 'stock', 'frozen', 'reconciled')
+local v = redis.call('HMGET', VOUCHER, 'stock', 'frozen', 'reconciled', 'epoch')
 if not v[1] then
   return -1
 end
-if v[2] then
+if v[2] or (v[4] and v[4] ~= replid()) then
   return -2
 end
 if (v[3] or '') ~= ARGV[3] then

@@ -78,6 +78,9 @@ var (
 	BucketTake    = mustLoadSale("bucket_take.lua")
 	BucketDeposit = mustLoadSale("bucket_deposit.lua")
 	BucketRefund  = mustLoadSale("bucket_refund.lua")
+	// BucketState reads one bucket as the movers need it: stock, net,
+	// frozen, generation, window, and whether it may have lost writes.
+	BucketState = mustLoadSale("bucket_state.lua")
 )
 
 // WarmSale puts a new voucher's sale in place, stamped with its server's

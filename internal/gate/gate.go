@@ -96,13 +96,15 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 			return order.Decision{Err: order.ErrMovingStock, AcceptedAt: d.AcceptedAt}, nil
 		}
 		moves++
-		refilled, soldOut, err := s.refill(ctx, lay, home)
+		got, err := s.refill(ctx, lay, home)
 		switch {
 		case err != nil:
 			return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
-		case soldOut:
+		case got == refillSoldOut:
 			return d, nil
-		case !refilled:
+		case got == refillPaused:
+			return order.Decision{Err: order.ErrPaused, AcceptedAt: d.AcceptedAt}, nil
+		case got == refillMoving:
 			return order.Decision{Err: order.ErrMovingStock, AcceptedAt: d.AcceptedAt}, nil
 		}
 	}

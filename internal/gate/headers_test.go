@@ -100,8 +100,12 @@ func TestScriptHeadersNameWhatTheyWrite(t *testing.T) {
 			}
 		}
 	}
-	if sale != 12 {
-		t.Fatalf("%d scripts of a sale's state; want the 12 that lua.go loads behind sale.lua", sale)
+	src, err := os.ReadFile("../../lua/lua.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded := strings.Count(string(src), `mustLoadSale("`); sale != loaded {
+		t.Fatalf("%d scripts of a sale's state; want the %d that lua.go loads behind sale.lua", sale, loaded)
 	}
 }
 

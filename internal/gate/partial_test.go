@@ -207,3 +207,50 @@ func TestAStockChangeWhoseUndoFailsIsNoRefusal(t *testing.T) {
 		t.Fatalf("bucket 0 holds %s units, want the 15 less the 12 sold", s)
 	}
 }
+
+// Reads of the buckets that straddle a rebuild (bucket 0 read before it,
+// the others after) add up parts of two different sales; they make no
+// "sold out" while bucket 0 holds units: the generations differ.
+func TestBucketsOfTwoGenerationsMakeNoSoldOut(t *testing.T) {
+	const n = 3
+	g := newBucketRig(t, 30, n)
+	ctx := context.Background()
+	// Bucket 0 as before a rebuild (3 units, 5 received: net -2), buckets
+	// 1 and 2 as after one (empty, of the rebuild's generation).
+	b0 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 0).Voucher
+	g.r.Client.HSet(ctx, b0, gate.FieldStock, 3, gate.FieldReceived, 5)
+	for b := 1; b < n; b++ {
+		g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, b).Voucher, gate.FieldStock, 0, gate.FieldReconciled, "rebuild-1")
+	}
+	user := homedIn(n, 1, 1)[0]
+	d, err := g.store.Try(ctx, g.voucher, user, 1)
+	if err != nil || errors.Is(d.Err, order.ErrSoldOut) {
+		t.Fatalf("a buyer of bucket 1 while bucket 0 holds 3 units: %+v %v, want no 'sold out'", d, err)
+	}
+}
+
+// A bucket built under another replication id than its server's (its
+// master restarted or failed over, not yet reconciled) gets no units moved
+// in: its buyers are told the sale is paused, and the units stay where the
+// other buckets' buyers can buy them. Units moved in were stuck there (the
+// gate pauses it, and it gives none), and the other buyers heard "moving
+// stock" to the end.
+func TestSuspectBucketGetsNoUnits(t *testing.T) {
+	const n = 3
+	g := newBucketRig(t, 30, n)
+	ctx := context.Background()
+	b1 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher
+	g.r.Client.HSet(ctx, b1, gate.FieldStock, 0, gate.FieldEpoch, "a-replication-id-of-before")
+	d, err := g.store.Try(ctx, g.voucher, homedIn(n, 1, 1)[0], 1)
+	if err != nil || !errors.Is(d.Err, order.ErrPaused) {
+		t.Fatalf("a buyer of the suspect bucket: %+v %v, want paused", d, err)
+	}
+	if s := g.bucketVoucher(t, n, 1)[gate.FieldStock]; s != "0" {
+		t.Fatalf("the suspect bucket holds %s units, want none moved in", s)
+	}
+	// The other buckets' 20 units to their 20 buyers.
+	c := buy(t, g.store, g.voucher, append(homedIn(n, 0, 10), homedIn(n, 2, 10)...), 2)
+	if len(c.accepted) != 20 {
+		t.Fatalf("%d of the other buckets' 20 units sold", len(c.accepted))
+	}
+}

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/lua"
 )
@@ -41,42 +40,57 @@ var afterTake = func() error { return nil }
 // may hold units.
 type bucketState struct {
 	read, exists, frozen bool
-	stock, net           int64
-	gen                  string // the generation: who built it (FieldReconciled)
-	begin, end           int64  // the window, ms
+	// suspect: built under another replication id than its server's (it
+	// may have lost writes): it neither gives nor receives, and its count
+	// makes no "sold out".
+	suspect    bool
+	stock, net int64
+	gen        string // the generation: who built it (FieldReconciled)
+	begin, end int64  // the window, ms
 }
 
-// readBuckets reads every bucket of lay, each on its own master: one that
-// cannot be read is marked so, and the others are read all the same.
+// readBuckets reads every bucket of lay, each on its own master and all at
+// once: one that cannot be read is marked so, and the others are read all
+// the same.
 func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, error) {
-	cmds := make([]*redis.SliceCmd, lay.N())
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for b := range cmds {
-			cmds[b] = p.HMGet(ctx, lay.bucketKeys(s.prefix, b).Voucher, FieldStock, FieldGiven, FieldReceived, FieldFrozen, FieldReconciled,
-				FieldBegin, FieldEnd)
-		}
-		return nil
-	})
-	states := make([]bucketState, len(cmds))
-	read := 0
-	for b, c := range cmds {
-		v, cerr := c.Result()
-		if cerr != nil {
-			continue
-		}
-		read++
-		num := func(i int) int64 {
-			n, _ := strconv.ParseInt(fmt.Sprint(v[i]), 10, 64)
-			return n
-		}
-		gen, _ := v[4].(string)
-		states[b] = bucketState{read: true, exists: v[0] != nil, frozen: v[3] != nil, stock: num(0), net: num(0) + num(1) - num(2), gen: gen,
-			begin: num(5), end: num(6)}
+	states := make([]bucketState, lay.N())
+	errs := make([]error, lay.N())
+	var wg sync.WaitGroup
+	for b := range states {
+		wg.Go(func() { states[b], errs[b] = s.readBucket(ctx, lay, b) })
 	}
-	if read == 0 {
-		return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, err)
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			return states, nil
+		}
 	}
-	return states, nil
+	return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, errors.Join(errs...))
+}
+
+// readBucket reads bucket b of lay (bucket_state.lua).
+func (s *Store) readBucket(ctx context.Context, lay Layout, b int) (bucketState, error) {
+	v, err := lua.BucketState.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list()).Slice()
+	if err != nil {
+		return bucketState{}, fmt.Errorf("bucket %d: %w", b, err)
+	}
+	if len(v) != 8 {
+		return bucketState{}, fmt.Errorf("bucket %d: unknown answer %v", b, v)
+	}
+	num := func(i int) int64 {
+		n, _ := v[i].(int64)
+		return n
+	}
+	st := bucketState{read: true, frozen: num(3) == 1, suspect: num(7) == 1, begin: num(5), end: num(6)}
+	st.gen, _ = v[4].(string)
+	if raw, ok := v[0].(string); ok {
+		st.exists = true
+		if st.stock, err = strconv.ParseInt(raw, 10, 64); err != nil {
+			return bucketState{}, fmt.Errorf("bucket %d: stock %q", b, raw)
+		}
+	}
+	st.net = st.stock + num(1) - num(2)
+	return st, nil
 }
 
 // readAllBuckets is readBuckets for a caller that needs every bucket.
@@ -93,24 +107,42 @@ func (s *Store) readAllBuckets(ctx context.Context, lay Layout) ([]bucketState, 
 	return states, nil
 }
 
+// refilled is what refill found.
+type refilled int
+
+const (
+	refillMoving  refilled = iota // nothing arrived: units in transit, or where they cannot be moved now
+	refillDone                    // home has units now
+	refillSoldOut                 // the sale is sold out
+	refillPaused                  // home may have lost writes: it waits for its reconcile
+)
+
 // refill moves units to the dry bucket home from the bucket with the most,
 // half of them: enough that the next attempts there find units, and some
-// left where they were. It reports whether home has units now, or that the
-// sale is sold out: every bucket read, none frozen, their net stock adding
-// up to zero.
-func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, soldOut bool, err error) {
+// left where they were. The sale is sold out only when every bucket was
+// read, none frozen or suspect, all of one generation (reads that straddle
+// a rebuild add up parts of two different sales), and their net stock adds
+// up to zero. A suspect home gets no units: it could not sell them.
+func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, error) {
 	states, err := s.readBuckets(ctx, lay)
 	if err != nil {
-		return false, false, err
+		return refillMoving, err
+	}
+	if states[home].suspect {
+		return refillPaused, nil
 	}
 	var net int64
 	whole := true
 	donor := -1
 	for b, st := range states {
-		if !st.read || !st.exists || st.frozen {
-			// A bucket away, gone or being rebuilt may hold units.
+		if !st.read || !st.exists || st.frozen || st.suspect {
+			// A bucket away, gone, being rebuilt or that may have lost
+			// writes may hold units, and cannot give them now.
 			whole = false
 			continue
+		}
+		if st.gen != states[home].gen {
+			whole = false
 		}
 		net += st.net
 		if b != home && st.stock > 0 && (donor < 0 || st.stock > states[donor].stock) {
@@ -119,16 +151,18 @@ func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, sol
 	}
 	switch {
 	case whole && net <= 0:
-		return false, true, nil
+		return refillSoldOut, nil
 	case states[home].stock > 0:
 		// Another attempt refilled it meanwhile.
-		return true, false, nil
+		return refillDone, nil
 	case donor < 0:
-		// The units are in transit, or where they cannot be moved now.
-		return false, false, nil
+		return refillMoving, nil
 	}
 	moved, err := s.transfer(ctx, lay, donor, home, (states[donor].stock+1)/2, states[home].gen)
-	return moved > 0, false, err
+	if err != nil || moved == 0 {
+		return refillMoving, err
+	}
+	return refillDone, nil
 }
 
 // transferMemory is how long a receiver remembers a deposit's id: far
