@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sigurn/crc16"
@@ -93,27 +94,59 @@ func (l Layout) bucketKeys(prefix string, b int) Keys { return keysWithTag(prefi
 // layouts remembers the layout of each voucher the store has met, tags
 // computed: the gate reads it on every attempt. A sale's N is fixed for its
 // life, and the gate script checks the caller's N against the bucket's on
-// every attempt (outcome 7), so a layout remembered from an earlier sale of
-// the same id is corrected on its first use.
-type layouts struct{ m sync.Map } // voucher id -> Layout
+// every attempt (outcome 7). What a bucket cannot tell is that the sale it
+// belonged to was made anew under the same id with fewer buckets: it
+// answers "no such voucher" if it is gone (the gate then reads the
+// directory again at once), and sells the old sale's units if it is still
+// there. So a layout is remembered for layoutTTL only, then read again:
+// one more round trip per voucher and instance every layoutTTL.
+type layouts struct {
+	m     sync.Map // voucher id -> remembered
+	clock func() time.Time
+}
 
+// layoutTTL is how long a remembered layout is used without reading the
+// sale's directory again.
+const layoutTTL = 10 * time.Second
+
+type remembered struct {
+	Layout
+	at time.Time
+}
+
+func (c *layouts) now() time.Time {
+	if c.clock != nil {
+		return c.clock()
+	}
+	return time.Now()
+}
+
+// get is voucherID's remembered layout, if read within layoutTTL.
 func (c *layouts) get(voucherID int64) (Layout, bool) {
 	v, ok := c.m.Load(voucherID)
 	if !ok {
 		return Layout{}, false
 	}
-	return v.(Layout), true
+	r := v.(remembered)
+	if c.now().Sub(r.at) >= layoutTTL {
+		return Layout{}, false
+	}
+	return r.Layout, true
 }
 
-// put remembers voucherID's sale in n buckets and returns its layout.
+// put remembers voucherID's sale in n buckets, as of now, and returns its
+// layout.
 func (c *layouts) put(voucherID int64, n int) Layout {
-	if l, ok := c.get(voucherID); ok && l.N() == n {
-		return l
-	}
 	l := LayoutOf(voucherID, n)
-	c.m.Store(voucherID, l)
+	if v, ok := c.m.Load(voucherID); ok && v.(remembered).N() == n {
+		l = v.(remembered).Layout // its tags computed already
+	}
+	c.m.Store(voucherID, remembered{Layout: l, at: c.now()})
 	return l
 }
+
+// forget drops voucherID's remembered layout.
+func (c *layouts) forget(voucherID int64) { c.m.Delete(voucherID) }
 
 // LayoutOf is voucherID's layout as Redis has it: the directory's N, or 1
 // when there is none (a sale in one bucket, or none at all).

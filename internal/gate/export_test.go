@@ -1,6 +1,9 @@
 package gate
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // SetBeforeRebuildScript lets a test act just before the last step of a
 // bucket's rebuild, or stop the rebuild there with an error.
@@ -32,3 +35,7 @@ func SetAfterAdjustStep(f func(bucket int)) (restore func()) {
 	afterAdjustStep = f
 	return func() { afterAdjustStep = func(int) {} }
 }
+
+// SetLayoutClock sets the clock by which the store's remembered layouts
+// age.
+func (s *Store) SetLayoutClock(clock func() time.Time) { s.layouts.clock = clock }

@@ -64,6 +64,16 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 		home := lay.Home(userID)
 		res, err := lua.Seckill.Run(ctx, s.gate, lay.bucketKeys(s.prefix, home).list(),
 			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx), n).Int64Slice()
+		if err == nil && len(res) == 4 && res[0] == outcomeUnknown && n > 1 && turns == 0 {
+			// The bucket is gone: the sale may have been made anew with
+			// another N. The directory says.
+			s.layouts.forget(voucherID)
+			fresh, lerr := s.LayoutOf(ctx, voucherID)
+			if lerr == nil && fresh.N() != n {
+				lay = fresh
+				continue
+			}
+		}
 		if isOutdatedLayout(err) {
 			// A sale written by an earlier release: the order-writer's check
 			// finds it and reconciles it into today's layout.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,5 +254,50 @@ func TestSuspectBucketGetsNoUnits(t *testing.T) {
 	c := buy(t, g.store, g.voucher, append(homedIn(n, 0, 10), homedIn(n, 2, 10)...), 2)
 	if len(c.accepted) != 20 {
 		t.Fatalf("%d of the other buckets' 20 units sold", len(c.accepted))
+	}
+}
+
+// An API instance remembers a sale's layout; the sale is made anew under
+// the same id with one bucket. Its old buckets gone, the instance reads the
+// directory again at its next attempt (it had answered "no such voucher"
+// for as long as it ran); its old buckets still there (an ended sale's keys
+// wait for their expiry), it sells the new sale once the layout it
+// remembers is older than the layout's time to live.
+func TestARememberedLayoutFollowsTheSaleMadeAnew(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	api, admin := gate.NewStore(r.Client, r.Prefix), gate.NewStore(r.Client, r.Prefix)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	api.SetLayoutClock(func() time.Time { return time.Unix(0, now.Load()) })
+	begin, end := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	for i, oldGone := range []bool{true, false} {
+		voucher := 1 + rand.Int64N(1<<40)
+		if err := admin.WarmBuckets(ctx, voucher, 30, 3, begin, end); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := api.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
+			t.Fatalf("the first sale: %+v %v", d, err)
+		}
+		if oldGone {
+			for b := range 3 {
+				k := gate.BucketKeys(r.Prefix, voucher, 3, b)
+				r.Client.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
+			}
+		}
+		if err := admin.WarmBuckets(ctx, voucher, 5, 1, begin, end); err != nil {
+			t.Fatal(err)
+		}
+		if !oldGone {
+			now.Add(int64(11 * time.Second))
+		}
+		user := int64(100 + i)
+		d, err := api.Try(ctx, voucher, user, 2)
+		if err != nil || d.Err != nil {
+			t.Fatalf("old buckets gone %v: the sale made anew: %+v %v, want accepted", oldGone, d, err)
+		}
+		if s := r.Client.HGet(ctx, gate.BucketKeys(r.Prefix, voucher, 1, 0).Voucher, gate.FieldStock).Val(); s != "4" {
+			t.Fatalf("old buckets gone %v: the new sale holds %s units, want 4: the unit came from the old sale", oldGone, s)
+		}
 	}
 }
