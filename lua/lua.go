@@ -21,6 +21,9 @@ var LockAcquire = mustLoad("lock_acquire.lua")
 // LockRelease releases one hold of a lock, only by its owner.
 var LockRelease = mustLoad("lock_release.lua")
 
+// LockFenceFloor raises a lock's fencing counter to at least a floor.
+var LockFenceFloor = mustLoad("lock_fence_floor.lua")
+
 // LockExtend extends a lock's TTL, only by its owner.
 var LockExtend = mustLoad("lock_extend.lua")
 

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -61,6 +62,36 @@ func (s *Store) FreezeSuspect(ctx context.Context, voucherID, fence int64) error
 		return s.freezeBuckets(ctx, lay, all(lay), fence, "1")
 	}
 	return s.freezeBuckets(ctx, lay, suspect, fence, "1")
+}
+
+// SeenFence is the largest fencing token voucherID's sale has seen, in
+// its directory or any bucket.
+func (s *Store) SeenFence(ctx context.Context, voucherID int64) (int64, error) {
+	lay, err := s.layoutToRepair(ctx, voucherID)
+	if err != nil {
+		return 0, fmt.Errorf("fence of voucher %d: %w", voucherID, err)
+	}
+	keys := []string{s.KeysOf(voucherID).Voucher}
+	for b := range lay.N() {
+		keys = append(keys, lay.bucketKeys(s.prefix, b).Voucher)
+	}
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.HGet(ctx, k, FieldFence)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("fence of voucher %d: %w", voucherID, err)
+	}
+	var seen int64
+	for _, c := range cmds {
+		if f, err := c.Int64(); err == nil {
+			seen = max(seen, f)
+		}
+	}
+	return seen, nil
 }
 
 // freeze freezes or unfreezes every bucket of the sale.

@@ -90,6 +90,17 @@ func (c *Client) keys(name string) []string {
 // FenceKey is where lock name's fencing counter lives.
 func (c *Client) FenceKey(name string) string { return c.keys(name)[1] }
 
+// RaiseFence raises lock name's fencing counter to at least floor, so that
+// the next holder's token is above it: for a holder that found the
+// resource has seen a token at or above its own, which only a counter that
+// lost writes hands out (a newer holder would hold the lock).
+func (c *Client) RaiseFence(ctx context.Context, name string, floor int64) error {
+	if err := lua.LockFenceFloor.Run(ctx, c.rdb, c.keys(name)[1:], floor).Err(); err != nil {
+		return fmt.Errorf("lock %s: raise its fencing counter to %d: %w", name, floor, err)
+	}
+	return nil
+}
+
 // Acquire takes the lock name with a new owner token.
 func (c *Client) Acquire(ctx context.Context, name string, opt Options) (*Lock, error) {
 	b := make([]byte, 16)

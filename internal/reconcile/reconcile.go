@@ -31,6 +31,9 @@ type Sale interface {
 	// Rebuild puts the plan in place and unfreezes the voucher, once
 	// however often its last step is sent.
 	Rebuild(ctx context.Context, voucherID int64, p Plan, begin, end time.Time, fence int64) error
+	// SeenFence is the largest fencing token any part of the voucher's
+	// sale has seen.
+	SeenFence(ctx context.Context, voucherID int64) (int64, error)
 }
 
 // Records is MySQL's side.
@@ -75,6 +78,7 @@ var (
 // Locks take a lock in Redis (lock.Client).
 type Locks interface {
 	Acquire(ctx context.Context, name string, opt lock.Options) (*lock.Lock, error)
+	RaiseFence(ctx context.Context, name string, floor int64) error
 }
 
 // beforeFreezeAll is a test's seam: the moment the suspect part of a sale
@@ -131,10 +135,9 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 	rep.VoucherID = voucherID
 	var fence int64
 	if r.Locks != nil {
-		l, err := r.Locks.Acquire(ctx, LockName(voucherID), lock.Options{
-			TTL: 10 * time.Second, Watchdog: true, RetryMin: 50 * time.Millisecond, RetryMax: time.Second, RetryFor: r.Wait})
+		l, err := r.lock(ctx, voucherID)
 		if err != nil {
-			return rep, fmt.Errorf("reconcile voucher %d: another reconcile of it holds its lock: %w", voucherID, err)
+			return rep, err
 		}
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -230,6 +233,41 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		"settled_reservations_dropped", len(rep.Plan.Settled), "unsettled", rep.Plan.Unsettled, "oversold", rep.Plan.Oversold,
 		"waited", rep.Waited, "frozen_wait", rep.FrozenWait)
 	return rep, nil
+}
+
+// lock takes voucherID's reconcile lock with a fencing token above every
+// one its sale has seen. On one master the counter and the fence it is
+// checked against share the voucher's slot and go back together when the
+// master loses writes; a sale in buckets keeps fences on other masters
+// too, which the counter can fall below: every new token would then be
+// refused as stale. Holding the lock, a token at or below the sale's can
+// only come from such a counter, so it is raised above the sale's and the
+// lock taken again.
+func (r *Reconciler) lock(ctx context.Context, voucherID int64) (*lock.Lock, error) {
+	opt := lock.Options{TTL: 10 * time.Second, Watchdog: true, RetryMin: 50 * time.Millisecond, RetryMax: time.Second, RetryFor: r.Wait}
+	for retook := false; ; retook = true {
+		l, err := r.Locks.Acquire(ctx, LockName(voucherID), opt)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile voucher %d: another reconcile of it holds its lock: %w", voucherID, err)
+		}
+		seen, err := r.Sale.SeenFence(ctx, voucherID)
+		if err == nil && seen < l.Fence {
+			return l, nil
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = l.Release(rctx)
+		cancel()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+		case retook:
+			return nil, fmt.Errorf("reconcile voucher %d: its lock's token %d is not above the %d its sale has seen after raising the counter", voucherID, l.Fence, seen)
+		}
+		r.Logger.Warn("the reconcile lock's fencing counter is below what the sale has seen (its master lost writes): raised", "voucher", voucherID, "token", l.Fence, "seen", seen)
+		if err := r.Locks.RaiseFence(ctx, LockName(voucherID), seen); err != nil {
+			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+		}
+	}
 }
 
 // waitForWriter waits until the writer's group has consumed the orders

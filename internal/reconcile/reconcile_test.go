@@ -556,3 +556,67 @@ func TestReconcileFindsTheBucketsWhenTheDirectoryIsLost(t *testing.T) {
 		t.Fatalf("the sale after the reconcile: %+v %v; want %d units and the 6 buyers", size, err, stock-6)
 	}
 }
+
+// The same loss on a sale in 3 stock buckets: the counter and the
+// directory go back, the buckets on other masters keep the larger fence.
+// The next reconcile takes a token above it and runs; every one had been
+// refused as stale, the suspect part of the sale left frozen.
+func TestReconcileOfABucketedSaleAfterTheLockMasterLostWrites(t *testing.T) {
+	g := newRig(t)
+	locks := lock.New(g.r.Client, g.r.Prefix)
+	g.rec.Locks = locks
+	ctx := t.Context()
+	const v, n = 9102, 3
+	g.onSaleIn(t, v, 30, n)
+	counter := locks.FenceKey(reconcile.LockName(v))
+	slot := []string{counter}
+	for _, k := range []string{g.store.KeysOf(v).Voucher, gate.BucketKeys(g.r.Prefix, v, n, 0).Voucher,
+		gate.BucketKeys(g.r.Prefix, v, n, 1).Voucher, gate.BucketKeys(g.r.Prefix, v, n, 2).Voucher} {
+		if hashTag(k) == hashTag(counter) {
+			slot = append(slot, k)
+		}
+	}
+	before := map[string]string{}
+	for _, k := range slot {
+		if dump, err := g.r.Client.Dump(ctx, k).Result(); err == nil {
+			before[k] = dump
+		}
+	}
+	for range 2 {
+		if _, err := g.rec.Run(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range slot {
+		g.r.Client.Del(ctx, k)
+		if dump, ok := before[k]; ok {
+			if err := g.r.Client.Restore(ctx, k, 0, dump).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := g.rec.Run(ctx, v); err != nil {
+		t.Fatalf("a reconcile after the lock's master lost writes: %v", err)
+	}
+	sold := 0
+	for u := int64(1); u <= 40; u++ {
+		for {
+			d, err := g.store.Try(ctx, v, u, 1000+u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errors.Is(d.Err, order.ErrMovingStock) {
+				continue
+			}
+			if d.Err == nil {
+				sold++
+			} else if !errors.Is(d.Err, order.ErrSoldOut) {
+				t.Fatalf("buyer %d after the reconcile: %v", u, d.Err)
+			}
+			break
+		}
+	}
+	if sold != 30 {
+		t.Fatalf("%d sold after the reconcile, want MySQL's 30", sold)
+	}
+}
