@@ -50,8 +50,8 @@ func NewLogger(w io.Writer, format string, level slog.Level, program string) *sl
 }
 
 // OpenRedis is the client of c's Redis topology, refused at start when the
-// configuration cannot work (see redisconn.Open); a seed that does not
-// answer beside others that do is logged.
+// configuration cannot work (see redisconn.Open); what may pass (a seed
+// that does not answer, a node rejoining the cluster) is logged.
 func OpenRedis(ctx context.Context, c Common, logger *slog.Logger) (redis.UniversalClient, error) {
 	rdb, warnings, err := redisconn.Open(ctx, c.Redis)
 	if err != nil {
@@ -143,16 +143,16 @@ func Shutdown(logger *slog.Logger, timeout time.Duration, steps ...Step) error {
 // KafkaCheck is the readiness name of Kafka.
 const KafkaCheck = "kafka"
 
-// WatchRedis adds the readiness check of c's Redis. On a cluster it is
-// that some node answers, not every master: while one shard fails over
-// the others keep selling, and a load balancer should keep sending them
-// buyers.
+// WatchRedis adds the readiness check of c's Redis (redisconn.Serving). On
+// a cluster it is that a majority of the masters serve, not every master:
+// while one shard fails over the others keep selling, and a load balancer
+// should keep sending them buyers.
 func (c Common) WatchRedis(m *health.Monitor, rdb redis.UniversalClient) {
 	where := c.Redis.Addr
 	if where == "" {
 		where = "cluster " + strings.Join(c.Redis.Cluster, ",")
 	}
-	m.Add("redis", where, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+	m.Add("redis", where, func(ctx context.Context) error { return redisconn.Serving(ctx, rdb) })
 }
 
 // WatchMySQL adds the readiness check of the MySQL of c.MySQLDSN.

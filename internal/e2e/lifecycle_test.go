@@ -171,7 +171,7 @@ func TestInvalidConfigurationStopsTheStartNamingTheVariable(t *testing.T) {
 // errors.
 func TestBadRedisTopologyStopsTheStart(t *testing.T) {
 	t.Parallel()
-	dead := testsupport.FreeAddr(t)
+	s := stack{redis: testsupport.MustNodeRedis(t)}
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -179,7 +179,7 @@ func TestBadRedisTopologyStopsTheStart(t *testing.T) {
 	}{
 		{"both topologies", map[string]string{"SECKILL_REDIS_ADDR": "127.0.0.1:16379", "SECKILL_REDIS_CLUSTER": "127.0.0.1:17001"},
 			[]string{"SECKILL_REDIS_ADDR and SECKILL_REDIS_CLUSTER are both set"}},
-		{"no seed answers", map[string]string{"SECKILL_REDIS_CLUSTER": dead}, []string{"no seed answers", dead}},
+		{"a seed that is no cluster node", map[string]string{"SECKILL_REDIS_CLUSTER": s.redis.Addr}, []string{"not a cluster node", s.redis.Addr}},
 	}
 	for _, p := range programs {
 		bin := testsupport.MustBuild(t, p.dir)
@@ -198,5 +198,40 @@ func TestBadRedisTopologyStopsTheStart(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A cluster none of whose seeds answers (it restarts, or a partition cuts
+// this machine off) is waited for: each program starts, says on /readyz
+// that Redis is not serving, and neither exits nor pretends to be ready.
+func TestProgramsWaitForAClusterNoSeedAnswers(t *testing.T) {
+	t.Parallel()
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	for _, p := range programs {
+		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
+			bin := testsupport.MustBuild(t, p.dir)
+			addr, dead := testsupport.FreeAddr(t), testsupport.FreeAddr(t)
+			env := s.env()
+			delete(env, "SECKILL_REDIS_ADDR")
+			env["SECKILL_REDIS_CLUSTER"] = dead
+			env[p.listenVar] = addr
+			if p.listenVar != "SECKILL_ADMIN_ADDR" {
+				env["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+			}
+			proc := testsupport.Start(t, bin, env)
+			body := testsupport.Eventually(t, "http://"+addr+"/readyz", 503, 30*time.Second)
+			if want := `{"name":"redis","addr":"cluster ` + dead + `","up":false`; !strings.Contains(body, want) {
+				t.Fatalf("readyz body = %s\nwant it to contain %s", body, want)
+			}
+			time.Sleep(3 * time.Second)
+			if proc.Exited() {
+				t.Fatalf("program exited while no seed answered:\n%s", proc.Output())
+			}
+			testsupport.Eventually(t, "http://"+addr+"/readyz", 503, 5*time.Second)
+			proc.Signal(t, syscall.SIGTERM)
+			if code, err := proc.Wait(exitBound); err != nil || code != 0 {
+				t.Fatalf("after SIGTERM: code %d, err %v\n%s", code, err, proc.Output())
+			}
+		})
 	}
 }

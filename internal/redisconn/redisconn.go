@@ -100,12 +100,17 @@ func New(c Config) (redis.UniversalClient, error) {
 	return rdb, nil
 }
 
-// Open is New, checked: a cluster is refused at start unless some seed
-// answers and every seed that answers is a node of a cluster whose
-// cluster_state is ok. A seed that does not answer beside others that do
-// is not fatal — after a failover the dead master's address stays among
-// the seeds — and is returned in warnings. One node is not checked: the
-// program starts and waits for it, as its readiness check tells.
+// Open is New, checked. A cluster is refused at start only for what
+// waiting cannot mend: a seed that is no cluster node (the configuration
+// names the wrong topology), or seeds that all answer with no slot
+// assigned (no cluster was ever created on them). Anything passing —
+// seeds that do not answer, a node that says cluster_state:fail while it
+// rejoins after a partition, a cluster failing over — is returned in
+// warnings: the program starts, its readiness check (Serving) says when
+// the cluster serves, and its clients retry meanwhile. A daemon that exits
+// on one node's passing state leaves accepted orders waiting for a person
+// to start it again. One node is not checked: the program starts and waits
+// for it, as its readiness check tells.
 func Open(ctx context.Context, c Config) (rdb redis.UniversalClient, warnings []string, err error) {
 	rdb, err = New(c)
 	if err != nil {
@@ -124,7 +129,7 @@ func Open(ctx context.Context, c Config) (rdb redis.UniversalClient, warnings []
 func checkSeeds(ctx context.Context, c Config) (warnings []string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	answered := 0
+	answered, ok, empty := 0, 0, 0
 	for _, addr := range c.Cluster {
 		node := redis.NewClient(&redis.Options{Addr: addr, Password: c.Password, DialTimeout: time.Second,
 			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
@@ -138,15 +143,60 @@ func checkSeeds(ctx context.Context, c Config) (warnings []string, err error) {
 			continue
 		}
 		answered++
-		if state := field(info, "cluster_state"); state != "ok" {
-			return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER: the cluster is not serving: %s says cluster_state:%s (slots assigned %s, ok %s, failing %s)",
-				addr, state, field(info, "cluster_slots_assigned"), field(info, "cluster_slots_ok"), field(info, "cluster_slots_fail"))
+		switch {
+		case field(info, "cluster_state") == "ok":
+			ok++
+		case field(info, "cluster_slots_assigned") == "0":
+			empty++
+			warnings = append(warnings, fmt.Sprintf("SECKILL_REDIS_CLUSTER: seed %s has no slot assigned", addr))
+		default:
+			warnings = append(warnings, fmt.Sprintf("SECKILL_REDIS_CLUSTER: seed %s says cluster_state:%s (slots assigned %s, ok %s, failing %s)",
+				addr, field(info, "cluster_state"), field(info, "cluster_slots_assigned"), field(info, "cluster_slots_ok"), field(info, "cluster_slots_fail")))
 		}
 	}
-	if answered == 0 {
-		return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER: no seed answers (%s): %s", strings.Join(c.Cluster, ", "), strings.Join(warnings, "; "))
+	switch {
+	case answered > 0 && empty == answered:
+		return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER: no seed has a slot assigned (%s): create the cluster (redis-cli --cluster create) or name its nodes", strings.Join(c.Cluster, ", "))
+	case ok == 0:
+		warnings = append(warnings, "SECKILL_REDIS_CLUSTER: no seed says the cluster serves yet: starting, not ready until it does")
 	}
 	return warnings, nil
+}
+
+// Serving reports whether rdb's Redis serves: the node answers; on a
+// cluster, a majority of the masters in the client's slot map say
+// cluster_state:ok. One node's view is not the cluster's: a master that
+// rejoins after a partition says fail for a moment while the others serve,
+// and a master failing over answers nothing while the others serve.
+func Serving(ctx context.Context, rdb redis.UniversalClient) error {
+	c, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return rdb.Ping(ctx).Err()
+	}
+	var mu sync.Mutex
+	var masters, serving int
+	var said []string
+	// ForEachMaster stops at the first error: each master's answer is
+	// counted, not returned.
+	_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		info, err := m.ClusterInfo(ctx).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		masters++
+		switch {
+		case err != nil:
+			said = append(said, m.Options().Addr+": "+err.Error())
+		case field(info, "cluster_state") == "ok":
+			serving++
+		default:
+			said = append(said, m.Options().Addr+": cluster_state:"+field(info, "cluster_state"))
+		}
+		return nil
+	})
+	if masters == 0 || 2*serving <= masters {
+		return fmt.Errorf("the cluster is not serving: %d of %d masters say cluster_state:ok (%s)", serving, masters, strings.Join(said, "; "))
+	}
+	return nil
 }
 
 // CheckNode refuses, at start, a node address that is a cluster node: one
