@@ -81,8 +81,10 @@ const (
 func runClusterFault(t *testing.T, f clusterFault) {
 	cl := testsupport.MustPrivateCluster(t)
 	st := stack{cl.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	// The api logs why it refused each request (debug): the causes of a
+	// pause on the surviving masters are printed with it.
 	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SOLDOUT_TTL": "1ms",
-		"SECKILL_SALE_CHECK_INTERVAL": "1s"}, nil)
+		"SECKILL_SALE_CHECK_INTERVAL": "1s"}, map[string]string{"SECKILL_LOG_LEVEL": "debug"})
 	admins := []string{s.writerEnv["SECKILL_ADMIN_ADDR"], testsupport.FreeAddr(t)}
 	s.writerEnv["SECKILL_ADMIN_ADDR"] = admins[1]
 	s.startWriter(t)
@@ -189,6 +191,27 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	gap, gapAt := longestGapAfter(survivors[:len(survivors)*95/100], clusterFaultAt)
 	t.Logf("surviving masters' sales: %d orders, the longest gap after the fault %v (from %v after the crowd began; the fault at %v)",
 		len(survivors), gap.Round(time.Millisecond), gapAt.Round(time.Millisecond), clusterFaultAt)
+	if gap > time.Second {
+		// What the surviving sales' buyers were answered while none of
+		// them was accepted: the request that stalled, and why.
+		var during strings.Builder
+		for _, a := range answers {
+			if owner[a.voucher] != victim && a.sent < gapAt+gap && a.at > gapAt {
+				fmt.Fprintf(&during, "\n  sent %v answered %v (%v): %d %q", a.sent.Round(time.Millisecond), a.at.Round(time.Millisecond),
+					(a.at - a.sent).Round(time.Millisecond), a.status, a.msg)
+			}
+		}
+		t.Logf("the surviving sales' requests in flight during their longest gap:%s", during.String())
+		causes := map[string]int{}
+		for line := range strings.Lines(s.apiProc.Output()) {
+			if _, cause, ok := strings.Cut(line, "msg=\"request refused\""); ok {
+				if _, e, ok := strings.Cut(cause, " err="); ok {
+					causes[strings.TrimSpace(e)]++
+				}
+			}
+		}
+		t.Logf("why the api refused requests (all sales, the whole run): %v", causes)
+	}
 	pause, pauseAt := longestGapAfter(affected, clusterFaultAt)
 	t.Logf("the failed master's sales: %d orders, stopped %v from %v, the last at %v", len(affected), pause.Round(time.Millisecond),
 		pauseAt.Round(time.Millisecond), affected[len(affected)-1].Round(time.Millisecond))

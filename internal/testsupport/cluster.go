@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 )
 
 // Cluster is a Redis Cluster of the test's own: three masters, each with
-// a replica, which a test may kill, stop or fail over.
+// a replica, which a test may kill, stop, fail over or cut off from the
+// others (Partition). Each node has a loopback address of its own, from
+// which its own connections leave too.
 type Cluster struct {
 	*Redis
 	Nodes map[string]*exec.Cmd // by address
@@ -34,7 +37,7 @@ func MustPrivateCluster(tb testing.TB) *Cluster {
 	var addrs []string
 	for range 6 {
 		port := freeClusterPort(tb)
-		node, cmd := mustRedisOn(tb, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		node, cmd := mustRedisAt(tb, loopbackHost(), port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no", "--appendonly", "yes")
 		c.Nodes[node.Addr] = cmd
 		addrs = append(addrs, node.Addr)
@@ -132,4 +135,74 @@ func (c *Cluster) Describe(tb testing.TB) string {
 		fmt.Fprintf(&b, "%s: %v\n", addr, role[0])
 	}
 	return b.String()
+}
+
+// loopbackHost is a loopback address drawn at random (127.1.0.0/16 and
+// up), so that the nodes of a cluster, and of clusters of other test
+// processes, are told apart by address.
+func loopbackHost() string {
+	return fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254))
+}
+
+// Partition cuts master off from the other nodes of the cluster, its
+// replica among them, in both directions (iptables drops their packets, as
+// a network partition would), while clients on 127.0.0.1 still reach it.
+// heal ends the partition; it runs at the test's end too.
+func (c *Cluster) Partition(tb testing.TB, master string) (heal func()) {
+	tb.Helper()
+	mHost, mPort, err := net.SplitHostPort(master)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mBus := busPort(tb, mPort)
+	var rules [][]string
+	for addr := range c.Nodes {
+		if addr == master {
+			continue
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		// Its links to them, and theirs to it: bus and replication.
+		rules = append(rules,
+			[]string{"-s", mHost, "-d", host, "-p", "tcp", "--dport", busPort(tb, port)},
+			[]string{"-s", host, "-d", mHost, "-p", "tcp", "--dport", mBus},
+			[]string{"-s", host, "-d", mHost, "-p", "tcp", "--dport", mPort},
+			[]string{"-s", mHost, "-d", host, "-p", "tcp", "--sport", mPort},
+			[]string{"-s", mHost, "-d", host, "-p", "tcp", "--sport", mBus},
+			[]string{"-s", host, "-d", mHost, "-p", "tcp", "--sport", busPort(tb, port)})
+	}
+	iptables := func(op string, rule []string) error {
+		out, err := exec.Command("iptables", append([]string{op, "INPUT", "-i", "lo"}, append(rule, "-j", "DROP")...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("iptables %s %v: %v: %s", op, rule, err, out)
+		}
+		return nil
+	}
+	var added [][]string
+	var once sync.Once
+	heal = func() {
+		once.Do(func() {
+			for _, r := range added {
+				if err := iptables("-D", r); err != nil {
+					tb.Errorf("heal the partition: %v", err)
+				}
+			}
+		})
+	}
+	tb.Cleanup(heal)
+	for _, r := range rules {
+		if err := iptables("-I", r); err != nil {
+			tb.Fatalf("partition %s (iptables, as root): %v", master, err)
+		}
+		added = append(added, r)
+	}
+	return heal
+}
+
+// busPort is the cluster bus port of a node on port: port + 10000.
+func busPort(tb testing.TB, port string) string {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strconv.Itoa(p + 10000)
 }

@@ -1,6 +1,7 @@
 package testsupport
 
 import (
+	"net"
 	"context"
 	"os/exec"
 	"slices"
@@ -53,12 +54,24 @@ func port(addr string) string { return addr[strings.LastIndex(addr, ":")+1:] }
 // mustRedisOn is MustPrivateRedis on port.
 func mustRedisOn(tb testing.TB, port string, args ...string) (*Redis, *exec.Cmd) {
 	tb.Helper()
+	return mustRedisAt(tb, "127.0.0.1", port, args...)
+}
+
+// mustRedisAt is MustPrivateRedis on host:port, a loopback address; its
+// own connections to other servers leave from host too, so that a test can
+// cut it off from them by address (Cluster.Partition).
+func mustRedisAt(tb testing.TB, host, port string, args ...string) (*Redis, *exec.Cmd) {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		tb.Fatal("redis-server is not installed: this test runs a Redis of its own (deploy/local/stack.sh install puts it there)")
 	}
-	addr := "127.0.0.1:" + port
-	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir()}, args...)...)
+	addr := net.JoinHostPort(host, port)
+	// Protected mode takes only 127.0.0.1 for loopback, and would refuse a
+	// replica on another loopback address; the server listens on loopback
+	// alone either way.
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", host, "--bind-source-addr", host, "--protected-mode", "no",
+		"--save", "", "--appendonly", "no", "--dir", tb.TempDir()}, args...)...)
 	out := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
