@@ -1,8 +1,8 @@
 package testsupport
 
 import (
-	"net"
 	"context"
+	"net"
 	"os/exec"
 	"slices"
 	"strings"
