@@ -15,6 +15,8 @@
 -- ARGV[3]  the W3C traceparent of the buyer's request, "" when untraced:
 --          kept with the reservation, so that a republished order links
 --          back to the request that took it
+-- ARGV[4]  how many stock buckets the caller takes the sale to have: a
+--          bucket that records another number answers outcome 7
 --
 -- A sale is stamped with the replication id of the server its state was
 -- built under. Under another one (a restart, a restore, a failover: on

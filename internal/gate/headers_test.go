@@ -226,3 +226,132 @@ func unique(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
 }
+
+var (
+	argvUsed = regexp.MustCompile(`ARGV\[(\d+)\]`)
+	// A header documents an argument by naming it, "ARGV[2]  …", or a run
+	// of them, "ARGV[1..3]".
+	argvSaid = regexp.MustCompile(`ARGV\[(\d+)(?:\.\.(\d+))?\]`)
+)
+
+// Every script's header documents each argument the script reads, and
+// no other: a header that described three of the four arguments the gate
+// receives told a reader the fourth was not there.
+func TestScriptHeadersNameTheirArguments(t *testing.T) {
+	scripts, err := filepath.Glob("../../lua/*.lua")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, path := range scripts {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		header, code := splitHeader(string(raw))
+		var used, said []int
+		for _, m := range argvUsed.FindAllStringSubmatch(code, -1) {
+			used = append(used, atoi(t, m[1]))
+		}
+		for _, m := range argvSaid.FindAllStringSubmatch(header, -1) {
+			from, to := atoi(t, m[1]), atoi(t, m[1])
+			if m[2] != "" {
+				to = atoi(t, m[2])
+			}
+			for i := from; i <= to; i++ {
+				said = append(said, i)
+			}
+		}
+		slices.Sort(used)
+		slices.Sort(said)
+		used, said = slices.Compact(used), slices.Compact(said)
+		if !slices.Equal(used, said) {
+			t.Errorf("%s: the header documents ARGV %v, the script reads ARGV %v", filepath.Base(path), said, used)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// designRows are the rows of docs/design.md's table of who writes a
+// sale's keys: the key (or voucher field) each row is about, and the text
+// of its "written by" column.
+func designRows(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyOf := map[string]string{"seckill:buyers:{id}": "BUYERS", "seckill:pending:{id}": "PENDING", "seckill:pending-at:{id}": "PENDING_AT",
+		"seckill:changes:{id}": "CHANGES", "seckill:settled:{id}": "SETTLED", "seckill:transfers:{id}": "TRANSFERS"}
+	field := regexp.MustCompile("`(?:seckill:voucher:\\{id\\}` `|… )([a-z]+)`|, `… ([a-z]+)`")
+	rows := map[string]string{}
+	for line := range strings.Lines(string(raw)) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		first, writers := strings.TrimSpace(cells[1]), cells[3]
+		if k, ok := keyOf[strings.Trim(first, "`")]; ok {
+			rows[k] = writers
+			continue
+		}
+		for _, m := range field.FindAllStringSubmatch(first, -1) {
+			rows["VOUCHER."+m[1]+m[2]] = writers
+		}
+	}
+	return rows
+}
+
+// docs/design.md's table of who writes each key and field of a sale names
+// every script whose header says it writes it.
+func TestDesignTableNamesEveryWriter(t *testing.T) {
+	rows := designRows(t)
+	for _, f := range gate.VoucherFields {
+		if _, ok := rows["VOUCHER."+f]; !ok {
+			t.Errorf("docs/design.md has no row for the voucher field %s", f)
+		}
+	}
+	scripts, err := filepath.Glob("../../lua/*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range scripts {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(raw), "-- KEYS     the sale's keys (sale.lua)") {
+			continue
+		}
+		name := strings.TrimSuffix(filepath.Base(path), ".lua")
+		header, _ := splitHeader(string(raw))
+		writes, _ := headerWrites(header)
+		var written []string
+		for _, k := range unique(saleKeys.FindAllString(writes, -1)) {
+			if k != "VOUCHER" {
+				written = append(written, k)
+			}
+		}
+		if m := regexp.MustCompile(`VOUCHER \{([^}]*)\}`).FindStringSubmatch(writes); m != nil {
+			for f := range strings.SplitSeq(m[1], ",") {
+				written = append(written, "VOUCHER."+strings.TrimSpace(f))
+			}
+		}
+		for _, w := range written {
+			row, ok := rows[w]
+			switch {
+			case !ok:
+				t.Errorf("docs/design.md has no row for %s, which %s writes", w, name)
+			case !regexp.MustCompile("`" + name + "`").MatchString(row):
+				t.Errorf("docs/design.md's row for %s does not name %s, which writes it", w, name)
+			}
+		}
+	}
+}
