@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/user"
 )
 
 // A master of a Redis Cluster dies under a running sale, for real: an api
@@ -195,12 +196,18 @@ func runClusterFault(t *testing.T, f clusterFault) {
 		// What the surviving sales' buyers were answered while none of
 		// them was accepted: the request that stalled, and why.
 		var during strings.Builder
+		sessionsOn := map[bool]int{}
 		for _, a := range answers {
 			if owner[a.voucher] != victim && a.sent < gapAt+gap && a.at > gapAt {
-				fmt.Fprintf(&during, "\n  sent %v answered %v (%v): %d %q", a.sent.Round(time.Millisecond), a.at.Round(time.Millisecond),
-					(a.at - a.sent).Round(time.Millisecond), a.status, a.msg)
+				// Where the buyer's session lives: the failed master's slots
+				// are its replica's now.
+				m := cl.MasterOf(t, user.Keys{Prefix: s.redis.Prefix}.Session(a.token))
+				sessionsOn[m == victim || m == replica]++
+				fmt.Fprintf(&during, "\n  sent %v answered %v (%v), session on the failed master %v: %d %q", a.sent.Round(time.Millisecond),
+					a.at.Round(time.Millisecond), (a.at - a.sent).Round(time.Millisecond), m == victim || m == replica, a.status, a.msg)
 			}
 		}
+		t.Logf("the surviving sales' requests in the gap, by whether the buyer's session lives on the failed master: %v", sessionsOn)
 		t.Logf("the surviving sales' requests in flight during their longest gap:%s", during.String())
 		causes := map[string]int{}
 		for line := range strings.Lines(s.apiProc.Output()) {

@@ -1,0 +1,267 @@
+//go:build chaos
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+const (
+	partitionSales    = 6
+	partitionRate     = 40 // attempts per sale per second, each a new buyer
+	partitionRun      = 30 * time.Second
+	partitionAt       = 5 * time.Second
+	partitionFor      = 10 * time.Second
+	partitionStock    = partitionRate * 30 // more than the run's attempts: no sale sells out
+	partitionOtherGap = time.Second
+	partitionResume   = 10 * time.Second
+)
+
+// A master is cut off from the cluster bus and from its replica for 10 s
+// while the api still reaches it (a network partition, not a death): six
+// sales, two on each master, each at a steady 40 attempts a second. The
+// cluster promotes the replica on the majority's side; the api's calls to
+// the cut-off master fail once it learns it is in the minority; at the
+// heal it rejoins as a replica. The failed-over master's sales sell again
+// within 10 s of the promotion, the other sales never stop for more than a
+// second, and nothing accepted is lost.
+func TestChaosClusterMasterPartitioned(t *testing.T) {
+	cl := testsupport.MustPrivateCluster(t)
+	st := stack{cl.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SOLDOUT_TTL": "1ms",
+		"SECKILL_SALE_CHECK_INTERVAL": "1s"}, map[string]string{"SECKILL_LOG_LEVEL": "debug"})
+
+	ids := cl.MasterOf(t, s.redis.Key("order"))
+	owner := map[int64]string{}
+	onMaster := map[string][]int64{}
+	var vouchers []int64
+	for len(vouchers) < partitionSales {
+		v := s.voucher(t, partitionStock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+		m := cl.MasterOf(t, gate.KeysFor(s.redis.Prefix, v).Voucher)
+		if len(onMaster[m]) == partitionSales/3 {
+			continue // a voucher not needed: nobody buys it
+		}
+		owner[v] = m
+		onMaster[m] = append(onMaster[m], v)
+		vouchers = append(vouchers, v)
+	}
+	var victim string
+	for m := range onMaster {
+		if m != ids {
+			victim = m
+			break
+		}
+	}
+	t.Logf("sales by master: %v; the order-id counter on %s; %s cut off", onMaster, ids, victim)
+	attempts := partitionSales * partitionRate * int(partitionRun/time.Second)
+	tokens := s.sessions(t, 1, int64(attempts))
+
+	replica := cl.ReplicaOf(t, victim)
+	begin := time.Now()
+	promoted := make(chan time.Duration, 1)
+	go func() {
+		n := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+		defer n.Close()
+		for time.Since(begin) < time.Minute {
+			if role, err := n.Do(context.Background(), "ROLE").Slice(); err == nil && role[0] == "master" {
+				promoted <- time.Since(begin)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	time.AfterFunc(partitionAt, func() {
+		heal := cl.Partition(t, victim)
+		time.AfterFunc(partitionFor, heal)
+	})
+
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2000, MaxConnsPerHost: 2000}}
+	var mu sync.Mutex
+	var answers []attempt
+	var wg sync.WaitGroup
+	next := 0
+	tick := time.NewTicker(time.Second / partitionRate)
+	for range int(partitionRun / (time.Second / partitionRate)) {
+		<-tick.C
+		for _, v := range vouchers {
+			tok := tokens[next]
+			next++
+			wg.Go(func() {
+				a := attempt{voucher: v, token: tok, sent: time.Since(begin), final: true}
+				req, _ := http.NewRequest("POST", s.api+"/voucher-order/seckill/"+strconv.FormatInt(v, 10), nil)
+				req.Header.Set("authorization", tok)
+				res, err := client.Do(req)
+				a.at = time.Since(begin)
+				if err != nil {
+					a.err, a.msg = true, err.Error()
+				} else {
+					var r result
+					_ = json.NewDecoder(res.Body).Decode(&r)
+					res.Body.Close()
+					a.status, a.msg = res.StatusCode, r.ErrorMsg
+					a.orderID, _ = r.Data.(string)
+				}
+				mu.Lock()
+				answers = append(answers, a)
+				mu.Unlock()
+			})
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	slices.SortFunc(answers, func(a, b attempt) int { return int(a.at - b.at) })
+	orders, tally := ordersOf(answers)
+	t.Logf("answers: %v", tally)
+
+	var at time.Duration
+	select {
+	case at = <-promoted:
+		t.Logf("Redis promoted %s %v after the cut", replica, (at - partitionAt).Round(time.Millisecond))
+	default:
+		t.Fatalf("the replica %s of the cut-off master was never promoted", replica)
+	}
+	bySale := map[int64][]time.Duration{}
+	for _, o := range orders {
+		bySale[o.voucher] = append(bySale[o.voucher], o.at)
+	}
+	for _, v := range vouchers {
+		acc := bySale[v]
+		slices.Sort(acc)
+		gap, from := longestGapAfter(append([]time.Duration{0}, append(acc, partitionRun)...), 0)
+		t.Logf("voucher %d on %s (cut off: %v): %d orders, its longest pause %v from %v", v, owner[v], owner[v] == victim,
+			len(acc), gap.Round(time.Millisecond), from.Round(time.Millisecond))
+		switch {
+		case owner[v] == victim:
+			// Stopped at the cut at the latest; sells again after the
+			// promotion.
+			var back time.Duration
+			for _, a := range acc {
+				if a > at {
+					back = a
+					break
+				}
+			}
+			if back == 0 || back-at > partitionResume {
+				t.Errorf("voucher %d of the cut-off master sold again %v after the promotion; want within %v", v, (back - at).Round(time.Millisecond), partitionResume)
+			}
+		case gap > partitionOtherGap:
+			t.Errorf("voucher %d of a master that was not cut off stopped for %v from %v; want never over %v", v, gap.Round(time.Millisecond),
+				from.Round(time.Millisecond), partitionOtherGap)
+		}
+	}
+	if t.Failed() {
+		causes := map[string]int{}
+		for line := range strings.Lines(s.apiProc.Output()) {
+			if _, cause, ok := strings.Cut(line, "msg=\"request refused\""); ok {
+				if _, e, ok := strings.Cut(cause, " err="); ok {
+					causes[strings.TrimSpace(e)]++
+				}
+			}
+		}
+		t.Logf("why the api refused requests: %v", causes)
+		var writer []string
+		for line := range strings.Lines(s.writer.Output()) {
+			if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
+				writer = append(writer, strings.TrimSpace(line))
+			}
+		}
+		t.Logf("the writer's warnings and errors:\n%s", strings.Join(writer[:min(len(writer), 40)], "\n"))
+	}
+	fates := settleSales(t, s, vouchers, partitionStock, orders)
+	t.Logf("fates: %v", fmt.Sprint(fates))
+}
+
+// Each daemon is restarted while a master is cut off from the others, and
+// again just after it rejoins (when it says cluster_state:fail for a
+// moment): each starts, becomes ready, and the sale then takes an order of
+// a buyer on the failed-over master's slots, which reaches MySQL. An
+// order-writer restarted a second after such a heal had exited at once on
+// that node's cluster_state:fail, leaving accepted orders in Kafka.
+func TestChaosDaemonsStartAroundAPartition(t *testing.T) {
+	cl := testsupport.MustPrivateCluster(t)
+	st := stack{cl.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SALE_CHECK_INTERVAL": "1s"}, nil)
+	invEnv := s.env()
+	invEnv["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+	invEnv["SECKILL_LOG_LEVEL"] = "warn"
+	invBin := testsupport.MustBuild(t, "../../cmd/cache-invalidator")
+	apiEnv := maps.Clone(s.apiEnv)
+	apiEnv["SECKILL_API_ADDR"] = strings.TrimPrefix(s.api, "http://")
+	apiEnv["SECKILL_ADMIN_ADDR"] = strings.TrimPrefix(s.apiAdmin, "http://")
+	type daemon struct {
+		name, bin, ready string
+		env              map[string]string
+		proc             *testsupport.Process
+	}
+	daemons := []*daemon{
+		{"api", s.apiBin, s.api + "/readyz", apiEnv, s.apiProc},
+		{"order-writer", s.writerBin, "http://" + s.writerEnv["SECKILL_ADMIN_ADDR"] + "/readyz", s.writerEnv, s.writer},
+		{"cache-invalidator", invBin, "http://" + invEnv["SECKILL_ADMIN_ADDR"] + "/readyz", invEnv, nil},
+	}
+	daemons[2].proc = testsupport.Start(t, invBin, invEnv)
+	testsupport.Eventually(t, daemons[2].ready, 200, 30*time.Second)
+
+	v := s.voucher(t, 100, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	victim := cl.MasterOf(t, gate.KeysFor(s.redis.Prefix, v).Voucher)
+	restartAll := func(when string) {
+		for _, d := range daemons {
+			d.proc.Signal(t, syscall.SIGTERM)
+			if code, err := d.proc.Wait(exitBound); err != nil || code != 0 {
+				t.Fatalf("%s: %s stopped with %d, %v", when, d.name, code, err)
+			}
+			d.proc = testsupport.Start(t, d.bin, d.env)
+		}
+		for _, d := range daemons {
+			testsupport.Eventually(t, d.ready, 200, 30*time.Second)
+			if d.proc.Exited() {
+				t.Fatalf("%s: %s exited:\n%s", when, d.name, d.proc.Output())
+			}
+		}
+		t.Logf("%s: every daemon restarted and ready", when)
+	}
+
+	heal := cl.Partition(t, victim)
+	replica := cl.ReplicaOf(t, victim)
+	testsupport.Wait(t, 30*time.Second, "the cut-off master's replica promoted", func() bool {
+		n := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1})
+		defer n.Close()
+		role, err := n.Do(context.Background(), "ROLE").Slice()
+		return err == nil && role[0] == "master"
+	})
+	restartAll("while " + victim + " is cut off")
+	heal()
+	rejoining := redis.NewClient(&redis.Options{Addr: victim, MaxRetries: -1})
+	defer rejoining.Close()
+	// At once: the node still says cluster_state:fail while it rejoins.
+	info, err := rejoining.ClusterInfo(context.Background()).Result()
+	t.Logf("%s at the heal: %v %v", victim, strings.Fields(info)[:1], err)
+	restartAll("just after " + victim + " rejoined")
+
+	tok := s.sessions(t, 1, 1)[0]
+	var r result
+	testsupport.Wait(t, 60*time.Second, "an order on the failed-over master's sale", func() bool {
+		r = s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(v, 10), tok, nil, "")
+		return r.Status == 200 && r.Success
+	})
+	orderID, _ := r.Data.(string)
+	testsupport.Wait(t, 60*time.Second, "order "+orderID+" in MySQL", func() bool {
+		var n int
+		return s.mysql.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE id = ?", orderID).Scan(&n) == nil && n == 1
+	})
+}
