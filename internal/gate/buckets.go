@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sigurn/crc16"
+
+	"github.com/seckill/seckill/internal/sale"
 )
 
 // A sale of one voucher is sold from N stock buckets (docs/design.md,
@@ -25,10 +27,6 @@ import (
 // are). With N > 1, the key set under {id} holds only the voucher hash, a
 // directory with the field "buckets" = N, which the gate reads on the way to
 // a bucket the first time a process sees the voucher.
-
-// MaxBuckets bounds a sale's buckets: one per master of the largest cluster
-// worth splitting one item over.
-const MaxBuckets = 16
 
 // slots is Redis Cluster's slot count.
 const slots = 16384
@@ -161,7 +159,7 @@ func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
 	n := 1
 	switch {
 	case v[0] != nil:
-		if n, err = strconv.Atoi(fmt.Sprint(v[0])); err != nil || n < 1 || n > MaxBuckets {
+		if n, err = strconv.Atoi(fmt.Sprint(v[0])); err != nil || n < 1 || n > sale.MaxBuckets {
 			return Layout{}, fmt.Errorf("layout of voucher %d: %d buckets", voucherID, n)
 		}
 	case v[1] == nil:
@@ -184,9 +182,9 @@ func (s *Store) layoutToRepair(ctx context.Context, voucherID int64) (Layout, er
 	if _, known := s.layouts.get(voucherID); known {
 		return lay, nil
 	}
-	cmds := make([]*redis.StringCmd, MaxBuckets+1)
+	cmds := make([]*redis.StringCmd, sale.MaxBuckets+1)
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for n := 2; n <= MaxBuckets; n++ {
+		for n := 2; n <= sale.MaxBuckets; n++ {
 			cmds[n] = p.HGet(ctx, BucketKeys(s.prefix, voucherID, n, 0).Voucher, FieldBuckets)
 		}
 		return nil
@@ -194,7 +192,7 @@ func (s *Store) layoutToRepair(ctx context.Context, voucherID int64) (Layout, er
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return Layout{}, fmt.Errorf("layout of voucher %d: its buckets: %w", voucherID, err)
 	}
-	for n := 2; n <= MaxBuckets; n++ {
+	for n := 2; n <= sale.MaxBuckets; n++ {
 		if got, err := cmds[n].Int(); err == nil && got == n {
 			return LayoutOf(voucherID, n), nil
 		}

@@ -17,9 +17,8 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
-	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
-	"github.com/seckill/seckill/internal/voucher"
 )
 
 // The slot a tag gets is Redis Cluster's: the examples of its
@@ -362,7 +361,7 @@ func TestRebuildPutsEachBuyerInItsHomeBucket(t *testing.T) {
 	if moved := buy(t, store, voucher, homedIn(n, 0, 15), 2); len(moved.accepted) != 15 {
 		t.Fatalf("%d of 15 bought before the rebuild", len(moved.accepted))
 	}
-	plan := reconcile.Plan{Stock: 12, Buckets: n, Buyers: buyers}
+	plan := sale.Plan{Stock: 12, Buckets: n, Buyers: buyers}
 	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +407,7 @@ func TestDepositAfterARebuildIsVoid(t *testing.T) {
 	r, store, voucher := hotSale(t, 30, n)
 	ctx := context.Background()
 	rebuilt, restore := gate.SetAfterFirstTake(func() error {
-		return store.Rebuild(ctx, voucher, reconcile.Plan{Stock: 7, Buckets: n}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
+		return store.Rebuild(ctx, voucher, sale.Plan{Stock: 7, Buckets: n}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
 	})
 	defer restore()
 	// Bucket 1's users take its 10 units, and the next one moves units in:
@@ -467,7 +466,7 @@ func TestStockChangeOfASaleInBuckets(t *testing.T) {
 	if after, err := store.Adjust(ctx, vid, -27, time.Time{}, time.Time{}); err != nil || after != 15 || !slices.Equal(stocks(), []int64{0, 5, 10}) {
 		t.Fatalf("-27: %d %v, buckets %v; want 15 left, taken from the fullest buckets", after, err, stocks())
 	}
-	if left, err := store.Adjust(ctx, vid, -16, time.Time{}, time.Time{}); !errors.Is(err, voucher.ErrNotEnoughStock) || left != 15 ||
+	if left, err := store.Adjust(ctx, vid, -16, time.Time{}, time.Time{}); !errors.Is(err, sale.ErrNotEnoughStock) || left != 15 ||
 		!slices.Equal(stocks(), []int64{0, 5, 10}) {
 		t.Fatalf("-16 of 15: %d %v, buckets %v; want ErrNotEnoughStock and nothing changed", left, err, stocks())
 	}

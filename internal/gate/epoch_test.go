@@ -12,8 +12,8 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
-	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -79,7 +79,7 @@ func TestGatePausesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 		t.Fatalf("the sale's size: %+v, %v; want built under %q, its server now under %q", size, err, masterID, epoch.Current()[replica.Addr])
 	}
 
-	plan := reconcile.Plan{Stock: 9, Buyers: map[int64]int64{1: 101}}
+	plan := sale.Plan{Stock: 9, Buyers: map[int64]int64{1: 101}}
 	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 )
 
 // A reconcile paused past its lock's TTL, resuming after a newer
@@ -19,7 +19,7 @@ func TestAPausedReconcileIsRefused(t *testing.T) {
 	ctx := context.Background()
 	begin, end := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 	const stale, newer = 6, 7
-	stalePlan := reconcile.Plan{Stock: 5, Buyers: map[int64]int64{1: 11}}
+	stalePlan := sale.Plan{Stock: 5, Buyers: map[int64]int64{1: 11}}
 
 	// The stale one froze with its token, then paused; the newer one ran.
 	if err := store.Freeze(ctx, voucher, stale); err != nil {
@@ -28,7 +28,7 @@ func TestAPausedReconcileIsRefused(t *testing.T) {
 	if err := store.Freeze(ctx, voucher, newer); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Rebuild(ctx, voucher, reconcile.Plan{Stock: 5, Buyers: map[int64]int64{}}, begin, end, newer); err != nil {
+	if err := store.Rebuild(ctx, voucher, sale.Plan{Stock: 5, Buyers: map[int64]int64{}}, begin, end, newer); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := store.Try(ctx, voucher, 99, 9999); err != nil || d.Err != nil {
@@ -44,7 +44,7 @@ func TestAPausedReconcileIsRefused(t *testing.T) {
 		{"Freeze", func() error { return store.Freeze(ctx, voucher, stale) }},
 		{"Unfreeze", func() error { return store.Unfreeze(ctx, voucher, stale) }},
 	} {
-		if err := step.do(); !errors.Is(err, reconcile.ErrFenced) {
+		if err := step.do(); !errors.Is(err, sale.ErrFenced) {
 			t.Fatalf("the stale reconcile's %s: %v, want ErrFenced", step.name, err)
 		}
 		if stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int(); stock != 4 {
@@ -62,7 +62,7 @@ func TestAPausedReconcileIsRefused(t *testing.T) {
 	if err := store.Freeze(ctx, voucher, newer+1); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Unfreeze(ctx, voucher, stale); !errors.Is(err, reconcile.ErrFenced) {
+	if err := store.Unfreeze(ctx, voucher, stale); !errors.Is(err, sale.ErrFenced) {
 		t.Fatalf("stale unfreeze during a newer reconcile: %v, want ErrFenced", err)
 	}
 	if !r.Client.HExists(ctx, k.Voucher, "frozen").Val() {

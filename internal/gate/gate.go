@@ -18,8 +18,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/telemetry"
-	"github.com/seckill/seckill/internal/voucher"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -28,7 +28,6 @@ var (
 	_ order.Confirmer       = (*Store)(nil)
 	_ order.SaleRecords     = (*Store)(nil)
 	_ order.SettledRecorder = (*Store)(nil)
-	_ voucher.Sale          = (*Store)(nil)
 )
 
 // outcomes are the script's answers by the number it returns.
@@ -86,7 +85,7 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 			return order.Decision{}, fmt.Errorf("seckill gate: unknown answer %v", res)
 		}
 		if res[0] == outcomeLayout {
-			if turns > 0 || res[1] < 1 || res[1] > MaxBuckets {
+			if turns > 0 || res[1] < 1 || res[1] > sale.MaxBuckets {
 				return order.Decision{}, fmt.Errorf("seckill gate: voucher %d has %d buckets, and its bucket said %d", voucherID, n, res[1])
 			}
 			lay = s.layouts.put(voucherID, int(res[1]))
@@ -172,8 +171,8 @@ func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, e
 // place; then lists the voucher among the active ones (another slot on a
 // cluster: a further step, which a retry of Warm repeats harmlessly).
 func (s *Store) WarmBuckets(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time) error {
-	if n < 1 || n > MaxBuckets {
-		return fmt.Errorf("warm voucher %d: %d buckets, want 1 to %d", voucherID, n, MaxBuckets)
+	if n < 1 || n > sale.MaxBuckets {
+		return fmt.Errorf("warm voucher %d: %d buckets, want 1 to %d", voucherID, n, sale.MaxBuckets)
 	}
 	lay := LayoutOf(voucherID, n)
 	for b := range n {
@@ -248,9 +247,9 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 	for _, st := range states {
 		switch {
 		case !st.exists:
-			return 0, voucher.ErrNotWarmed
+			return 0, sale.ErrNotWarmed
 		case st.frozen:
-			return 0, voucher.ErrFrozen
+			return 0, sale.ErrFrozen
 		}
 		left += st.stock
 	}
@@ -259,7 +258,7 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		deltas[0] = delta
 	} else {
 		if -delta > left {
-			return left, voucher.ErrNotEnoughStock
+			return left, sale.ErrNotEnoughStock
 		}
 		byStock := make([]int, lay.N())
 		for b := range byStock {
@@ -312,7 +311,7 @@ func (s *Store) undoAdjust(ctx context.Context, lay Layout, before []bucketState
 				lay.VoucherID, lay.VoucherID, cause, u, uerr)
 		}
 	}
-	if errors.Is(cause, voucher.ErrNotEnoughStock) {
+	if errors.Is(cause, sale.ErrNotEnoughStock) {
 		if states, err := s.readAllBuckets(ctx, lay); err == nil {
 			var left int64
 			for _, st := range states {
@@ -346,11 +345,11 @@ func (s *Store) adjustBucket(ctx context.Context, lay Layout, b int, delta int64
 		}
 		return res[1], nil
 	case 0:
-		return res[1], voucher.ErrNotEnoughStock
+		return res[1], sale.ErrNotEnoughStock
 	case -2:
-		return 0, voucher.ErrFrozen
+		return 0, sale.ErrFrozen
 	default:
-		return 0, voucher.ErrNotWarmed
+		return 0, sale.ErrNotWarmed
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
-	"github.com/seckill/seckill/internal/voucher"
 )
 
 // bucketRig is a sale in n buckets with its MySQL row, and a reconciler.
@@ -113,13 +113,13 @@ func TestAFreezeLeftBehindIsStale(t *testing.T) {
 	if check, _ := size.Violation(30, 0); check != "" {
 		t.Fatalf("a fresh freeze is %q, want no violation", check)
 	}
-	long := time.Now().Add(-reconcile.StaleFreeze - time.Minute).UnixMilli()
+	long := time.Now().Add(-sale.StaleFreeze - time.Minute).UnixMilli()
 	if err := g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher, gate.FieldFrozen, long).Err(); err != nil {
 		t.Fatal(err)
 	}
 	size, err = g.store.Size(ctx, g.voucher)
-	if check, _ := size.Violation(30, 0); err != nil || check != reconcile.CheckFrozenStale {
-		t.Fatalf("a freeze left %v ago: %+v %v is %q, want %q", reconcile.StaleFreeze+time.Minute, size, err, check, reconcile.CheckFrozenStale)
+	if check, _ := size.Violation(30, 0); err != nil || check != sale.CheckFrozenStale {
+		t.Fatalf("a freeze left %v ago: %+v %v is %q, want %q", sale.StaleFreeze+time.Minute, size, err, check, sale.CheckFrozenStale)
 	}
 	if _, err := g.rec.Run(ctx, g.voucher); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestStockChangeOfAFrozenBucketChangesNoBucket(t *testing.T) {
 	}
 	begin, end := time.Now().Add(time.Minute), time.Now().Add(3*time.Hour)
 	for _, delta := range []int64{5, 0, -5} {
-		if _, err := g.store.Adjust(ctx, g.voucher, delta, begin, end); !errors.Is(err, voucher.ErrFrozen) {
+		if _, err := g.store.Adjust(ctx, g.voucher, delta, begin, end); !errors.Is(err, sale.ErrFrozen) {
 			t.Fatalf("a change of %+d with bucket 2 frozen: %v, want ErrFrozen", delta, err)
 		}
 		for b := range n {
@@ -183,7 +183,7 @@ func TestAStockChangeWhoseUndoFailsIsNoRefusal(t *testing.T) {
 	restore := gate.SetAfterAdjustStep(freezeBucket1)
 	_, err := g.store.Adjust(ctx, g.voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
 	restore()
-	if !errors.Is(err, voucher.ErrFrozen) || g.bucketVoucher(t, n, 0)[gate.FieldStock] != "10" || g.window(t, n, 0) != oldWindow {
+	if !errors.Is(err, sale.ErrFrozen) || g.bucketVoucher(t, n, 0)[gate.FieldStock] != "10" || g.window(t, n, 0) != oldWindow {
 		t.Fatalf("a change whose second step met a freeze: %v, bucket 0 %v; want ErrFrozen and bucket 0 as it was", err, g.bucketVoucher(t, n, 0))
 	}
 	g.r.Client.HDel(ctx, k1, gate.FieldFrozen)
@@ -202,7 +202,7 @@ func TestAStockChangeWhoseUndoFailsIsNoRefusal(t *testing.T) {
 	})
 	_, err = g.store.Adjust(ctx, g.voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
 	restore()
-	if err == nil || errors.Is(err, voucher.ErrFrozen) || errors.Is(err, voucher.ErrNotWarmed) {
+	if err == nil || errors.Is(err, sale.ErrFrozen) || errors.Is(err, sale.ErrNotWarmed) {
 		t.Fatalf("a change whose undo failed: %v, want an error that is no refusal", err)
 	}
 	if s := g.bucketVoucher(t, n, 0)[gate.FieldStock]; s != "3" {

@@ -12,11 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/order"
-	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/lua"
 )
-
-var _ reconcile.Sale = (*Store)(nil)
 
 // beforeRebuildScript is a test's seam: what happens to Redis just before
 // a rebuild's last step.
@@ -25,7 +23,7 @@ var beforeRebuildScript = func(bucket int) error { return nil }
 // Freeze makes the gate answer "paused" for voucherID, taking nothing,
 // and stock changes wait; a voucher with no sale in Redis stays unknown.
 // fence is the reconcile's fencing token (0: none): a token below one the
-// voucher has seen is refused with reconcile.ErrFenced.
+// voucher has seen is refused with sale.ErrFenced.
 func (s *Store) Freeze(ctx context.Context, voucherID, fence int64) error {
 	return s.freeze(ctx, voucherID, fence, "1")
 }
@@ -121,7 +119,7 @@ func (s *Store) freezeBuckets(ctx context.Context, lay Layout, buckets []int, fe
 			return fmt.Errorf("%s voucher %d: %w", freezeVerb[on], lay.VoucherID, err)
 		}
 		if res == -1 {
-			return fmt.Errorf("%s voucher %d with fencing token %d: %w", freezeVerb[on], lay.VoucherID, fence, reconcile.ErrFenced)
+			return fmt.Errorf("%s voucher %d with fencing token %d: %w", freezeVerb[on], lay.VoucherID, fence, sale.ErrFenced)
 		}
 	}
 	return nil
@@ -168,7 +166,7 @@ const rebuiltTTL = 10 * time.Minute
 // then moved in), the stock and window, the settled reservations dropped;
 // then the voucher is unfrozen and among the active ones again. The last
 // step runs once per call, whatever go-redis resends, and is refused with
-// reconcile.ErrFenced when fence is below a token the voucher has seen.
+// sale.ErrFenced when fence is below a token the voucher has seen.
 //
 // A sale of several buckets is rebuilt bucket by bucket, each with the
 // buyers whose home it is (Layout.Home, as the gate), the stock in bucket 0
@@ -177,7 +175,7 @@ const rebuiltTTL = 10 * time.Minute
 // stops part way leaves the sale frozen, to be rebuilt again: buckets
 // rebuilt beside buckets that are not would add up to another net stock
 // than the sale's, in either direction.
-func (s *Store) Rebuild(ctx context.Context, voucherID int64, p reconcile.Plan, begin, end time.Time, fence int64) error {
+func (s *Store) Rebuild(ctx context.Context, voucherID int64, p sale.Plan, begin, end time.Time, fence int64) error {
 	n := max(p.Buckets, 1)
 	lay := LayoutOf(voucherID, n)
 	buyers := make([]map[int64]int64, n)
@@ -248,7 +246,7 @@ func (s *Store) rebuildBucket(ctx context.Context, lay Layout, b int, buyers map
 	case err != nil:
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
 	case res == -1:
-		return fmt.Errorf("rebuild voucher %d with fencing token %d: %w", voucherID, fence, reconcile.ErrFenced)
+		return fmt.Errorf("rebuild voucher %d with fencing token %d: %w", voucherID, fence, sale.ErrFenced)
 	case res == -2:
 		return fmt.Errorf("rebuild voucher %d: its rebuilt buyers expired before the last step (paused over %v)", voucherID, rebuiltTTL)
 	}
@@ -310,12 +308,12 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 // Redis, its stock, how many buyers it records and the replication id it
 // was built under. A sale of several buckets adds up their net stock and
 // buyers; its epoch is that of the first bucket whose server's id moved.
-func (s *Store) Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, error) {
+func (s *Store) Size(ctx context.Context, voucherID int64) (sale.Size, error) {
 	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil {
-		return reconcile.SaleSize{}, err
+		return sale.Size{}, err
 	}
-	var total reconcile.SaleSize
+	var total sale.Size
 	for b := range lay.N() {
 		one, err := s.bucketSize(ctx, voucherID, lay.bucketKeys(s.prefix, b))
 		if err != nil || !one.Exists || one.Outdated {
@@ -332,28 +330,28 @@ func (s *Store) Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, 
 	return total, nil
 }
 
-func (s *Store) bucketSize(ctx context.Context, voucherID int64, k Keys) (reconcile.SaleSize, error) {
+func (s *Store) bucketSize(ctx context.Context, voucherID int64, k Keys) (sale.Size, error) {
 	v, err := lua.SaleSize.Run(ctx, s.rdb, k.list()).Slice()
 	if isOutdatedLayout(err) {
-		return reconcile.SaleSize{Exists: true, Outdated: true}, nil
+		return sale.Size{Exists: true, Outdated: true}, nil
 	}
 	if err != nil {
-		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: %w", voucherID, err)
+		return sale.Size{}, fmt.Errorf("size of voucher %d: %w", voucherID, err)
 	}
 	if len(v) != 5 {
-		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: unknown answer %v", voucherID, v)
+		return sale.Size{}, fmt.Errorf("size of voucher %d: unknown answer %v", voucherID, v)
 	}
 	now, _ := v[3].(string)
 	if v[0] == nil {
-		return reconcile.SaleSize{RedisNow: now}, nil
+		return sale.Size{RedisNow: now}, nil
 	}
 	stock, err := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
 	if err != nil {
-		return reconcile.SaleSize{}, fmt.Errorf("size of voucher %d: stock %v", voucherID, v[0])
+		return sale.Size{}, fmt.Errorf("size of voucher %d: stock %v", voucherID, v[0])
 	}
 	epoch, _ := v[1].(string)
 	buyers, _ := v[2].(int64)
 	frozen, _ := v[4].(int64)
-	return reconcile.SaleSize{Exists: true, Stock: stock, Buyers: buyers, Epoch: epoch, RedisNow: now,
+	return sale.Size{Exists: true, Stock: stock, Buyers: buyers, Epoch: epoch, RedisNow: now,
 		FrozenFor: time.Duration(frozen) * time.Millisecond}, nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
-	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/telemetry"
 )
 
@@ -36,7 +35,7 @@ import (
 type Relay struct {
 	Store     *Store
 	Publisher order.Publisher
-	Backlog   reconcile.Backlog
+	Backlog   Backlog
 	// Locks hands out the relay's lease: every order-writer runs a relay,
 	// one of them at a time works.
 	Locks    *lock.Client
@@ -56,6 +55,15 @@ type Relay struct {
 	Clock func(ctx context.Context) (time.Time, error)
 
 	base *baseline
+}
+
+// Backlog is how far the order-writer has consumed the orders topic
+// (broker.Progress).
+type Backlog interface {
+	// Ends are the topic's end offsets by partition.
+	Ends(ctx context.Context) (map[int]int64, error)
+	// Reached reports whether the writer has consumed the topic up to ends.
+	Reached(ctx context.Context, ends map[int]int64) (bool, error)
 }
 
 // baseline is the orders topic's end offsets at a moment of Redis's clock.

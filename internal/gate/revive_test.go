@@ -8,7 +8,7 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
-	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -26,7 +26,7 @@ func TestRevivedSaleKeepsEveryKey(t *testing.T) {
 			return err
 		}},
 		{"reconcile", func(ctx context.Context, s *gate.Store, voucher int64, end time.Time) error {
-			return s.Rebuild(ctx, voucher, reconcile.Plan{Stock: 5, Buyers: map[int64]int64{2: 102}}, time.Now().Add(-3*time.Hour), end, 0)
+			return s.Rebuild(ctx, voucher, sale.Plan{Stock: 5, Buyers: map[int64]int64{2: 102}}, time.Now().Add(-3*time.Hour), end, 0)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

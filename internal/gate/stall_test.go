@@ -11,7 +11,7 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
-	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -108,7 +108,7 @@ func TestRebuildAppliesOnceWhenRedisStalls(t *testing.T) {
 		}()
 		return nil
 	})()
-	plan := reconcile.Plan{Stock: 5, Buyers: map[int64]int64{}}
+	plan := sale.Plan{Stock: 5, Buyers: map[int64]int64{}}
 	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestRebuildAppliesOnceWhenResent(t *testing.T) {
 	if err := rebuilding.Freeze(ctx, voucher, 0); err != nil {
 		t.Fatal(err)
 	}
-	plan := reconcile.Plan{Stock: 5, Buyers: map[int64]int64{1: 11}}
+	plan := sale.Plan{Stock: 5, Buyers: map[int64]int64{1: 11}}
 	if err := rebuilding.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}

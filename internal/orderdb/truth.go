@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 )
-
-var _ reconcile.Records = (*Orders)(nil)
 
 // afterFirstTruthRead is a test's seam between SaleTruth's reads.
 var afterFirstTruthRead = func() {}
@@ -20,8 +18,8 @@ var afterFirstTruthRead = func() {}
 // REPEATABLE READ transaction: InnoDB takes it at the first read), so a
 // batch the writer commits meanwhile is wholly in the truth or wholly out:
 // never its holder without its unit, or its unit without its holder.
-func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64) (reconcile.Truth, bool, error) {
-	t := reconcile.Truth{Holders: map[int64]int64{}, Settled: map[int64]bool{}}
+func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64) (sale.Truth, bool, error) {
+	t := sale.Truth{Holders: map[int64]int64{}, Settled: map[int64]bool{}}
 	tx, err := o.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return t, false, fmt.Errorf("read voucher %d: begin a snapshot: %w", voucherID, err)

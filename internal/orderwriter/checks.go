@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 )
 
 // SaleSizer reads a voucher's sale in Redis: whether it is there, its
@@ -19,7 +19,7 @@ import (
 // under, and the replication id of its server now; and lists a sale among
 // the active vouchers, reporting whether it was missing.
 type SaleSizer interface {
-	Size(ctx context.Context, voucherID int64) (reconcile.SaleSize, error)
+	Size(ctx context.Context, voucherID int64) (sale.Size, error)
 	List(ctx context.Context, voucherID int64) (bool, error)
 }
 

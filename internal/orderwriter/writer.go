@@ -23,6 +23,7 @@ import (
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 )
 
 // Writer settles batches of order events.
@@ -178,11 +179,11 @@ func (w *Writer) check(ctx context.Context, out orderdb.Outcome) {
 		case err != nil:
 			w.Logger.Warn("checking Redis against the batch failed; the next batch checks again", "voucher", voucher, "err", err)
 		case !exists:
-			w.Guard.Violated(voucher, reconcile.CheckVoucherMissing)
+			w.Guard.Violated(voucher, sale.CheckVoucherMissing)
 		case stock > out.Stock[voucher]:
-			w.Guard.Violated(voucher, reconcile.CheckStockAboveMySQL, "redis_stock", stock, "mysql_stock", out.Stock[voucher])
+			w.Guard.Violated(voucher, sale.CheckStockAboveMySQL, "redis_stock", stock, "mysql_stock", out.Stock[voucher])
 		case len(missing) > 0:
-			w.Guard.Violated(voucher, reconcile.CheckBuyersLost, "users", missing)
+			w.Guard.Violated(voucher, sale.CheckBuyersLost, "users", missing)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -77,7 +78,7 @@ func TestGuardStoppedByTheShutdownLogsNoError(t *testing.T) {
 	backlog := &watchedBacklog{Backlog: g.rec.Backlog}
 	g.rec.Backlog, g.rec.Logger, g.rec.Wait = backlog, slog.New(log), time.Minute
 	guard := reconcile.NewGuard(g.rec, 2*time.Minute, prometheus.NewRegistry())
-	guard.Violated(v, reconcile.CheckEpochChanged)
+	guard.Violated(v, sale.CheckEpochChanged)
 	testsupport.Wait(t, 20*time.Second, "the reconcile waiting for the writer", func() bool { return backlog.reads.Load() > 0 })
 	if err := guard.Close(); err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestGuardRetriesAFailedReconcile(t *testing.T) {
 	guard := reconcile.NewGuard(g.rec, time.Minute, prometheus.NewRegistry())
 	guard.RetryMin = 100 * time.Millisecond
 	defer guard.Close()
-	guard.Violated(v, reconcile.CheckStockAboveMySQL)
+	guard.Violated(v, sale.CheckStockAboveMySQL)
 	testsupport.Wait(t, 10*time.Second, "the sale rebuilt from MySQL", func() bool { return g.stock(t, v) == 7 })
 	if errs := log.at(slog.LevelError); len(errs) < 2 || !strings.Contains(errs[1], "trying again") {
 		t.Fatalf("ERROR records %q; want the failure said, with the retry", errs)
@@ -134,7 +135,7 @@ func TestGuardCloseDuringTheRetryWait(t *testing.T) {
 	g.rec.Sale, g.rec.Logger = &flakySale{Sale: g.store}, slog.New(log)
 	guard := reconcile.NewGuard(g.rec, time.Minute, prometheus.NewRegistry())
 	guard.RetryMin = time.Hour
-	guard.Violated(v, reconcile.CheckStockAboveMySQL)
+	guard.Violated(v, sale.CheckStockAboveMySQL)
 	testsupport.Wait(t, 10*time.Second, "the first failure", func() bool { return len(log.at(slog.LevelError)) == 2 })
 	closed := make(chan struct{})
 	go func() { _ = guard.Close(); close(closed) }()

@@ -1,3 +1,10 @@
+// Package reconcile rebuilds a voucher's sale state in Redis from MySQL's
+// truth: after Redis lost acknowledged writes, after a stock change that
+// reached one store and could not be undone in it, or to warm a voucher
+// whose warm-up failed after its row was committed. The sale is frozen
+// meanwhile (the gate answers "paused", taking nothing), and the rebuild
+// waits until the order-writer has consumed every event published before
+// the freeze, so MySQL's truth is complete.
 package reconcile
 
 import (
@@ -11,13 +18,14 @@ import (
 	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/sale"
 )
 
 // Sale is a voucher's state where the gate decides.
 type Sale interface {
 	// Freeze makes the gate answer "paused" for the voucher, taking
 	// nothing. Freeze, Unfreeze and Rebuild carry the reconcile's fencing
-	// token (0: none) and answer ErrFenced when the voucher has seen a
+	// token (0: none) and answer sale.ErrFenced when the voucher has seen a
 	// larger one: Redis is the resource that checks the token.
 	Freeze(ctx context.Context, voucherID, fence int64) error
 	Unfreeze(ctx context.Context, voucherID, fence int64) error
@@ -30,7 +38,7 @@ type Sale interface {
 	Pending(ctx context.Context, voucherID int64) ([]order.Event, error)
 	// Rebuild puts the plan in place and unfreezes the voucher, once
 	// however often its last step is sent.
-	Rebuild(ctx context.Context, voucherID int64, p Plan, begin, end time.Time, fence int64) error
+	Rebuild(ctx context.Context, voucherID int64, p sale.Plan, begin, end time.Time, fence int64) error
 	// SeenFence is the largest fencing token any part of the voucher's
 	// sale has seen.
 	SeenFence(ctx context.Context, voucherID int64) (int64, error)
@@ -40,7 +48,7 @@ type Sale interface {
 type Records interface {
 	// SaleTruth is MySQL's record of voucherID; of the pending order ids,
 	// it tells which MySQL has settled. ok is false for no such voucher.
-	SaleTruth(ctx context.Context, voucherID int64, pending []int64) (t Truth, ok bool, err error)
+	SaleTruth(ctx context.Context, voucherID int64, pending []int64) (t sale.Truth, ok bool, err error)
 }
 
 // IDFloor keeps the order-id generator above ids in use.
@@ -69,10 +77,6 @@ var (
 	// published before the freeze within the wait; MySQL's truth would be
 	// incomplete, so nothing was rebuilt (and the sale is unfrozen).
 	ErrWriterBehind = apperr.New(apperr.Unavailable, "reconcile: the order-writer has not caught up with the orders topic; is it running? try again")
-	// ErrFenced: a newer reconcile of the voucher has written it since
-	// this one's lock was taken (the lock expired while this one was
-	// paused); this one's writes were refused.
-	ErrFenced = apperr.New(apperr.Conflict, "reconcile: a newer reconcile of this voucher has run since this one's lock expired; nothing written")
 )
 
 // Locks take a lock in Redis (lock.Client).
@@ -109,7 +113,7 @@ type Reconciler struct {
 // Report is what a reconcile did.
 type Report struct {
 	VoucherID int64
-	Plan      Plan
+	Plan      sale.Plan
 	Waited    time.Duration // for the writer
 	// FrozenWait is the part of Waited the suspect part of the sale was
 	// frozen for; the rest of it sold on.
@@ -168,7 +172,7 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 	rebuilding := false
 	defer func() {
 		switch {
-		case err == nil || errors.Is(err, ErrFenced):
+		case err == nil || errors.Is(err, sale.ErrFenced):
 			// Done, or a fenced reconcile, which leaves the freeze to the
 			// newer one.
 			return
@@ -180,7 +184,7 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		}
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if uerr := r.Sale.Unfreeze(uctx, voucherID, fence); uerr != nil && !errors.Is(uerr, ErrFenced) {
+		if uerr := r.Sale.Unfreeze(uctx, voucherID, fence); uerr != nil && !errors.Is(uerr, sale.ErrFenced) {
 			r.Logger.Error("reconcile failed and the sale is still frozen: run it again", "voucher", voucherID, "err", uerr)
 		}
 	}()
@@ -208,7 +212,7 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 	if !ok {
 		return rep, ErrNoSuchVoucher
 	}
-	rep.Plan = Make(truth, pending)
+	rep.Plan = sale.Make(truth, pending)
 	if r.IDs != nil {
 		top := truth.MaxOrderID
 		for _, e := range pending {

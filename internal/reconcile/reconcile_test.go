@@ -17,8 +17,8 @@ import (
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
-	"github.com/seckill/seckill/internal/voucher"
 )
 
 type rig struct {
@@ -162,7 +162,7 @@ func TestFrozenSaleTakesNothing(t *testing.T) {
 	if d, err := g.store.Try(ctx, v, 1, 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
 		t.Fatalf("frozen: %v %v, want paused", d.Err, err)
 	}
-	if _, err := g.store.Adjust(ctx, v, 2, time.Time{}, time.Time{}); !errors.Is(err, voucher.ErrFrozen) {
+	if _, err := g.store.Adjust(ctx, v, 2, time.Time{}, time.Time{}); !errors.Is(err, sale.ErrFrozen) {
 		t.Fatalf("a stock change while frozen: %v", err)
 	}
 	if g.stock(t, v) != 3 {
@@ -264,7 +264,7 @@ func (s *turns) leave() {
 	s.mu.Unlock()
 }
 
-func (s *turns) Rebuild(ctx context.Context, v int64, p reconcile.Plan, begin, end time.Time, fence int64) error {
+func (s *turns) Rebuild(ctx context.Context, v int64, p sale.Plan, begin, end time.Time, fence int64) error {
 	defer s.leave()
 	return s.Sale.Rebuild(ctx, v, p, begin, end, fence)
 }

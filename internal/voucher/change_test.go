@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
+	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -79,7 +80,7 @@ func TestHalfDoneChangesAreUndone(t *testing.T) {
 
 	t.Run("RestockRedisRefuses", func(t *testing.T) {
 		m.MustSeedVoucher(t, 7, 4) // its warm-up never happened
-		if _, err := vs.ChangeSale(ctx, 7, voucher.Change{AddStock: 3}); !errors.Is(err, voucher.ErrNotWarmed) {
+		if _, err := vs.ChangeSale(ctx, 7, voucher.Change{AddStock: 3}); !errors.Is(err, sale.ErrNotWarmed) {
 			t.Fatalf("restock of a voucher Redis does not have: %v, want ErrNotWarmed", err)
 		}
 		if got := m.MustSaleState(t, 7); got.Stock != 4 {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/sale"
 )
 
 // Voucher is the course's Voucher as its client reads it. Stock and the
@@ -60,13 +61,6 @@ var (
 	ErrConflict = apperr.New(apperr.Conflict, "the change does not fit the voucher as it stands")
 	// ErrNotFound is a flash-sale voucher id with no row.
 	ErrNotFound = apperr.New(apperr.NotFound, "no such flash-sale voucher")
-	// ErrNotEnoughStock refuses a change that would take more units than
-	// remain unsold.
-	ErrNotEnoughStock = apperr.New(apperr.Conflict, "cannot remove more units than remain unsold")
-	// ErrNotWarmed means the voucher has no sale in Redis.
-	ErrNotWarmed = apperr.New(apperr.Conflict, "the voucher's sale is not in Redis: seckillctl reconcile <id> puts it there from MySQL")
-	// ErrFrozen refuses a change while the sale is being reconciled.
-	ErrFrozen = apperr.New(apperr.Conflict, "the sale is being reconciled: try again in a moment").Retry(2 * time.Second)
 )
 
 // The bounds of what an admin may send, the same at creation and at a
@@ -78,8 +72,6 @@ const (
 	MaxID    = 1<<53 - 1
 	MaxMoney = 10_000_000_000
 	MaxStock = 100_000_000
-	// MaxStockBuckets bounds a sale's stock buckets (gate.MaxBuckets).
-	MaxStockBuckets = 16
 )
 
 // Validate checks what the database would not, and bounds every number.
@@ -105,7 +97,7 @@ func (v Voucher) Validate() error {
 		return bad("a flash-sale voucher needs a stock from 0 to 100000000")
 	case v.BeginTime == nil || v.EndTime == nil:
 		return bad("a flash-sale voucher needs beginTime and endTime")
-	case v.StockBuckets < 0 || v.StockBuckets > MaxStockBuckets:
+	case v.StockBuckets < 0 || v.StockBuckets > sale.MaxBuckets:
 		return bad("stockBuckets must be from 1 to 16 (0 or absent: 1)")
 	case !v.EndTime.After(*v.BeginTime):
 		return ErrWindow.With("endTime must be after beginTime")
@@ -122,7 +114,7 @@ type Sale interface {
 	// over buckets, and its window.
 	WarmBuckets(ctx context.Context, voucherID, stock int64, buckets int, begin, end time.Time) error
 	// Adjust changes the stock by delta and, when not zero, the window;
-	// it returns the stock after, ErrNotEnoughStock or ErrNotWarmed.
+	// it returns the stock after, sale.ErrNotEnoughStock or sale.ErrNotWarmed.
 	Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error)
 }
 
@@ -280,7 +272,7 @@ func (vs *Vouchers) restock(ctx context.Context, id, n int64, next, old window) 
 	if err == nil {
 		return stock, nil
 	}
-	if !errors.Is(err, ErrNotWarmed) && !errors.Is(err, ErrFrozen) {
+	if !errors.Is(err, sale.ErrNotWarmed) && !errors.Is(err, sale.ErrFrozen) {
 		// Redis may or may not have taken it (a timeout): MySQL keeps the
 		// units, which is safe, since Redis never sells more than MySQL has.
 		return 0, ErrStoresDisagree.With("MySQL has the %d new units of voucher %d, Redis did not confirm them, so they may not be on sale: run `seckillctl reconcile %d`", n, id, id).Wrap(err)

@@ -1,11 +1,4 @@
-// Package reconcile rebuilds a voucher's sale state in Redis from MySQL's
-// truth: after Redis lost acknowledged writes, after a stock change that
-// reached one store and could not be undone in it, or to warm a voucher
-// whose warm-up failed after its row was committed. The sale is frozen
-// meanwhile (the gate answers "paused", taking nothing), and the rebuild
-// waits until the order-writer has consumed every event published before
-// the freeze, so MySQL's truth is complete.
-package reconcile
+package sale
 
 import (
 	"cmp"
