@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/orderwriter"
 	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/relay"
 )
 
 // OrderWriter is the order-writer program: the orders consumer and the
@@ -73,14 +74,14 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
 		BatchSize: c.BatchSize, BatchWait: c.BatchWait, StuckAfter: c.StuckAfter, Logger: m.logger,
 		Stuck: broker.NewStuckMetric(b.reg).WithLabelValues("orders")}
-	relay := &gate.Relay{Store: store, Publisher: relayPublisher,
+	relayWorker := &relay.Relay{Store: store, Publisher: relayPublisher,
 		Backlog: progress,
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
 	relayed := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_relay_republished_total",
 		Help: "Reservations whose order events never reached Kafka, republished by the relay."})
 	b.reg.MustRegister(relayed)
-	relay.Relayed = func(n int) { relayed.Add(float64(n)) }
+	relayWorker.Relayed = func(n int) { relayed.Add(float64(n)) }
 	lag := &broker.LagWatch{Progress: progress, Gauge: broker.NewLagMetric(b.reg).WithLabelValues("orders"),
 		Interval: lagInterval, Logger: m.logger}
 
@@ -94,7 +95,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	epoch.OnChange = checks.Now
 
 	m.d = b.daemon(c.Common, c.AdminAddr,
-		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relay.Run},
+		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relayWorker.Run},
 		daemon.Worker{Name: "sale checks", Run: checks.Run}, daemon.Worker{Name: "redis epoch", Run: epoch.Run},
 		daemon.Worker{Name: "consumer lag", Run: lag.Run})
 	if err := m.d.Start(); err != nil {

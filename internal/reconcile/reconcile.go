@@ -62,7 +62,7 @@ type IDFloor interface {
 const idMargin = 1 << 20
 
 // Backlog is how far the order-writer has consumed the orders topic: the
-// reconcile waits on it, and so does the relay (gate.Relay).
+// reconcile waits on it, and so does the relay (relay.Relay).
 type Backlog interface {
 	// Ends are the topic's end offsets by partition.
 	Ends(ctx context.Context) (map[int]int64, error)

@@ -1,4 +1,4 @@
-package gate_test
+package relay_test
 
 import (
 	"context"
@@ -21,8 +21,9 @@ import (
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
-	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/relay"
 	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/lua"
 )
 
 type failingPublisher struct{}
@@ -46,7 +47,12 @@ func newRelayRig(t *testing.T, stock int64) (*relayRig, int64) {
 	k := testsupport.MustKafka(t)
 	rig := &relayRig{k: k, topic: k.MustTopic(t, 1), group: testsupport.Group(t)}
 	var voucher int64
-	rig.r, rig.store, voucher = warmedVoucher(t, stock)
+	rig.r = testsupport.MustRedis(t)
+	rig.store = gate.NewStore(rig.r.Client, rig.r.Prefix)
+	voucher = 1 + rand.Int64N(1<<40)
+	if err := rig.store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	rig.pub = broker.NewOrderPublisher(broker.NewWriter(k.Brokers, rig.topic), 5*time.Second)
 	t.Cleanup(func() { _ = rig.pub.Close() })
 	rig.svc = &order.Service{Gate: rig.store, IDs: idgen.New(rig.r.Client, rig.r.Key("order"), 100), Publisher: failingPublisher{},
@@ -54,8 +60,8 @@ func newRelayRig(t *testing.T, stock int64) (*relayRig, int64) {
 	return rig, voucher
 }
 
-func (rig *relayRig) relay(age time.Duration) *gate.Relay {
-	return &gate.Relay{Store: rig.store, Publisher: rig.pub, Age: age, Interval: time.Hour, Batch: 100,
+func (rig *relayRig) relay(age time.Duration) *relay.Relay {
+	return &relay.Relay{Store: rig.store, Publisher: rig.pub, Age: age, Interval: time.Hour, Batch: 100,
 		Backlog: &broker.Progress{Brokers: rig.k.Brokers, Group: rig.group, Topic: rig.topic},
 		Locks:   lock.New(rig.r.Client, rig.r.Prefix), LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)}
 }
@@ -77,7 +83,7 @@ func (c *aheadClock) now(ctx context.Context) (time.Time, error) {
 func (c *aheadClock) pass(d time.Duration) { c.ahead.Add(int64(d)) }
 
 // withClock gives relay a clock the test moves on.
-func (rig *relayRig) withClock(relay *gate.Relay) *aheadClock {
+func (rig *relayRig) withClock(relay *relay.Relay) *aheadClock {
 	c := &aheadClock{rdb: rig.r.Client}
 	relay.Clock = c.now
 	return c
@@ -245,7 +251,7 @@ func TestOneRelayWorksAtATime(t *testing.T) {
 // countingBacklog counts a relay's scans: each asks the topic's ends (a
 // baseline) or how far the writer has read.
 type countingBacklog struct {
-	reconcile.Backlog
+	relay.Backlog
 	calls atomic.Int64
 }
 
@@ -383,14 +389,8 @@ func TestRelayScansEveryBucket(t *testing.T) {
 	if len(homes) != n {
 		t.Fatalf("the buyers live in %d buckets, want all %d", len(homes), n)
 	}
-	// Bucket 1's last units gone and a transfer to it cut half way.
-	cut, restore := gate.SetAfterFirstTake(func() error { return errors.New("the mover stopped") })
-	defer restore()
-	for u := int64(1 << 30); !cut(); u++ {
-		if gate.Home(u, n) == 1 {
-			_, _ = rig.store.Try(ctx, voucher, u, u)
-		}
-	}
+	// A transfer to bucket 1 cut half way.
+	cutTransfer(t, rig, voucher, n, 0, 1, 5)
 	before, err := rig.store.Totals(ctx, voucher)
 	if err != nil || before.Transfers != 1 {
 		t.Fatalf("totals %+v (%v), want the one cut transfer", before, err)
@@ -433,19 +433,14 @@ func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
 	if err := rig.store.WarmBuckets(ctx, voucher, 30, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	// Bucket 0 the fullest, so the cut transfer is its: 10, 10, 8.
-	for i, u := range homedIn(n, 2, 2) {
+	// Bucket 1's units sold, and a transfer of 5 from bucket 0 to it cut
+	// half way.
+	for i, u := range homedIn(n, 1, 10) {
 		if d, err := rig.store.Try(ctx, voucher, u, int64(i+1)); err != nil || d.Err != nil {
 			t.Fatal(d.Err, err)
 		}
 	}
-	cut, restore := gate.SetAfterFirstTake(func() error { return errors.New("the mover stopped") })
-	defer restore()
-	for u := int64(1 << 30); !cut(); u++ {
-		if gate.Home(u, n) == 1 {
-			_, _ = rig.store.Try(ctx, voucher, u, u)
-		}
-	}
+	cutTransfer(t, rig, voucher, n, 0, 1, 5)
 	donor := gate.BucketKeys(rig.r.Prefix, voucher, n, 0)
 	if x := rig.r.Client.HLen(ctx, donor.Transfers).Val(); x != 1 {
 		t.Fatalf("bucket 0 records %d transfers, want the cut one", x)
@@ -472,4 +467,29 @@ func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
 	if x, stock := rig.r.Client.HLen(ctx, donor.Transfers).Val(), rig.r.Client.HGet(ctx, receiver.Voucher, gate.FieldStock).Val(); x != 0 || stock != "5" {
 		t.Fatalf("after the scan bucket 0 records %d transfers and bucket 1 holds %s units; want the transfer finished, its 5 units there", x, stock)
 	}
+}
+
+// cutTransfer is what a mover that stopped between its two steps leaves:
+// units of voucher's bucket from taken (bucket_take.lua, run as the gate
+// runs it, on the bucket's keys in the sale prelude's order) and never
+// deposited in bucket to.
+func cutTransfer(t *testing.T, rig *relayRig, voucher int64, n, from, to int, units int64) {
+	t.Helper()
+	k := gate.BucketKeys(rig.r.Prefix, voucher, n, from)
+	keys := []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled, k.Transfers}
+	taken, err := lua.BucketTake.Run(context.Background(), rig.r.Client, keys, "cut-"+strconv.Itoa(from), to, units, "").Int64()
+	if err != nil || taken != units {
+		t.Fatalf("the cut transfer's take: %d units (%v), want %d", taken, err, units)
+	}
+}
+
+// homedIn is count user ids whose home is bucket b of n.
+func homedIn(n, b, count int) []int64 {
+	var users []int64
+	for u := int64(1 << 30); len(users) < count; u++ {
+		if gate.Home(u, n) == b {
+			users = append(users, u)
+		}
+	}
+	return users
 }

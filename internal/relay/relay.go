@@ -1,4 +1,10 @@
-package gate
+// Package relay runs the reservation relay, a leased worker of the
+// order-writer: it republishes the reservations whose order events never
+// reached Kafka, finishes the stock transfers whose mover stopped half
+// way, and retires the sales that ended with every order settled. The
+// sale's state it works on is the gate's (internal/gate); it reads and
+// writes it only through the Store it is given.
+package relay
 
 import (
 	"context"
@@ -7,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -33,7 +40,7 @@ import (
 // its confirmation failed): that one is republished. While the writer is
 // behind nothing is.
 type Relay struct {
-	Store     *Store
+	Store     Store
 	Publisher order.Publisher
 	Backlog   Backlog
 	// Locks hands out the relay's lease: every order-writer runs a relay,
@@ -56,6 +63,26 @@ type Relay struct {
 
 	base *baseline
 }
+
+// Store is the sale state the relay works on (gate.Store).
+type Store interface {
+	// Active are the vouchers whose sales may hold a reservation.
+	Active(ctx context.Context) ([]int64, error)
+	// Retire lets an ended, settled sale's keys expire; it reports
+	// whether the sale left the active vouchers.
+	Retire(ctx context.Context, voucherID int64, keep time.Duration) (bool, error)
+	// FinishTransfers deposits the stock transfers taken before cutoff
+	// whose mover stopped between its two steps.
+	FinishTransfers(ctx context.Context, voucherID int64, cutoff time.Time) (int, error)
+	// Now is the clock reservations are stamped by.
+	Now(ctx context.Context) (time.Time, error)
+	// Due are up to limit reservations accepted before cutoff.
+	Due(ctx context.Context, voucherID int64, cutoff time.Time, limit int64) ([]order.Event, error)
+	// Reschedule makes events due again only after at.
+	Reschedule(ctx context.Context, voucherID int64, at time.Time, events []order.Event) error
+}
+
+var tracer = otel.Tracer("github.com/seckill/seckill/internal/relay")
 
 // Backlog is how far the order-writer has consumed the orders topic
 // (broker.Progress).
