@@ -26,6 +26,7 @@ import (
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/shop"
+	"github.com/seckill/seckill/internal/statuscache"
 	"github.com/seckill/seckill/internal/tlscert"
 	"github.com/seckill/seckill/internal/user"
 	"github.com/seckill/seckill/internal/voucher"
@@ -127,7 +128,7 @@ func (m *API) Run(ctx context.Context) error {
 			Durable: broker.OrderDurability{Topic: durability},
 			SoldOut: order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger, Metrics: order.NewMetrics(b.reg),
 		},
-		Lookup: &order.Lookup{Settled: gate.NewSettledCache(b.rdb, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store},
+		Lookup: &order.Lookup{Settled: statuscache.New(b.rdb, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store},
 	})
 	if err != nil {
 		return abandon(err, b.closers)

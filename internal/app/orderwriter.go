@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/internal/orderwriter"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/relay"
+	"github.com/seckill/seckill/internal/replid"
 )
 
 // OrderWriter is the order-writer program: the orders consumer and the
@@ -91,7 +92,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	checks := &orderwriter.SaleChecks{DB: db, Sale: store, Guard: guard, Interval: c.SaleChecks, Logger: m.logger, Errors: checkErrors}
 	// A new replication id pauses every sale at the gate: check them all at
 	// once, which reconciles them.
-	epoch := gate.NewEpoch(b.rdb, c.Sale.EpochInterval, m.logger).CountChanges(b.reg)
+	epoch := replid.NewWatcher(b.rdb, c.Sale.EpochInterval, m.logger).CountChanges(b.reg)
 	epoch.OnChange = checks.Now
 
 	m.d = b.daemon(c.Common, c.AdminAddr,

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/replid"
 	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -42,7 +43,7 @@ func TestGatePausesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 		return replica.Client.HGet(ctx, k.Voucher, "epoch").Val() == masterID
 	})
 
-	epoch := gate.NewEpoch(replica.Client, time.Second, slog.New(slog.DiscardHandler)).CountChanges(prometheus.NewRegistry())
+	epoch := replid.NewWatcher(replica.Client, time.Second, slog.New(slog.DiscardHandler)).CountChanges(prometheus.NewRegistry())
 	changes := 0
 	epoch.OnChange = func(context.Context) { changes++ }
 	if changed, err := epoch.Refresh(ctx); err != nil || changed || changes != 1 || epoch.Current()[replica.Addr] != masterID {

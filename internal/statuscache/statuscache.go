@@ -1,4 +1,7 @@
-package gate
+// Package statuscache keeps MySQL's answers to order lookups in Redis for
+// a while (its keys seckill:order:<id> and seckill:order-of:{voucher}:<user>
+// are its own): an order's status is final once settled.
+package statuscache
 
 import (
 	"context"
@@ -11,9 +14,9 @@ import (
 	"github.com/seckill/seckill/internal/order"
 )
 
-var _ order.SettledFinder = (*SettledCache)(nil)
+var _ order.SettledFinder = (*Cache)(nil)
 
-// SettledCache keeps MySQL's answers to order lookups in Redis for a
+// Cache keeps MySQL's answers to order lookups in Redis for a
 // while: once a sale's state has left Redis, its orders are still polled
 // (a client's page left open), and each order then costs MySQL one read
 // per TTL instead of one per poll. A settled order's status is final, so
@@ -21,53 +24,70 @@ var _ order.SettledFinder = (*SettledCache)(nil)
 // only asked for when the voucher's sale is not in Redis (a live sale
 // answers it from its buyers). The cache is best effort: when Redis fails,
 // the lookup reads MySQL.
-type SettledCache struct {
+type Cache struct {
 	Next   order.SettledFinder
 	rdb    redis.Cmdable
 	prefix string
 	ttl    time.Duration
 }
 
-// NewSettledCache caches next's answers under prefix for ttl.
-func NewSettledCache(rdb redis.Cmdable, prefix string, ttl time.Duration, next order.SettledFinder) *SettledCache {
-	return &SettledCache{Next: next, rdb: rdb, prefix: prefix, ttl: ttl}
+// NewCache caches next's answers under prefix for ttl.
+func New(rdb redis.Cmdable, prefix string, ttl time.Duration, next order.SettledFinder) *Cache {
+	return &Cache{Next: next, rdb: rdb, prefix: prefix, ttl: ttl}
 }
 
 // none is the cached "no such order".
 const none = "-"
 
-func (c *SettledCache) orderKey(orderID int64) string {
+func (c *Cache) orderKey(orderID int64) string {
 	return c.prefix + "seckill:order:" + strconv.FormatInt(orderID, 10)
 }
 
-func (c *SettledCache) userKey(userID, voucherID int64) string {
+func (c *Cache) userKey(userID, voucherID int64) string {
 	v := strconv.FormatInt(voucherID, 10)
 	return c.prefix + "seckill:order-of:{" + v + "}:" + strconv.FormatInt(userID, 10)
 }
 
-// A cached status: "<order id>:<voucher id>:" and the Settled hash's
-// encoding.
+// A cached status: "<order id>:<voucher id>:<user id>:<ms>:c" confirmed,
+// "…:f:<reason>" failed.
 func encodeCached(s order.Status) string {
-	return strconv.FormatInt(s.ID, 10) + ":" + strconv.FormatInt(s.VoucherID, 10) + ":" + encodeStatus(s)
+	v := strings.Join([]string{strconv.FormatInt(s.ID, 10), strconv.FormatInt(s.VoucherID, 10), strconv.FormatInt(s.UserID, 10),
+		strconv.FormatInt(s.CreateTime.UnixMilli(), 10)}, ":")
+	if s.Status == order.StatusFailed {
+		return v + ":f:" + s.Reason
+	}
+	return v + ":c"
 }
 
+// decodeCached reads encodeCached's form; anything else (a value an
+// earlier release cached) is a miss.
 func decodeCached(v string) (order.Status, bool) {
-	parts := strings.SplitN(v, ":", 3)
-	if len(parts) != 3 {
+	parts := strings.SplitN(v, ":", 6)
+	if len(parts) < 5 {
 		return order.Status{}, false
 	}
-	id, err1 := strconv.ParseInt(parts[0], 10, 64)
-	voucher, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
+	var n [4]int64
+	for i := range n {
+		var err error
+		if n[i], err = strconv.ParseInt(parts[i], 10, 64); err != nil {
+			return order.Status{}, false
+		}
+	}
+	s := order.Status{ID: n[0], VoucherID: n[1], UserID: n[2], CreateTime: time.UnixMilli(n[3]).UTC()}
+	switch {
+	case parts[4] == "c" && len(parts) == 5:
+		s.Status = order.StatusConfirmed
+	case parts[4] == "f" && len(parts) == 6:
+		s.Status, s.Reason = order.StatusFailed, parts[5]
+	default:
 		return order.Status{}, false
 	}
-	s, err := decodeStatus(id, voucher, parts[2])
-	return s, err == nil
+	return s, true
 }
 
 // FindSettled is the cached status of orderID, else Next's, cached when
 // found.
-func (c *SettledCache) FindSettled(ctx context.Context, orderID int64) (order.Status, bool, error) {
+func (c *Cache) FindSettled(ctx context.Context, orderID int64) (order.Status, bool, error) {
 	key := c.orderKey(orderID)
 	if v, err := c.rdb.Get(ctx, key).Result(); err == nil {
 		if s, ok := decodeCached(v); ok {
@@ -83,7 +103,7 @@ func (c *SettledCache) FindSettled(ctx context.Context, orderID int64) (order.St
 
 // FindSettledOf is the cached answer for userID's order of voucherID,
 // else Next's, cached found or not.
-func (c *SettledCache) FindSettledOf(ctx context.Context, userID, voucherID int64) (order.Status, bool, error) {
+func (c *Cache) FindSettledOf(ctx context.Context, userID, voucherID int64) (order.Status, bool, error) {
 	key := c.userKey(userID, voucherID)
 	if v, err := c.rdb.Get(ctx, key).Result(); err == nil {
 		if v == none {

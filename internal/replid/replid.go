@@ -1,4 +1,8 @@
-package gate
+// Package replid follows the replication id of every Redis master: the
+// order-writer's worker that hears at once that a master's data may have
+// moved under it (a restart, a restore, a failover), so that the sales it
+// holds are checked and reconciled now rather than at the next round.
+package replid
 
 import (
 	"context"
@@ -13,15 +17,15 @@ import (
 	"github.com/seckill/seckill/internal/redisconn"
 )
 
-// Epoch follows the replication id of every Redis master (the one node, or
+// Watcher follows the replication id of every Redis master (the one node, or
 // each master of a cluster). Redis draws a new id whenever a server's data
 // may have moved under it: a restart (whatever it loaded), a replica
 // promoted by a failover. A sale is stamped with the id of the server that
 // holds it, and the gate itself compares the stamp with its server's id;
-// Epoch is how the order-writer hears of a change at once and checks the
+// Watcher is how the order-writer hears of a change at once and checks the
 // sales (the sales of the shard that changed are the ones it reconciles),
 // rather than at its next round.
-type Epoch struct {
+type Watcher struct {
 	rdb      redis.UniversalClient
 	interval time.Duration
 	logger   *slog.Logger
@@ -37,14 +41,14 @@ type Epoch struct {
 	OnChange func(ctx context.Context)
 }
 
-// NewEpoch reads the masters' replication ids every interval.
-func NewEpoch(rdb redis.UniversalClient, interval time.Duration, logger *slog.Logger) *Epoch {
-	return &Epoch{rdb: rdb, interval: interval, logger: logger}
+// NewWatcher reads the masters' replication ids every interval.
+func NewWatcher(rdb redis.UniversalClient, interval time.Duration, logger *slog.Logger) *Watcher {
+	return &Watcher{rdb: rdb, interval: interval, logger: logger}
 }
 
 // CountChanges counts the changes e sees in reg's
 // seckill_redis_replication_id_changes_total.
-func (e *Epoch) CountChanges(reg prometheus.Registerer) *Epoch {
+func (e *Watcher) CountChanges(reg prometheus.Registerer) *Watcher {
 	e.Changes = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_redis_replication_id_changes_total",
 		Help: "Times a Redis master's replication id changed (a restart, a restore, a failover: writes may be lost); the sales it holds pause until reconciled."})
 	reg.MustRegister(e.Changes)
@@ -52,7 +56,7 @@ func (e *Epoch) CountChanges(reg prometheus.Registerer) *Epoch {
 }
 
 // Current is the replication id of each master as last read, by address.
-func (e *Epoch) Current() map[string]string {
+func (e *Watcher) Current() map[string]string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return maps.Clone(e.last)
@@ -62,7 +66,7 @@ func (e *Epoch) Current() map[string]string {
 // last read (the first read is no change). A master that cannot be read
 // (one shard failing over) leaves its last id in place; the others are
 // compared.
-func (e *Epoch) Refresh(ctx context.Context) (bool, error) {
+func (e *Watcher) Refresh(ctx context.Context) (bool, error) {
 	ids, err := redisconn.ReplicationIDs(ctx, e.rdb)
 	if len(ids) == 0 {
 		return false, err
@@ -95,7 +99,7 @@ func (e *Epoch) Refresh(ctx context.Context) (bool, error) {
 
 // Run refreshes every interval until ctx ends; a failed read is retried
 // at the next one.
-func (e *Epoch) Run(ctx context.Context) error {
+func (e *Watcher) Run(ctx context.Context) error {
 	t := time.NewTicker(e.interval)
 	defer t.Stop()
 	for {
