@@ -1,8 +1,9 @@
 -- Raises a lock's fencing counter to at least a floor: the resource a lock
 -- guards remembers the largest token it has seen, and after the counter's
 -- master lost writes (a lossy failover) the counter can be below it, where
--- every new holder's token would be refused as stale. Only a holder of the
--- lock raises it, having read the floor from the resource. Never lowers it.
+-- every new holder's token would be refused as stale. A holder of the lock
+-- raises it, having read the floor from the resource, before it releases
+-- the lock to take it again. Never lowers it.
 --
 -- KEYS[1]  lock:{name}:fence  the lock's fencing counter
 -- ARGV[1]  the floor

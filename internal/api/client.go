@@ -31,7 +31,8 @@ var errCrossSite = apperr.New(apperr.Forbidden, "cross-site request refused: ask
 // says where the request comes from in Sec-Fetch-Site, which no page can
 // set; over plain HTTP to a host that is not loopback, and in browsers
 // older than Fetch Metadata, only in Origin, whose site must then be the
-// API's own (ownSite) or the origin an allowed one. A client that is no
+// API's own (sameSite, with ownScheme and ownHost) or the origin an
+// allowed one. A client that is no
 // browser sends neither and is bounded by the rate limits alone.
 func sameSiteOnly(allowed []string, trusted []*net.IPNet) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -47,7 +48,7 @@ func sameSiteOnly(allowed []string, trusted []*net.IPNet) echo.MiddlewareFunc {
 			case "same-origin", "same-site", "none":
 				return next(c)
 			}
-			if origin != "" && !sameSite(origin, c.Scheme(), ownHost(r, trusted)) {
+			if origin != "" && !sameSite(origin, ownScheme(c, trusted), ownHost(r, trusted)) {
 				return errCrossSite
 			}
 			return next(c)

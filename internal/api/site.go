@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/labstack/echo/v4"
 	"golang.org/x/net/publicsuffix"
 )
 
@@ -25,7 +26,7 @@ func sameSite(origin, scheme, host string) bool {
 
 // site is a host's registrable domain, or the host itself when it has none.
 func site(host string) string {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	host = strings.ToLower(host)
 	if host == "" || net.ParseIP(host) != nil {
 		return host
 	}
@@ -52,11 +53,25 @@ func ownHost(r *http.Request, trusted []*net.IPNet) string {
 		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" {
 			return h
 		}
-		if h := forwardedHost(r.Header.Get("Forwarded")); h != "" {
+		if h := forwardedParam(r.Header.Get("Forwarded"), "host"); h != "" {
 			return h
 		}
 	}
 	return r.Host
+}
+
+// ownScheme is the scheme the client used: from a trusted proxy, the
+// proto of its Forwarded header when it sends one, else what echo reads
+// (TLS, or X-Forwarded-Proto and its kin, which the API keeps only from
+// trusted proxies).
+func ownScheme(c echo.Context, trusted []*net.IPNet) string {
+	r := c.Request()
+	if fromTrusted(r.RemoteAddr, trusted) {
+		if p := forwardedParam(r.Header.Get("Forwarded"), "proto"); p != "" {
+			return strings.ToLower(p)
+		}
+	}
+	return c.Scheme()
 }
 
 // firstValue is the first of a comma-separated header's values: the one
@@ -66,12 +81,12 @@ func firstValue(v string) string {
 	return strings.TrimSpace(first)
 }
 
-// forwardedHost is the host parameter of the first element of an RFC 7239
-// Forwarded header.
-func forwardedHost(v string) string {
+// forwardedParam is the parameter name of the first element of an RFC
+// 7239 Forwarded header.
+func forwardedParam(v, name string) string {
 	for _, pair := range strings.Split(firstValue(v), ";") {
 		k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if ok && strings.EqualFold(k, "host") {
+		if ok && strings.EqualFold(k, name) {
 			return strings.Trim(val, `"`)
 		}
 	}

@@ -24,7 +24,8 @@ func TestSameSite(t *testing.T) {
 		{"https://a.github.io", "https", "b.github.io", false}, // a public suffix: two sites
 		{"https://a.co.uk", "https", "b.co.uk", false},
 		{"https://x.a.co.uk", "https", "a.co.uk", true},
-		{"https://SHOP.Example.COM.", "https", "shop.example.com", true},
+		{"https://SHOP.Example.COM", "https", "shop.example.com", true},
+		{"https://shop.example.com.", "https", "shop.example.com", false}, // a browser's site keeps the dot
 		{"null", "http", "127.0.0.1:8081", false},
 		{"", "http", "127.0.0.1:8081", false},
 		{"127.0.0.1:8080", "http", "127.0.0.1:8081", false}, // no scheme: no origin

@@ -86,10 +86,6 @@ func TestChaosClusterMasterPartitioned(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	time.AfterFunc(partitionAt, func() {
-		heal := cl.Partition(t, victim)
-		time.AfterFunc(partitionFor, heal)
-	})
 
 	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2000, MaxConnsPerHost: 2000}}
 	var mu sync.Mutex
@@ -97,8 +93,16 @@ func TestChaosClusterMasterPartitioned(t *testing.T) {
 	var wg sync.WaitGroup
 	next := 0
 	tick := time.NewTicker(time.Second / partitionRate)
+	var heal func()
 	for range int(partitionRun / (time.Second / partitionRate)) {
 		<-tick.C
+		// The cut and the heal on the test's own goroutine, between ticks.
+		switch since := time.Since(begin); {
+		case heal == nil && since >= partitionAt:
+			heal = cl.Partition(t, victim)
+		case heal != nil && since >= partitionAt+partitionFor:
+			heal()
+		}
 		for _, v := range vouchers {
 			tok := tokens[next]
 			next++
@@ -250,7 +254,8 @@ func TestChaosDaemonsStartAroundAPartition(t *testing.T) {
 	defer rejoining.Close()
 	// At once: the node still says cluster_state:fail while it rejoins.
 	info, err := rejoining.ClusterInfo(context.Background()).Result()
-	t.Logf("%s at the heal: %v %v", victim, strings.Fields(info)[:1], err)
+	state, _, _ := strings.Cut(info, "\n")
+	t.Logf("%s at the heal: %s %v", victim, strings.TrimSpace(state), err)
 	restartAll("just after " + victim + " rejoined")
 
 	tok := s.sessions(t, 1, 1)[0]

@@ -143,6 +143,13 @@ func (c *layouts) put(voucherID int64, n int) Layout {
 	return l
 }
 
+// readWithin reports whether voucherID's layout was read from Redis
+// within d.
+func (c *layouts) readWithin(voucherID int64, d time.Duration) bool {
+	v, ok := c.m.Load(voucherID)
+	return ok && c.now().Sub(v.(remembered).at) < d
+}
+
 // forget drops voucherID's remembered layout.
 func (c *layouts) forget(voucherID int64) { c.m.Delete(voucherID) }
 

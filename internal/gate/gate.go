@@ -63,9 +63,11 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 		home := lay.Home(userID)
 		res, err := lua.Seckill.Run(ctx, s.gate, lay.bucketKeys(s.prefix, home).list(),
 			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx), n).Int64Slice()
-		if err == nil && len(res) == 4 && res[0] == outcomeUnknown && n > 1 && turns == 0 {
+		if err == nil && len(res) == 4 && res[0] == outcomeUnknown && n > 1 && turns == 0 && !s.layouts.readWithin(voucherID, time.Second) {
 			// The bucket is gone: the sale may have been made anew with
-			// another N. The directory says.
+			// another N. The directory says; asked at most once a second,
+			// since a bucket lost with its master answers so to every
+			// attempt of its buyers until the reconcile.
 			s.layouts.forget(voucherID)
 			fresh, lerr := s.LayoutOf(ctx, voucherID)
 			if lerr == nil && fresh.N() != n {
@@ -236,12 +238,29 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		return 0, err
 	}
 	id := rand.Text()
+	windowChange := !begin.IsZero() || !end.IsZero()
 	if lay.N() == 1 {
 		return s.adjustBucket(ctx, lay, 0, delta, begin, end, id)
 	}
+	if delta >= 0 && !windowChange {
+		// Units added, the window kept: bucket 0 alone, in one atomic step
+		// that refuses as the script does; the others are only read for
+		// the total.
+		after, err := s.adjustBucket(ctx, lay, 0, delta, begin, end, id)
+		if err != nil {
+			return after, err
+		}
+		states, _ := s.readBuckets(ctx, lay)
+		for b, st := range states {
+			if b > 0 {
+				after += st.stock
+			}
+		}
+		return after, nil
+	}
 	states, err := s.readAllBuckets(ctx, lay)
 	if err != nil {
-		return 0, fmt.Errorf("adjust voucher %d: %w", voucherID, err)
+		return 0, fmt.Errorf("adjust voucher %d: %w: %w", voucherID, sale.ErrBucketAway, err)
 	}
 	var left int64
 	for _, st := range states {
@@ -271,7 +290,6 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 			deltas[b], need = -take, need-take
 		}
 	}
-	windowChange := !begin.IsZero() || !end.IsZero()
 	var total int64
 	for b, d := range deltas {
 		if d == 0 && !windowChange {

@@ -74,19 +74,23 @@ func (s *Store) SeenFence(ctx context.Context, voucherID int64) (int64, error) {
 		keys = append(keys, lay.bucketKeys(s.prefix, b).Voucher)
 	}
 	cmds := make([]*redis.StringCmd, len(keys))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// Each command's own error is read below: Pipelined returns only the
+	// first, which may be a field that is not there.
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			cmds[i] = p.HGet(ctx, k, FieldFence)
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("fence of voucher %d: %w", voucherID, err)
-	}
 	var seen int64
-	for _, c := range cmds {
-		if f, err := c.Int64(); err == nil {
+	for i, c := range cmds {
+		f, cerr := c.Int64()
+		switch {
+		case cerr == nil:
 			seen = max(seen, f)
+		case !errors.Is(cerr, redis.Nil):
+			// A part that cannot be read may hold the largest fence.
+			return 0, fmt.Errorf("fence of voucher %d: %s: %w", voucherID, keys[i], cerr)
 		}
 	}
 	return seen, nil
@@ -98,7 +102,38 @@ func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) e
 	if err != nil {
 		return fmt.Errorf("%s voucher %d: %w", freezeVerb[on], voucherID, err)
 	}
+	if on == "0" && lay.N() > 1 {
+		if err := s.wholeGeneration(ctx, lay); err != nil {
+			return err
+		}
+	}
 	return s.freezeBuckets(ctx, lay, all(lay), fence, on)
+}
+
+// ErrPartlyRebuilt refuses to unfreeze a sale whose buckets are of
+// different generations: a rebuild stopped part way, and buckets rebuilt
+// beside buckets that are not would add up to another net stock than the
+// sale's. Only a reconcile that completes unfreezes it.
+var ErrPartlyRebuilt = errors.New("the sale's buckets are part rebuilt: it stays frozen until a reconcile completes")
+
+// wholeGeneration reports ErrPartlyRebuilt when the buckets of lay that
+// exist are not all of one generation.
+func (s *Store) wholeGeneration(ctx context.Context, lay Layout) error {
+	states, err := s.readAllBuckets(ctx, lay)
+	if err != nil {
+		return fmt.Errorf("unfreeze voucher %d: %w", lay.VoucherID, err)
+	}
+	gen, seen := "", false
+	for _, st := range states {
+		if !st.exists {
+			continue
+		}
+		if seen && st.gen != gen {
+			return fmt.Errorf("unfreeze voucher %d: %w", lay.VoucherID, ErrPartlyRebuilt)
+		}
+		gen, seen = st.gen, true
+	}
+	return nil
 }
 
 // all is every bucket of lay.
@@ -187,6 +222,14 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p sale.Plan, begin
 	}
 	if err := s.Confirm(ctx, p.Settled); err != nil {
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	}
+	if n > 1 {
+		// Every bucket of the plan, whatever the caller could freeze: a
+		// reconcile that found neither the directory nor bucket 0 froze
+		// the voucher's own tag only.
+		if err := s.freezeBuckets(ctx, lay, all(lay), fence, "1"); err != nil {
+			return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+		}
 	}
 	id := rand.Text()
 	for b := n - 1; b >= 0; b-- {

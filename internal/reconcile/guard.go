@@ -20,11 +20,12 @@ type Guard struct {
 	// Timeout bounds one reconcile, its wait for the writer included.
 	Timeout time.Duration
 	// RetryMin is the wait before a failed reconcile runs again; it
-	// doubles up to RetryMax. A reconcile fails mostly on a server's
-	// passing state (a master rejoining the cluster answers CLUSTERDOWN
-	// for a moment): seconds, not the periodic check's next round, put
-	// the sale back.
-	RetryMin, RetryMax time.Duration
+	// doubles up to RetryMax, for RetryFor in all. A reconcile fails mostly
+	// on a server's passing state (a master rejoining the cluster answers
+	// CLUSTERDOWN for a moment): seconds, not the periodic check's next
+	// round, put the sale back. Past RetryFor it is left to the periodic
+	// check's next finding, or an operator.
+	RetryMin, RetryMax, RetryFor time.Duration
 
 	ctx        context.Context // ends at Close: reconciles under way give up, unfrozen
 	stop       context.CancelFunc
@@ -37,11 +38,11 @@ type Guard struct {
 
 // NewGuard registers the guard's metrics on reg.
 func NewGuard(r *Reconciler, timeout time.Duration, reg prometheus.Registerer) *Guard {
-	g := &Guard{Reconciler: r, Timeout: timeout, RetryMin: 500 * time.Millisecond, RetryMax: 10 * time.Second, running: map[int64]bool{},
+	g := &Guard{Reconciler: r, Timeout: timeout, RetryMin: 500 * time.Millisecond, RetryMax: 10 * time.Second, RetryFor: 2 * time.Minute, running: map[int64]bool{},
 		violations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_invariant_violations_total",
 			Help: "Times Redis was found not to hold what MySQL has (Redis lost writes), by check."}, []string{"check"}),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciles_total",
-			Help: "Reconciles started by a violated invariant, by result."}, []string{"result"}),
+			Help: "Reconciles started by a violated invariant, by final result (failed: given up after their retries)."}, []string{"result"}),
 	}
 	reg.MustRegister(g.violations, g.reconciles)
 	// Every series exists from the start at 0, so that an alert on
@@ -60,7 +61,9 @@ func NewGuard(r *Reconciler, timeout time.Duration, reg prometheus.Registerer) *
 func (g *Guard) Violated(voucherID int64, check string, detail ...any) {
 	g.violations.WithLabelValues(check).Inc()
 	attrs := append([]any{"voucher", voucherID, "check", check}, detail...)
-	if check == sale.CheckEpochChanged {
+	if check == sale.CheckFrozenStale {
+		g.Reconciler.Logger.Warn("a reconcile left the sale frozen (its process stopped part way): reconciling the voucher from MySQL", attrs...)
+	} else if check == sale.CheckEpochChanged {
 		// Every restart does this; whether writes were lost, the reconcile
 		// finds out.
 		g.Reconciler.Logger.Warn("Redis restarted, was restored or failed over since this sale was built: it may have lost writes; "+
@@ -84,10 +87,12 @@ func (g *Guard) Violated(voucherID int64, check string, detail ...any) {
 	})
 }
 
-// reconcile runs the voucher's reconcile until it is done, the voucher is
-// unknown to MySQL, or the guard is closed.
+// reconcile runs the voucher's reconcile until it is done, cannot be done
+// by this guard (no such voucher in MySQL; a newer reconcile of it ran,
+// which does it), the tries have taken RetryFor, or the guard is closed.
 func (g *Guard) reconcile(voucherID int64) {
 	log := g.Reconciler.Logger
+	giveUp := time.Now().Add(g.RetryFor)
 	for wait := g.RetryMin; ; wait = min(2*wait, g.RetryMax) {
 		ctx, cancel := context.WithTimeout(g.ctx, g.Timeout)
 		_, err := g.Reconciler.Run(ctx, voucherID)
@@ -97,17 +102,24 @@ func (g *Guard) reconcile(voucherID int64) {
 			g.reconciles.WithLabelValues("done").Inc()
 			return
 		case g.ctx.Err() != nil:
-			// A stop, not a failure: the sale was unfrozen as it was, and
-			// the next start's check finds the same violation again.
+			// A stop, not a failure: the next start's check finds the same
+			// violation again (a sale left frozen part rebuilt, as stale).
 			log.Info("reconcile stopped by the shutdown; the next start redoes it", "voucher", voucherID, "err", err)
+			return
+		case errors.Is(err, sale.ErrFenced):
+			log.Info("a newer reconcile of the voucher has run; it does the work", "voucher", voucherID)
 			return
 		case errors.Is(err, ErrNoSuchVoucher):
 			g.reconciles.WithLabelValues("failed").Inc()
 			log.Error("reconcile after a violated invariant failed: the voucher is not in MySQL", "voucher", voucherID, "err", err)
 			return
+		case time.Now().Add(wait).After(giveUp):
+			g.reconciles.WithLabelValues("failed").Inc()
+			log.Error("reconcile after a violated invariant kept failing; giving up: run seckillctl reconcile", "voucher", voucherID,
+				"tried_for", g.RetryFor, "err", err)
+			return
 		}
-		g.reconciles.WithLabelValues("failed").Inc()
-		log.Error("reconcile after a violated invariant failed; trying again", "voucher", voucherID, "in", wait, "err", err)
+		log.Warn("reconcile after a violated invariant failed; trying again", "voucher", voucherID, "in", wait, "err", err)
 		select {
 		case <-g.ctx.Done():
 			log.Info("reconcile stopped by the shutdown; the next start redoes it", "voucher", voucherID)

@@ -121,8 +121,8 @@ func TestGuardRetriesAFailedReconcile(t *testing.T) {
 	defer guard.Close()
 	guard.Violated(v, sale.CheckStockAboveMySQL)
 	testsupport.Wait(t, 10*time.Second, "the sale rebuilt from MySQL", func() bool { return g.stock(t, v) == 7 })
-	if errs := log.at(slog.LevelError); len(errs) < 2 || !strings.Contains(errs[1], "trying again") {
-		t.Fatalf("ERROR records %q; want the failure said, with the retry", errs)
+	if warns := log.at(slog.LevelWarn); len(warns) < 1 || !strings.Contains(warns[0], "trying again") {
+		t.Fatalf("WARN records %q; want the failure said, with the retry", warns)
 	}
 }
 
@@ -134,9 +134,9 @@ func TestGuardCloseDuringTheRetryWait(t *testing.T) {
 	log := &logged{}
 	g.rec.Sale, g.rec.Logger = &flakySale{Sale: g.store}, slog.New(log)
 	guard := reconcile.NewGuard(g.rec, time.Minute, prometheus.NewRegistry())
-	guard.RetryMin = time.Hour
+	guard.RetryMin, guard.RetryFor = time.Hour, 2*time.Hour
 	guard.Violated(v, sale.CheckStockAboveMySQL)
-	testsupport.Wait(t, 10*time.Second, "the first failure", func() bool { return len(log.at(slog.LevelError)) == 2 })
+	testsupport.Wait(t, 10*time.Second, "the first failure", func() bool { return len(log.at(slog.LevelWarn)) == 1 })
 	closed := make(chan struct{})
 	go func() { _ = guard.Close(); close(closed) }()
 	select {
@@ -147,4 +147,32 @@ func TestGuardCloseDuringTheRetryWait(t *testing.T) {
 	if !strings.Contains(strings.Join(log.at(slog.LevelInfo), "\n"), "stopped by the shutdown") {
 		t.Fatalf("INFO records %q; want the stop said", log.at(slog.LevelInfo))
 	}
+}
+
+// A reconcile that keeps failing is given up after RetryFor, said at ERROR
+// with what to do, and counted once as failed.
+func TestGuardGivesUpAfterRetryFor(t *testing.T) {
+	g := newRig(t)
+	const v = 63
+	g.onSale(t, v, 7, 9)
+	log := &logged{}
+	g.rec.Sale, g.rec.Logger = &failingSale{Sale: g.store}, slog.New(log)
+	guard := reconcile.NewGuard(g.rec, time.Minute, prometheus.NewRegistry())
+	guard.RetryMin, guard.RetryFor = 10*time.Millisecond, 200*time.Millisecond
+	defer guard.Close()
+	guard.Violated(v, sale.CheckStockAboveMySQL)
+	testsupport.Wait(t, 10*time.Second, "the guard giving up", func() bool {
+		errs := log.at(slog.LevelError)
+		return len(errs) == 2 && strings.Contains(errs[1], "giving up: run seckillctl reconcile")
+	})
+	if warns := len(log.at(slog.LevelWarn)); warns < 2 {
+		t.Fatalf("%d retries said, want several before giving up", warns)
+	}
+}
+
+// failingSale cannot be frozen: the reconcile never gets anywhere.
+type failingSale struct{ reconcile.Sale }
+
+func (failingSale) FreezeSuspect(context.Context, int64, int64) error {
+	return errors.New("injected: CLUSTERDOWN for good")
 }

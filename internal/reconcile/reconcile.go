@@ -258,6 +258,13 @@ func (r *Reconciler) lock(ctx context.Context, voucherID int64) (*lock.Lock, err
 		if err == nil && seen < l.Fence {
 			return l, nil
 		}
+		if err == nil && !retook {
+			r.Logger.Warn("the reconcile lock's fencing counter is below what the sale has seen (its master lost writes): raised", "voucher", voucherID,
+				"token", l.Fence, "seen", seen)
+			// Raised while the lock is held, so no other holder's token is
+			// handed out meanwhile.
+			err = r.Locks.RaiseFence(ctx, LockName(voucherID), seen)
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = l.Release(rctx)
 		cancel()
@@ -266,10 +273,6 @@ func (r *Reconciler) lock(ctx context.Context, voucherID int64) (*lock.Lock, err
 			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 		case retook:
 			return nil, fmt.Errorf("reconcile voucher %d: its lock's token %d is not above the %d its sale has seen after raising the counter", voucherID, l.Fence, seen)
-		}
-		r.Logger.Warn("the reconcile lock's fencing counter is below what the sale has seen (its master lost writes): raised", "voucher", voucherID, "token", l.Fence, "seen", seen)
-		if err := r.Locks.RaiseFence(ctx, LockName(voucherID), seen); err != nil {
-			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 		}
 	}
 }

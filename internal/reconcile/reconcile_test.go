@@ -600,12 +600,15 @@ func TestReconcileOfABucketedSaleAfterTheLockMasterLostWrites(t *testing.T) {
 	}
 	sold := 0
 	for u := int64(1); u <= 40; u++ {
-		for {
+		for tries := 0; ; tries++ {
 			d, err := g.store.Try(ctx, v, u, 1000+u)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if errors.Is(d.Err, order.ErrMovingStock) {
+				if tries == 1000 {
+					t.Fatalf("buyer %d told units are moving 1,000 times", u)
+				}
 				continue
 			}
 			if d.Err == nil {

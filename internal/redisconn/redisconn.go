@@ -102,8 +102,9 @@ func New(c Config) (redis.UniversalClient, error) {
 
 // Open is New, checked. A cluster is refused at start only for what
 // waiting cannot mend: a seed that is no cluster node (the configuration
-// names the wrong topology), or seeds that all answer with no slot
-// assigned (no cluster was ever created on them). Anything passing —
+// names the wrong topology), a seed that refuses the password, or seeds
+// that all answer with no slot assigned (no cluster was ever created on
+// them). Anything passing —
 // seeds that do not answer, a node that says cluster_state:fail while it
 // rejoins after a partition, a cluster failing over — is returned in
 // warnings: the program starts, its readiness check (Serving) says when
@@ -138,6 +139,9 @@ func checkSeeds(ctx context.Context, c Config) (warnings []string, err error) {
 		switch {
 		case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
 			return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER: %s is not a cluster node (cluster-enabled no): set SECKILL_REDIS_ADDR for one node", addr)
+		case err != nil && (strings.Contains(err.Error(), "WRONGPASS") || strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "AUTH")):
+			// The password is wrong, or one is missing: no wait mends it.
+			return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER: seed %s refuses the password (SECKILL_REDIS_PASSWORD): %w", addr, err)
 		case err != nil:
 			warnings = append(warnings, fmt.Sprintf("SECKILL_REDIS_CLUSTER: seed %s does not answer: %v", addr, err))
 			continue

@@ -44,17 +44,24 @@ func TestOpenRefusesAClusterThatCannotServe(t *testing.T) {
 	// A cluster node with no slots assigned: cluster_state:fail.
 	lonely, _ := testsupport.MustPrivateRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 	dead := testsupport.FreeAddr(t)
+	locked, _ := testsupport.MustPrivateRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	if err := locked.Client.ConfigSet(ctx, "requirepass", "its-password").Err(); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		name  string
-		seeds []string
-		want  []string
+		name     string
+		seeds    []string
+		password string
+		want     []string
 	}{
-		{"a seed is not a cluster node", []string{node.Addr}, []string{node.Addr, "not a cluster node", "SECKILL_REDIS_ADDR"}},
-		{"no cluster created", []string{lonely.Addr}, []string{lonely.Addr, "no seed has a slot assigned", "redis-cli --cluster create"}},
-		{"a dead seed beside one with no slot", []string{dead, lonely.Addr}, []string{"no seed has a slot assigned"}},
+		{"a seed is not a cluster node", []string{node.Addr}, "", []string{node.Addr, "not a cluster node", "SECKILL_REDIS_ADDR"}},
+		{"a password the seed refuses", []string{locked.Addr}, "not-its-password", []string{locked.Addr, "refuses the password", "SECKILL_REDIS_PASSWORD"}},
+		{"no password for a seed that wants one", []string{locked.Addr}, "", []string{locked.Addr, "refuses the password"}},
+		{"no cluster created", []string{lonely.Addr}, "", []string{lonely.Addr, "no seed has a slot assigned", "redis-cli --cluster create"}},
+		{"a dead seed beside one with no slot", []string{dead, lonely.Addr}, "", []string{"no seed has a slot assigned"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rdb, _, err := redisconn.Open(ctx, redisconn.Config{Cluster: c.seeds})
+			rdb, _, err := redisconn.Open(ctx, redisconn.Config{Cluster: c.seeds, Password: c.password})
 			if err == nil {
 				rdb.Close()
 				t.Fatal("opened; want refused")

@@ -23,6 +23,9 @@ var (
 	ErrNotEnoughStock = apperr.New(apperr.Conflict, "cannot remove more units than remain unsold")
 	// ErrNotWarmed means the voucher has no sale in Redis.
 	ErrNotWarmed = apperr.New(apperr.Conflict, "the voucher's sale is not in Redis: seckillctl reconcile <id> puts it there from MySQL")
+	// ErrBucketAway refuses a change of a sale in stock buckets while one
+	// of them cannot be read (its master failing over): nothing changed.
+	ErrBucketAway = apperr.New(apperr.Unavailable, "a part of the sale cannot be reached right now: try again in a moment").Retry(2 * time.Second)
 	// ErrFrozen refuses a change while the sale is being reconciled.
 	ErrFrozen = apperr.New(apperr.Conflict, "the sale is being reconciled: try again in a moment").Retry(2 * time.Second)
 	// ErrFenced: a newer reconcile of the voucher has written it since

@@ -272,7 +272,7 @@ func (vs *Vouchers) restock(ctx context.Context, id, n int64, next, old window) 
 	if err == nil {
 		return stock, nil
 	}
-	if !errors.Is(err, sale.ErrNotWarmed) && !errors.Is(err, sale.ErrFrozen) {
+	if !errors.Is(err, sale.ErrNotWarmed) && !errors.Is(err, sale.ErrFrozen) && !errors.Is(err, sale.ErrBucketAway) {
 		// Redis may or may not have taken it (a timeout): MySQL keeps the
 		// units, which is safe, since Redis never sells more than MySQL has.
 		return 0, ErrStoresDisagree.With("MySQL has the %d new units of voucher %d, Redis did not confirm them, so they may not be on sale: run `seckillctl reconcile %d`", n, id, id).Wrap(err)
