@@ -104,17 +104,16 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	if len(onMaster) != 3 {
 		t.Fatalf("%d sales on %d masters; want all three", clusterSales, len(onMaster))
 	}
-	// The victim: the master with the most sales, other than the one that
-	// holds the day's order-id counter (whose failover stops new ids once
-	// each api's leased block is spent; see docs/redis-cluster.md).
-	ids := cl.MasterOf(t, s.redis.Key("order"))
+	// The victim: the master with the most sales, whatever else it holds
+	// (a counter of the order ids among them: the api's generator leases
+	// from another one then).
 	var victim string
 	for m, vs := range onMaster {
-		if m != ids && (victim == "" || len(vs) > len(onMaster[victim])) {
+		if victim == "" || len(vs) > len(onMaster[victim]) {
 			victim = m
 		}
 	}
-	t.Logf("sales by master: %v; the order-id counter on %s; %s on %s (%d sales)", onMaster, ids, f.name, victim, len(onMaster[victim]))
+	t.Logf("sales by master: %v; %s on %s (%d sales)", onMaster, f.name, victim, len(onMaster[victim]))
 	tokens := s.sessions(t, 1, clusterSales*clusterBuyers)
 
 	c := startCrowd(t, s, vouchers, tokens, clusterBuyers)
@@ -233,7 +232,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	if pause > resumeBound {
 		t.Fatalf("the failed master's sales sold again only %v after they stopped; want within %v", pause, resumeBound)
 	}
-	if gap > 5*time.Second {
+	if gap > time.Second {
 		t.Fatalf("the surviving masters' sales stopped for %v during the failover", gap)
 	}
 
@@ -288,17 +287,11 @@ func TestChaosClusterBucketMasterKilled(t *testing.T) {
 	for b := range buckets {
 		owner[b] = cl.MasterOf(t, gate.BucketKeys(s.redis.Prefix, v, buckets, b).Voucher)
 	}
-	ids := cl.MasterOf(t, s.redis.Key("order"))
-	victim := -1
-	for b, m := range owner {
-		if m != ids && victim < 0 {
-			victim = b
-		}
+	victim := 1
+	if owner[0] == owner[1] || owner[1] == owner[2] || owner[0] == owner[2] {
+		t.Fatalf("buckets on %v: want the buckets on three masters", owner)
 	}
-	if victim < 0 || owner[0] == owner[1] || owner[1] == owner[2] || owner[0] == owner[2] {
-		t.Fatalf("buckets on %v, the order-id counter on %s: want the buckets on three masters", owner, ids)
-	}
-	t.Logf("buckets on %v; the order-id counter on %s; kill -9 of bucket %d's master %s", owner, ids, victim, owner[victim])
+	t.Logf("buckets on %v; kill -9 of bucket %d's master %s", owner, victim, owner[victim])
 	const first = 1
 	tokens := s.sessions(t, first, buyers)
 	home := map[string]int{}
@@ -337,12 +330,11 @@ func TestChaosClusterBucketMasterKilled(t *testing.T) {
 		t.Fatalf("the failed bucket's buyers bought again only %v after they stopped; want within %v", pause, resumeBound)
 	}
 	// The failed bucket's buyers stop for the failover and the reconcile
-	// (about 4 s here); the others only for the rebuild, which
-	// TestReconcileFreezesOnlyTheSuspectBucketWhileTheWriterCatchesUp
-	// shows without a clock. The bound is the surviving masters' in
-	// runClusterFault: in about one run of four the whole api pauses some
-	// 2 s when the cluster marks the master failed (docs/redis-cluster.md).
-	if gap > 5*time.Second {
+	// (about 4 s here); the others only for the rebuild, which freezes
+	// every bucket of the sale until all are rebuilt (160-793 ms here;
+	// TestReconcileFreezesOnlyTheSuspectBucketWhileTheWriterCatchesUp shows
+	// the rest without a clock).
+	if gap > 2*time.Second {
 		t.Fatalf("the other buckets' buyers stopped for %v during the failover", gap)
 	}
 	settleSales(t, s, []int64{v}, stock, orders)

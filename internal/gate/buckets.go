@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sigurn/crc16"
 
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/sale"
 )
 
@@ -28,16 +28,6 @@ import (
 // directory with the field "buckets" = N, which the gate reads on the way to
 // a bucket the first time a process sees the voucher.
 
-// slots is Redis Cluster's slot count.
-const slots = 16384
-
-var crcTable = crc16.MakeTable(crc16.CRC16_XMODEM)
-
-// keySlot is the cluster slot of a hash tag's content, as Redis computes it.
-func keySlot(tag string) int {
-	return int(crc16.Checksum([]byte(tag), crcTable)) % slots
-}
-
 // Layout is where a voucher's sale lives: its buckets' hash tags, bucket b
 // at Tags[b].
 type Layout struct {
@@ -53,14 +43,7 @@ func LayoutOf(voucherID int64, n int) Layout {
 	}
 	tags := make([]string, n)
 	for b := range n {
-		lo, hi := b*slots/n, (b+1)*slots/n
-		for salt := 0; ; salt++ {
-			tag := id + "." + strconv.Itoa(b) + "." + strconv.Itoa(salt)
-			if s := keySlot(tag); s >= lo && s < hi {
-				tags[b] = tag
-				break
-			}
-		}
+		tags[b] = redisconn.TagIn(id+"."+strconv.Itoa(b), b, n)
 	}
 	return Layout{VoucherID: voucherID, Tags: tags}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -28,7 +29,7 @@ func TestKeySlotIsTheClustersSlot(t *testing.T) {
 		key  string
 		slot int
 	}{{"foo", 12182}, {"bar", 5061}, {"hello", 866}, {"", 0}} {
-		if got := gate.KeySlot(c.key); got != c.slot {
+		if got := redisconn.KeySlot(c.key); got != c.slot {
 			t.Errorf("slot of %q is %d, want %d", c.key, got, c.slot)
 		}
 	}
@@ -42,7 +43,7 @@ func TestKeySlotIsTheClustersSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := gate.KeySlot(tag); got != int(want) {
+		if got := redisconn.KeySlot(tag); got != int(want) {
 			t.Errorf("slot of %q is %d, the cluster says %d", tag, got, want)
 		}
 	}
@@ -66,7 +67,7 @@ func TestBucketsLandOnDifferentMasters(t *testing.T) {
 		for _, id := range []int64{1, 77, 1 << 40} {
 			lay := gate.LayoutOf(id, n)
 			for b, tag := range lay.Tags {
-				if s := gate.KeySlot(tag); s < b*16384/n || s >= (b+1)*16384/n {
+				if s := redisconn.KeySlot(tag); s < b*16384/n || s >= (b+1)*16384/n {
 					t.Errorf("voucher %d, %d buckets: bucket %d's slot %d is outside its range", id, n, b, s)
 				}
 			}

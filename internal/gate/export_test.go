@@ -12,9 +12,6 @@ func SetBeforeRebuildScript(f func(bucket int) error) (restore func()) {
 	return func() { beforeRebuildScript = func(int) error { return nil } }
 }
 
-// KeySlot is the cluster slot the store computes for a hash tag's content.
-var KeySlot = keySlot
-
 // SetAfterFirstTake lets a test act between the two steps of the first
 // transfer only (stop its mover with an error, rebuild a bucket); done
 // reports whether that transfer has come.

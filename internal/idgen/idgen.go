@@ -3,16 +3,27 @@
 // 31 bits of seconds since Epoch, 32 bits of a per-day sequence kept in
 // Redis. Unlike the course it does not INCR once per id: it leases a block
 // of sequence numbers with one INCRBY and hands them out locally.
+//
+// The day's sequence is split into Counters ranges, each kept by a counter
+// of its own on its own slot range, so on another master of a cluster: a
+// generator leases from one, and when that one's master cannot answer (it
+// fails over) from the next. One counter would stop every order of every
+// sale, whatever master the sale is on, once the blocks leased before its
+// master failed are spent.
 package idgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -22,6 +33,13 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const seqBits = 32
 
+// Counters is how many counters share a day's sequence, each a range of
+// 2^rangeBits numbers (a billion a day each).
+const (
+	Counters  = 4
+	rangeBits = seqBits - 2
+)
+
 // Generator hands out ids of one kind ("order"). Safe for concurrent use.
 type Generator struct {
 	rdb   redis.Cmdable
@@ -30,15 +48,48 @@ type Generator struct {
 	now   func() time.Time
 	stamp bool
 
-	mu   sync.Mutex
-	day  string // the day the current block was leased for
-	next int64  // next sequence number to hand out
-	end  int64  // one past the block's last
+	mu    sync.Mutex
+	first int    // the counter this generator leases from first
+	day   string // the day the current block was leased for
+	base  int64  // the current block's counter's range: counter << rangeBits
+	next  int64  // next sequence number to hand out, within the range
+	end   int64  // one past the block's last
 }
 
 // New leases blocks of block sequence numbers per Redis round trip.
 func New(rdb redis.Cmdable, kind string, block int64) *Generator {
-	return &Generator{rdb: rdb, kind: kind, block: block, now: time.Now}
+	return &Generator{rdb: rdb, kind: kind, block: block, now: time.Now, first: rand.IntN(Counters)}
+}
+
+// From makes the generator lease from counter k first (0 to Counters-1; a
+// new generator draws one at random, which spreads the leases of many
+// instances over the counters).
+func (g *Generator) From(k int) *Generator {
+	g.first = k % Counters
+	return g
+}
+
+// CounterKey is counter k of kind's sequence on day (0 to Counters-1).
+func CounterKey(kind, day string, k int) string { return counterKey(kind, day, k) }
+
+// counterKey is counter k of kind's sequence on day. Counter 0 is the key
+// a single counter had, so that a generator of before and one of now
+// share it through an upgrade; the others carry a hash tag that puts each
+// in its own quarter of the slot space.
+func counterKey(kind, day string, k int) string {
+	key := "id:" + kind + ":" + day
+	if k == 0 {
+		return key
+	}
+	return key + ":{" + redisconn.TagIn("idgen-counter-"+strconv.Itoa(k), k, Counters) + "}"
+}
+
+// stampKey is where counter key's last lease stamp lives, on its slot.
+func stampKey(key string, k int) string {
+	if k == 0 {
+		return "{" + key + "}:epoch"
+	}
+	return key + ":epoch"
 }
 
 // LeaseMargin is how many sequence numbers a lease under a new replication
@@ -64,9 +115,10 @@ func (g *Generator) WithReplicationStamp() *Generator {
 func (g *Generator) Above(ctx context.Context, id, margin int64) error {
 	secs, seq := id>>seqBits, id&(1<<seqBits-1)
 	day := Epoch.Add(time.Duration(secs) * time.Second).UTC().Format("20060102")
-	floor := min(seq+1+margin, 1<<seqBits)
-	if err := lua.IDFloor.Run(ctx, g.rdb, []string{"id:" + g.kind + ":" + day}, floor).Err(); err != nil {
-		return fmt.Errorf("idgen: raise the %s counter of %s: %w", g.kind, day, err)
+	k := int(seq >> rangeBits)
+	floor := min(seq&(1<<rangeBits-1)+1+margin, 1<<rangeBits)
+	if err := lua.IDFloor.Run(ctx, g.rdb, []string{counterKey(g.kind, day, k)}, floor).Err(); err != nil {
+		return fmt.Errorf("idgen: raise the %s counter %d of %s: %w", g.kind, k, day, err)
 	}
 	return nil
 }
@@ -91,7 +143,7 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 	}
-	seq := g.next
+	seq := g.base | g.next
 	g.next++
 	secs := now.Unix() - Epoch.Unix()
 	if secs < 0 || secs >= 1<<31 {
@@ -101,25 +153,39 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 }
 
 func (g *Generator) lease(ctx context.Context, day string) error {
-	key := "id:" + g.kind + ":" + day
 	stamp := ""
 	if g.stamp {
 		stamp = "1"
 	}
-	end, err := lua.IDLease.Run(ctx, g.rdb, []string{key, "{" + key + "}:epoch"}, g.block, stamp, LeaseMargin).Int64()
-	if err != nil {
-		return fmt.Errorf("idgen: lease a block of %s ids: %w", g.kind, err)
-	}
-	if end > 1<<seqBits {
-		return fmt.Errorf("idgen: %s sequence for %s exhausted", g.kind, day)
-	}
-	// Yesterday's counter, done counting, expires (a day's own has none
-	// while it counts: see id_lease.lua).
-	if day != g.day {
-		if err := g.rdb.Expire(ctx, "id:"+g.kind+":"+yesterday(day), 48*time.Hour).Err(); err != nil {
-			return fmt.Errorf("idgen: expire yesterday's %s counter: %w", g.kind, err)
+	var errs []error
+	for i := range Counters {
+		k := (g.first + i) % Counters
+		key := counterKey(g.kind, day, k)
+		end, err := lua.IDLease.Run(ctx, g.rdb, []string{key, stampKey(key, k)}, g.block, stamp, LeaseMargin).Int64()
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("counter %d: %w", k, err))
+			continue
+		case end > 1<<rangeBits:
+			errs = append(errs, fmt.Errorf("counter %d: exhausted for %s", k, day))
+			continue
 		}
+		if day != g.day {
+			g.expireYesterday(ctx, day)
+		}
+		// The next lease tries this counter first: the one that answers.
+		g.first, g.day, g.base, g.next, g.end = k, day, int64(k)<<rangeBits, end-g.block, end
+		return nil
 	}
-	g.day, g.next, g.end = day, end-g.block, end
-	return nil
+	return fmt.Errorf("idgen: lease a block of %s ids: %w", g.kind, errors.Join(errs...))
+}
+
+// expireYesterday gives yesterday's counters, done counting, an expiry (a
+// day's own have none while they count: see id_lease.lua). Best effort: a
+// counter whose master cannot answer now keeps counting nothing, and the
+// next day's first lease tries again.
+func (g *Generator) expireYesterday(ctx context.Context, day string) {
+	for k := range Counters {
+		_ = g.rdb.Expire(ctx, counterKey(g.kind, yesterday(day), k), 48*time.Hour).Err()
+	}
 }

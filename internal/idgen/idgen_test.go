@@ -74,7 +74,7 @@ func TestTodaysCounterCannotBeEvicted(t *testing.T) {
 	today, yesterday := "id:"+kind+":"+day.Format("20060102"), "id:"+kind+":"+day.AddDate(0, 0, -1).Format("20060102")
 	r.Client.Set(ctx, today, 0, time.Hour) // as an older version left it
 	r.Client.Set(ctx, yesterday, 5000, 0)
-	if _, err := idgen.New(r.Client, kind, 100).Next(ctx); err != nil {
+	if _, err := idgen.New(r.Client, kind, 100).From(0).Next(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if ttl := r.Client.TTL(ctx, today).Val(); ttl != -1 {
@@ -92,7 +92,7 @@ func TestLeaseUnderANewReplicationIDSkipsAMargin(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	ctx := context.Background()
 	kind, counter, stamp := todaysLease(t, r)
-	g := idgen.New(r.Client, kind, 10).WithReplicationStamp()
+	g := idgen.New(r.Client, kind, 10).From(0).WithReplicationStamp()
 	seen := map[int64]bool{}
 	var last int64
 	take := func(n int) {
@@ -141,7 +141,7 @@ func TestLeaseRightAfterAFailoverSkipsAMarginWhateverTheCallerThinks(t *testing.
 	// last replicated them, its own replication id new.
 	r.Client.Set(ctx, counter, 500, 0)
 	r.Client.Set(ctx, stamp, oldMaster, 0)
-	g := idgen.New(r.Client, kind, 10).WithReplicationStamp()
+	g := idgen.New(r.Client, kind, 10).From(0).WithReplicationStamp()
 	id, err := g.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +159,53 @@ func todaysLease(t *testing.T, r *testsupport.Redis) (kind, counter, stamp strin
 	stamp = "{" + counter + "}:epoch"
 	t.Cleanup(func() { r.Client.Del(context.Background(), stamp) })
 	return kind, counter, stamp
+}
+
+// The master of a generator's counter dies: the generator leases its next
+// block from another counter, on another master, at once, rather than
+// stopping every order until the cluster fails the master over; no id is
+// handed out twice.
+func TestALeaseGoesOnWhenItsCountersMasterDies(t *testing.T) {
+	cl := testsupport.MustPrivateCluster(t)
+	ctx := context.Background()
+	kind := cl.Key("order")
+	day := time.Now().UTC().Format("20060102")
+	masters := map[string]bool{}
+	for k := range idgen.Counters {
+		masters[cl.MasterOf(t, idgen.CounterKey(kind, day, k))] = true
+	}
+	if len(masters) < 2 {
+		t.Fatalf("the %d counters live on %d master(s), want several", idgen.Counters, len(masters))
+	}
+	const first = 1
+	g := idgen.New(cl.Client, kind, 10).From(first)
+	seen := map[int64]bool{}
+	take := func(n int) (counters map[int64]int) {
+		counters = map[int64]int{}
+		for range n {
+			id, err := g.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[id] {
+				t.Fatalf("id %d handed out twice", id)
+			}
+			seen[id] = true
+			counters[(id&(1<<32-1))>>30]++
+		}
+		return counters
+	}
+	if got := take(25); got[first] != 25 {
+		t.Fatalf("ids by counter %v, want all of counter %d", got, first)
+	}
+	victim := cl.MasterOf(t, idgen.CounterKey(kind, day, first))
+	if err := cl.Nodes[victim].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// A generator that waited for the failover would take from the same
+	// counter again, on the promoted replica.
+	got := take(25)
+	if got[first] > 5 {
+		t.Fatalf("ids by counter %v: after counter %d's master died, want them from the others (the leased block aside)", got, first)
+	}
 }

@@ -35,7 +35,7 @@ func newRig(t *testing.T) *rig {
 	g := &rig{r: testsupport.MustRedis(t), m: testsupport.MustMySQL(t), k: testsupport.MustKafka(t)}
 	g.store = gate.NewStore(g.r.Client, g.r.Prefix)
 	g.topic = g.k.MustTopic(t, 2)
-	g.ids = idgen.New(g.r.Client, g.r.Key("order"), 100)
+	g.ids = idgen.New(g.r.Client, g.r.Key("order"), 100).From(0)
 	g.rec = &reconcile.Reconciler{Sale: g.store, Records: &orderdb.Orders{DB: g.m.DB}, IDs: g.ids,
 		Backlog: &broker.Progress{Brokers: g.k.Brokers, Group: testsupport.Group(t), Topic: g.topic},
 		Wait:    20 * time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
@@ -228,7 +228,7 @@ func TestReconcileRaisesTheIDCounter(t *testing.T) {
 	if _, err := g.rec.Run(ctx, v); err != nil {
 		t.Fatal(err)
 	}
-	fresh := idgen.New(g.r.Client, g.r.Key("order"), 100)
+	fresh := idgen.New(g.r.Client, g.r.Key("order"), 100).From(0)
 	id, err := fresh.Next(ctx)
 	if err != nil {
 		t.Fatal(err)

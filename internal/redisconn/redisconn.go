@@ -10,12 +10,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/sigurn/crc16"
 
 	"github.com/seckill/seckill/internal/telemetry"
 )
@@ -221,6 +223,32 @@ func CheckNode(ctx context.Context, rdb redis.UniversalClient) error {
 		return fmt.Errorf("SECKILL_REDIS_ADDR: %s is a Redis Cluster node: set SECKILL_REDIS_CLUSTER to the cluster's seeds instead", node.Options().Addr)
 	}
 	return nil
+}
+
+// Slots is Redis Cluster's slot count.
+const Slots = 16384
+
+var crcTable = crc16.MakeTable(crc16.CRC16_XMODEM)
+
+// KeySlot is the cluster slot of a hash tag's content, as Redis computes
+// it (CRC16/XMODEM mod 16384).
+func KeySlot(tag string) int {
+	return int(crc16.Checksum([]byte(tag), crcTable)) % Slots
+}
+
+// TagIn is the first of prefix.0, prefix.1, … whose slot is in the i-th of
+// n equal slot ranges: redis-cli --cluster create deals slots to its
+// masters in equal contiguous ranges, so the tags of i = 0..n-1 land on n
+// different masters of a cluster of n. A resharding moves slots, not
+// tags: they may then share a master, which costs their spread only.
+func TagIn(prefix string, i, n int) string {
+	lo, hi := i*Slots/n, (i+1)*Slots/n
+	for salt := 0; ; salt++ {
+		tag := prefix + "." + strconv.Itoa(salt)
+		if s := KeySlot(tag); s >= lo && s < hi {
+			return tag
+		}
+	}
 }
 
 // field is the value of name in an INFO-style "name:value" text.

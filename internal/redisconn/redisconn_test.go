@@ -286,7 +286,7 @@ func TestAMasterKilledFailsNoCallOnTheOthers(t *testing.T) {
 	var failures []failure
 	var slowest time.Duration
 	began := time.Now()
-	stop := time.Now().Add(12 * time.Second)
+	stop := time.Now().Add(9 * time.Second)
 	var wg sync.WaitGroup
 	// Calls on the victim too, as the api makes them (its sales' gate, the
 	// sessions that live there): they fail until its replica is promoted.
