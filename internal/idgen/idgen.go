@@ -106,12 +106,15 @@ func (g *Generator) WithReplicationStamp() *Generator {
 	return g
 }
 
-// Above makes sure no id up to id plus margin is handed out again on id's
-// day: the day's counter is raised past them (never lowered). After Redis
-// lost writes the counter may have rolled back below ids already in use;
-// margin covers those leased meanwhile that no store has seen yet (blocks
-// held by API instances, orders still in flight). Blocks leased before the
-// call stay valid; new leases start above the floor.
+// Above makes sure no sequence number of id's range up to id's plus margin
+// is handed out again on id's day: the counter of that range is raised
+// past them (never lowered). After Redis lost writes the counter may have
+// rolled back below ids already in use; margin covers those leased
+// meanwhile that no store has seen yet (blocks held by API instances,
+// orders still in flight). Blocks leased before the call stay valid; new
+// leases start above the floor. The other counters are not raised: a
+// counter that lost writes lost them with a new replication id, and its
+// next lease under the stamp skips LeaseMargin (WithReplicationStamp).
 func (g *Generator) Above(ctx context.Context, id, margin int64) error {
 	secs, seq := id>>seqBits, id&(1<<seqBits-1)
 	day := Epoch.Add(time.Duration(secs) * time.Second).UTC().Format("20060102")
