@@ -121,18 +121,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	// When Redis finished the failover: the victim's replica says it is
 	// a master.
 	replica := cl.ReplicaOf(t, victim)
-	promoted := make(chan time.Duration, 1)
-	go func() {
-		n := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
-		defer n.Close()
-		for time.Since(begin) < time.Minute {
-			if role, err := n.Do(context.Background(), "ROLE").Slice(); err == nil && role[0] == "master" {
-				promoted <- time.Since(begin)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	promoted := promotionOf(replica, begin)
 	time.Sleep(clusterFaultAt)
 	f.do(t, cl, victim)
 	answers := c.wait()
@@ -343,4 +332,22 @@ func TestChaosClusterBucketMasterKilled(t *testing.T) {
 		reconciled = append(reconciled, s.redis.Client.HGet(context.Background(), gate.BucketKeys(s.redis.Prefix, v, buckets, b).Voucher, "reconciled").Val())
 	}
 	t.Logf("the buckets' generations after the sale: %v", reconciled)
+}
+
+// promotionOf reports, once, how long after begin the replica said it is
+// a master: when Redis finished the failover (within a minute).
+func promotionOf(replica string, begin time.Time) <-chan time.Duration {
+	promoted := make(chan time.Duration, 1)
+	go func() {
+		n := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+		defer n.Close()
+		for time.Since(begin) < time.Minute {
+			if role, err := n.Do(context.Background(), "ROLE").Slice(); err == nil && role[0] == "master" {
+				promoted <- time.Since(begin)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return promoted
 }

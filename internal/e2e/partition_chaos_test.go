@@ -71,18 +71,7 @@ func TestChaosClusterMasterPartitioned(t *testing.T) {
 
 	replica := cl.ReplicaOf(t, victim)
 	begin := time.Now()
-	promoted := make(chan time.Duration, 1)
-	go func() {
-		n := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
-		defer n.Close()
-		for time.Since(begin) < time.Minute {
-			if role, err := n.Do(context.Background(), "ROLE").Slice(); err == nil && role[0] == "master" {
-				promoted <- time.Since(begin)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	promoted := promotionOf(replica, begin)
 
 	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2000, MaxConnsPerHost: 2000}}
 	var mu sync.Mutex

@@ -320,25 +320,20 @@ func hashTag(key string) string {
 	return key
 }
 
-// A failover that loses the writes of the master holding the reconcile
-// lock's fencing counter takes the counter back. The token and the fence
-// it is checked against share the voucher's slot, so they go back
-// together and the next reconcile runs. Before, the lock lived in a slot
-// of its own: its counter went back alone, below the voucher's stored
-// fence, and every reconcile of the sale was refused as stale.
-func TestReconcileAfterTheLockMasterLostWrites(t *testing.T) {
-	g := newRig(t)
-	locks := lock.New(g.r.Client, g.r.Prefix)
-	g.rec.Locks = locks
+// reconcilesLostWithTheLockMaster runs two reconciles of v, then takes the
+// master of the lock's fencing counter back to before them: the counter
+// and those of keys that share its slot (a failover that lost their
+// writes); keys on other slots keep what the reconciles wrote.
+func (g *rig) reconcilesLostWithTheLockMaster(t *testing.T, locks *lock.Client, v int64, keys ...string) {
+	t.Helper()
 	ctx := t.Context()
-	const v = 9101
-	g.onSale(t, v, 10, 10)
 	counter := locks.FenceKey(reconcile.LockName(v))
 	slot := []string{counter}
-	if sale := g.store.KeysOf(v).Voucher; hashTag(sale) == hashTag(counter) {
-		slot = append(slot, sale)
+	for _, k := range keys {
+		if hashTag(k) == hashTag(counter) {
+			slot = append(slot, k)
+		}
 	}
-	// The master's state before the writes it will lose.
 	before := map[string]string{}
 	for _, k := range slot {
 		if dump, err := g.r.Client.Dump(ctx, k).Result(); err == nil {
@@ -358,6 +353,22 @@ func TestReconcileAfterTheLockMasterLostWrites(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A failover that loses the writes of the master holding the reconcile
+// lock's fencing counter takes the counter back. The token and the fence
+// it is checked against share the voucher's slot, so they go back
+// together and the next reconcile runs. Before, the lock lived in a slot
+// of its own: its counter went back alone, below the voucher's stored
+// fence, and every reconcile of the sale was refused as stale.
+func TestReconcileAfterTheLockMasterLostWrites(t *testing.T) {
+	g := newRig(t)
+	locks := lock.New(g.r.Client, g.r.Prefix)
+	g.rec.Locks = locks
+	ctx := t.Context()
+	const v = 9101
+	g.onSale(t, v, 10, 10)
+	g.reconcilesLostWithTheLockMaster(t, locks, v, g.store.KeysOf(v).Voucher)
 	if _, err := g.rec.Run(ctx, v); err != nil {
 		t.Fatalf("a reconcile after the lock's master lost writes: %v", err)
 	}
@@ -568,33 +579,8 @@ func TestReconcileOfABucketedSaleAfterTheLockMasterLostWrites(t *testing.T) {
 	ctx := t.Context()
 	const v, n = 9102, 3
 	g.onSaleIn(t, v, 30, n)
-	counter := locks.FenceKey(reconcile.LockName(v))
-	slot := []string{counter}
-	for _, k := range []string{g.store.KeysOf(v).Voucher, gate.BucketKeys(g.r.Prefix, v, n, 0).Voucher,
-		gate.BucketKeys(g.r.Prefix, v, n, 1).Voucher, gate.BucketKeys(g.r.Prefix, v, n, 2).Voucher} {
-		if hashTag(k) == hashTag(counter) {
-			slot = append(slot, k)
-		}
-	}
-	before := map[string]string{}
-	for _, k := range slot {
-		if dump, err := g.r.Client.Dump(ctx, k).Result(); err == nil {
-			before[k] = dump
-		}
-	}
-	for range 2 {
-		if _, err := g.rec.Run(ctx, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, k := range slot {
-		g.r.Client.Del(ctx, k)
-		if dump, ok := before[k]; ok {
-			if err := g.r.Client.Restore(ctx, k, 0, dump).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	g.reconcilesLostWithTheLockMaster(t, locks, v, g.store.KeysOf(v).Voucher, gate.BucketKeys(g.r.Prefix, v, n, 0).Voucher,
+		gate.BucketKeys(g.r.Prefix, v, n, 1).Voucher, gate.BucketKeys(g.r.Prefix, v, n, 2).Voucher)
 	if _, err := g.rec.Run(ctx, v); err != nil {
 		t.Fatalf("a reconcile after the lock's master lost writes: %v", err)
 	}
