@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -163,20 +165,7 @@ func TestOpenWarnsOfADeadSeedAndVisitsEveryMaster(t *testing.T) {
 // frozen master's call still waits (the half-duplex cluster
 // autopipeliner answered a batch when every master in it had).
 func TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls(t *testing.T) {
-	cl := testsupport.MustPrivateCluster(t)
-	var seeds []string
-	for addr := range cl.Nodes {
-		seeds = append(seeds, addr)
-	}
-	rdb, err := redisconn.New(redisconn.Config{Cluster: seeds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	ap, err := redisconn.AutoPipeliner(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, _, ap := privateAutoPipeliner(t)
 	ctx := context.Background()
 	keyOn := map[string]string{}
 	for i := 0; len(keyOn) < 3; i++ {
@@ -237,24 +226,11 @@ func TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls(t *testing.T) {
 // A master killed under load costs the calls on the other masters
 // nothing: through its failure's detection and its replica's promotion,
 // every autopipelined call on the two other masters is answered, none
-// waits long. (A chaos run saw every session load of the api fail for 3 s
-// when the cluster marked a master failed, the sales of the other masters
-// with them.)
+// waits long. (The other masters' sales paused for 2-3 s in one failure
+// run of four: the order-id counter's master had been killed, which this
+// rules out the client for.)
 func TestAMasterKilledFailsNoCallOnTheOthers(t *testing.T) {
-	cl := testsupport.MustPrivateCluster(t)
-	var seeds []string
-	for addr := range cl.Nodes {
-		seeds = append(seeds, addr)
-	}
-	rdb, err := redisconn.New(redisconn.Config{Cluster: seeds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	ap, err := redisconn.AutoPipeliner(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, rdb, ap := privateAutoPipeliner(t)
 	ctx := context.Background()
 	keysOn := map[string][]string{}
 	for i := 0; len(keysOn) < 3 || minLen(keysOn) < 50; i++ {
@@ -346,4 +322,25 @@ func minLen(m map[string][]string) int {
 		}
 	}
 	return n
+}
+
+// privateAutoPipeliner is a cluster of the test's own, a client of it, and
+// the client's autopipeliner (as the api uses it).
+func privateAutoPipeliner(t *testing.T) (*testsupport.Cluster, redis.UniversalClient, *redis.AutoPipeliner) {
+	t.Helper()
+	cl := testsupport.MustPrivateCluster(t)
+	var seeds []string
+	for addr := range cl.Nodes {
+		seeds = append(seeds, addr)
+	}
+	rdb, err := redisconn.New(redisconn.Config{Cluster: seeds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	ap, err := redisconn.AutoPipeliner(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, rdb, ap
 }
