@@ -1,89 +1,139 @@
--- The flash-sale gate: one atomic decision per order attempt. Every key
--- belongs to one voucher and carries its hash tag, so the script runs on
--- Redis Cluster.
+-- The flash-sale gate: one atomic decision per order attempt, for a batch
+-- of attempts on one bucket at once. Every key belongs to one voucher and
+-- carries its hash tag, so the script runs on Redis Cluster.
 --
--- The decision is idempotent by the order id: a client that sends the same
+-- A batch is what concurrent buyers of one bucket sent while the previous
+-- batch was in flight (gate/tries.go): the fixed cost of a call (the
+-- dispatch, the voucher's fields, the clock, the replication id, one write
+-- per key) is paid once for all of them, and each attempt costs only its
+-- arguments and its share of the variadic writes. The attempts are decided
+-- in the order given, each exactly as it would be alone.
+--
+-- A decision is idempotent by the order id: a client that sends the same
 -- attempt again (go-redis re-sends a command whose reply timed out) gets
 -- the first decision back, not "already bought" for its own order.
 --
 -- KEYS     the sale's keys (sale.lua); reads VOUCHER's stock, begin, end,
---          frozen and epoch
+--          frozen, epoch and buckets, and BUYERS
 -- Writes:  VOUCHER {stock}, BUYERS, PENDING (the reservation, with the
 --          traceparent when there is one), PENDING_AT
--- ARGV[1]  user id
--- ARGV[2]  order id
--- ARGV[3]  the W3C traceparent of the buyer's request, "" when untraced:
---          kept with the reservation, so that a republished order links
---          back to the request that took it
--- ARGV[4]  how many stock buckets the caller takes the sale to have: a
+-- ARGV[1]  how many stock buckets the caller takes the sale to have: a
 --          bucket that records another number answers outcome 7
+-- Then the attempts, three arguments each: the user id, the order id, and
+-- the W3C traceparent of the buyer's request ("" when untraced), kept with
+-- the reservation so that a republished order links back to the request
+-- that took it.
 --
 -- A sale is stamped with the replication id of the server its state was
 -- built under. Under another one (a restart, a restore, a failover: on
 -- Redis Cluster, of the master that owns this voucher's slot) it may miss
 -- acknowledged writes — a lost unit taken would be sold twice — so no unit
 -- is taken until the sale is reconciled. The id is the server's own, read
--- here, only when a unit is about to be taken: a caller's copy lags a
--- failover, and the refusals a crowd gets after the stock is gone (most
--- attempts) need not pay for INFO. A refusal read from a state that lost
--- writes stands until the reconcile that follows: lost writes are units
--- taken and buyers recorded, which make no refusal; only a restock lost in
--- the last second before a crash makes a "sold out" that the reconcile
--- lifts.
+-- here, once per batch and only when a unit is about to be taken: a
+-- caller's copy lags a failover, and the refusals a crowd gets after the
+-- stock is gone (most attempts) need not pay for INFO. A refusal read from
+-- a state that lost writes stands until the reconcile that follows: lost
+-- writes are units taken and buyers recorded, which make no refusal; only
+-- a restock lost in the last second before a crash makes a "sold out" that
+-- the reconcile lifts.
 --
--- Returns {outcome, stock left, ms, order id}. Outcome: 0 accepted (one
--- unit taken, buyer and reservation recorded; ms is when it was accepted);
--- 1 unknown voucher; 2 not started; 3 ended; 4 already bought (order id is
--- the buyer's order); 5 sold out; 6 paused (frozen while its state is
--- rebuilt from MySQL, or built under another replication id than this
--- server's and not yet reconciled: nothing taken); 7 the sale has another
--- number of buckets than the caller thinks (stock left is that number, and
--- nothing is taken: the caller asks the right bucket). ms is the server's
--- clock otherwise. With N > 1, "sold out" is this bucket's: the caller
--- looks at the others.
+-- Returns four numbers per attempt, in the attempts' order: {outcome,
+-- stock left, ms, order id}. Outcome: 0 accepted (one unit taken, buyer
+-- and reservation recorded; ms is when it was accepted); 1 unknown
+-- voucher; 2 not started; 3 ended; 4 already bought (order id is the
+-- buyer's order); 5 sold out; 6 paused (frozen while its state is rebuilt
+-- from MySQL, or built under another replication id than this server's
+-- and not yet reconciled: nothing taken); 7 the sale has another number of
+-- buckets than the caller thinks (stock left is that number, and nothing
+-- is taken: the caller asks the right bucket). ms is the server's clock
+-- otherwise. With N > 1, "sold out" is this bucket's: the caller looks at
+-- the others.
+local tries = (#ARGV - 1) / 3
+local out = {}
+local function answer(outcome, stock, ms, id)
+  out[#out + 1] = outcome
+  out[#out + 1] = stock
+  out[#out + 1] = ms
+  out[#out + 1] = id
+end
+local function all(outcome, stock)
+  for _ = 1, tries do
+    answer(outcome, stock, 0, 0)
+  end
+  return out
+end
+
 local v = redis.call('HMGET', VOUCHER, 'stock', 'begin', 'end', 'frozen', 'epoch', 'buckets')
 -- A bucket that is not there (lost with its master) is an unknown voucher,
 -- as a sale of one bucket is: the order-writer's check rebuilds it.
 local n = tonumber(v[6] or '1')
-if (v[1] or v[6]) and n ~= tonumber(ARGV[4]) then
-  return {7, n, 0, 0}
+if (v[1] or v[6]) and n ~= tonumber(ARGV[1]) then
+  return all(7, n)
 end
 if not v[1] then
-  return {1, 0, 0, 0}
+  return all(1, 0)
 end
 -- The server's clock, not the caller's: one clock for every API instance.
 local now = now_ms()
 local stock = tonumber(v[1])
-local bought = redis.call('HGET', BUYERS, ARGV[1])
-if bought == ARGV[2] then
-  local r = redis.call('HGET', PENDING, ARGV[2])
-  local at = r and tonumber(string.match(r, '^%d+:(%d+)')) or now
-  return {0, stock, at, bought}
+local users = {}
+for i = 1, tries do
+  users[i] = ARGV[3 * i - 1]
 end
-if v[4] then
-  return {6, stock, now, 0}
+local bought = redis.call('HMGET', BUYERS, unpack(users))
+local paused = v[4] and true or false
+local early, late = now < tonumber(v[2]), now >= tonumber(v[3])
+local stale -- the state's replication id is not the server's
+local taken = {} -- user id -> order id, for a user twice in one batch
+local buyers, pending, at = {}, {}, {}
+local before = stock
+for i = 1, tries do
+  local user, id, traceparent = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+  local b = taken[user] or bought[i]
+  if b == id then
+    local ms = now
+    if not taken[user] then
+      local r = redis.call('HGET', PENDING, id)
+      ms = r and tonumber(string.match(r, '^%d+:(%d+)')) or now
+    end
+    answer(0, stock, ms, b)
+  elseif paused then
+    answer(6, stock, now, 0)
+  elseif early then
+    answer(2, stock, now, 0)
+  elseif late then
+    answer(3, stock, now, 0)
+  elseif b then
+    answer(4, stock, now, b)
+  elseif stock <= 0 then
+    answer(5, 0, now, 0)
+  else
+    if stale == nil then
+      stale = v[5] and v[5] ~= replid() or false
+    end
+    if stale then
+      answer(6, stock, now, 0)
+    else
+      stock = stock - 1
+      taken[user] = id
+      buyers[#buyers + 1] = user
+      buyers[#buyers + 1] = id
+      local reservation = user .. ':' .. now
+      if traceparent ~= '' then
+        reservation = reservation .. ':' .. traceparent
+      end
+      pending[#pending + 1] = id
+      pending[#pending + 1] = reservation
+      at[#at + 1] = now
+      at[#at + 1] = id
+      answer(0, stock, now, id)
+    end
+  end
 end
-if now < tonumber(v[2]) then
-  return {2, stock, now, 0}
+if stock ~= before then
+  redis.call('HINCRBY', VOUCHER, 'stock', stock - before)
+  redis.call('HSET', BUYERS, unpack(buyers))
+  redis.call('HSET', PENDING, unpack(pending))
+  redis.call('ZADD', PENDING_AT, unpack(at))
 end
-if now >= tonumber(v[3]) then
-  return {3, stock, now, 0}
-end
-if bought then
-  return {4, stock, now, bought}
-end
-if stock <= 0 then
-  return {5, 0, now, 0}
-end
-if v[5] and v[5] ~= replid() then
-  return {6, stock, now, 0}
-end
-redis.call('HINCRBY', VOUCHER, 'stock', -1)
-redis.call('HSET', BUYERS, ARGV[1], ARGV[2])
-local reservation = ARGV[1] .. ':' .. now
-if ARGV[3] and ARGV[3] ~= '' then
-  reservation = reservation .. ':' .. ARGV[3]
-end
-redis.call('HSET', PENDING, ARGV[2], reservation)
-redis.call('ZADD', PENDING_AT, now, ARGV[2])
-return {0, stock - 1, now, ARGV[2]}
+return out

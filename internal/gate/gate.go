@@ -61,8 +61,8 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 	for turns := 0; ; turns++ {
 		n := lay.N()
 		home := lay.Home(userID)
-		res, err := lua.Seckill.Run(ctx, s.gate, lay.bucketKeys(s.prefix, home).list(),
-			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx), n).Int64Slice()
+		res, err := s.tries.try(ctx, s.gate, lay.bucketKeys(s.prefix, home).list(), n,
+			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx))
 		if err == nil && len(res) == 4 && res[0] == outcomeUnknown && n > 1 && turns == 0 && !s.layouts.readWithin(voucherID, time.Second) {
 			// The bucket is gone: the sale may have been made anew with
 			// another N. The directory says; asked at most once a second,

@@ -17,6 +17,7 @@ type Store struct {
 	gate    redis.Scripter
 	prefix  string
 	layouts layouts
+	tries   tries
 }
 
 // NewStore keeps the flash sale under prefix ("" in production).
