@@ -183,9 +183,20 @@ func (w *Writer) check(ctx context.Context, out orderdb.Outcome) {
 		case stock > out.Stock[voucher]:
 			w.Guard.Violated(voucher, sale.CheckStockAboveMySQL, "redis_stock", stock, "mysql_stock", out.Stock[voucher])
 		case len(missing) > 0:
-			w.Guard.Violated(voucher, sale.CheckBuyersLost, "users", missing)
+			w.Guard.Violated(voucher, sale.CheckBuyersLost, lostUsers(missing)...)
 		}
 	}
+}
+
+// loggedUsers is how many of the users Redis lost one log line names: a
+// sale rebuilt without its buyers lost all of them, and a line naming
+// 200,000 users was 1.8 MB.
+const loggedUsers = 20
+
+// lostUsers is the log's detail of the users Redis lost: how many, and
+// the first loggedUsers of them.
+func lostUsers(missing []int64) []any {
+	return []any{"users_lost", len(missing), "users", missing[:min(len(missing), loggedUsers)]}
 }
 
 // ErrRefused is why an order whose row MySQL refuses (a data error, a
