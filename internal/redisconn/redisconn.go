@@ -70,11 +70,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// protocol is RESP2. Under RESP3, go-redis looks for push notifications
-// before every reply it reads; the programs subscribe to none, and under
-// a crowd that look was 2.5 % of the api's CPU.
-const protocol = 2
-
 // New is the client of c's topology, not yet checked (see Open).
 //
 // While tracing is on (telemetry.Enabled) its commands are spans (trace):
@@ -90,14 +85,12 @@ func New(c Config) (redis.UniversalClient, error) {
 			Addrs: c.Cluster, Password: c.Password,
 			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
 			MaxRetries: maxRetries, DialerRetries: dialRetries, ClusterStateReloadInterval: stateReload,
-			Protocol: protocol,
 		})
 	} else {
 		rdb = redis.NewClient(&redis.Options{
 			Addr: c.Addr, Password: c.Password, DB: c.DB,
 			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
 			MaxRetries: maxRetries, DialerRetries: dialRetries,
-			Protocol: protocol,
 		})
 	}
 	if telemetry.Enabled() {
