@@ -3,13 +3,19 @@ package gate_test
 import (
 	"context"
 	"maps"
+	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testsupport"
 )
 
 // The gate decides a batch of attempts one after the other, each as it
@@ -160,3 +166,163 @@ func TestGateBatchesACrowd(t *testing.T) {
 		})
 	}
 }
+
+// The batched script against the one it replaced, which decided one
+// attempt per call (testdata): random batches — users and attempts twice,
+// earlier buyers and retries of their orders, stock from 0 to 5, a sale
+// frozen, under another replication id, not started or ended — decided
+// in one call on one voucher and one attempt at a time on its twin. Every
+// attempt's outcome, stock left and order id, and the buyers afterwards,
+// are the same; the same batch sent again (go-redis re-sends a call whose
+// reply timed out) gives every accepted attempt its first answer, taking
+// nothing more.
+func TestGateBatchMatchesOneAttemptAtATime(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	one := redis.NewScript(read("../../lua/server.lua") + read("../../lua/sale.lua") + read("testdata/seckill_one_attempt.lua"))
+	store := gate.NewStore(r.Client, r.Prefix)
+	rng := rand.New(rand.NewPCG(1, 2))
+	attempt := func(v int64, user, order int64) []int64 {
+		keys := gate.BucketKeys(r.Prefix, v, 1, 0).Ordered()
+		res, err := one.Run(ctx, r.Client, keys, strconv.FormatInt(user, 10), strconv.FormatInt(order, 10), "", 1).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for iter := range 300 {
+		stock := int64(rng.IntN(6))
+		batched, alone := 1+rand.Int64N(1<<40), 1+rand.Int64N(1<<40)
+		earlier := int64(rng.IntN(3))
+		for _, v := range []int64{batched, alone} {
+			if err := store.Warm(ctx, v, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			for u := range earlier {
+				attempt(v, u+1, 500+u+1)
+			}
+		}
+		field, value := "", any(nil)
+		switch rng.IntN(5) {
+		case 1:
+			field, value = gate.FieldFrozen, "1"
+		case 2:
+			field, value = gate.FieldEpoch, "another"
+		case 3:
+			field, value = gate.FieldBegin, time.Now().Add(time.Hour).UnixMilli()
+		case 4:
+			field, value = gate.FieldEnd, time.Now().Add(-time.Minute).UnixMilli()
+		}
+		if field != "" {
+			for _, v := range []int64{batched, alone} {
+				r.Client.HSet(ctx, store.KeysOf(v).Voucher, field, value)
+			}
+		}
+		var batch [][2]int64
+		for range 1 + rng.IntN(8) {
+			u := int64(1 + rng.IntN(5))
+			o := 500 + u // a retry of an earlier buyer's order, or its first
+			if rng.IntN(3) > 0 {
+				o = int64(600 + rng.IntN(6))
+			}
+			batch = append(batch, [2]int64{u, o})
+		}
+		got, err := store.TryBatch(ctx, batched, batch...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range batch {
+			want := attempt(alone, a[0], a[1])
+			if g := got[4*i : 4*i+4]; g[0] != want[0] || g[1] != want[1] || g[3] != want[3] {
+				t.Errorf("run %d (stock %d, %s set): attempt %d of %v: {outcome, stock, ms, order} %v in a batch, %v alone", iter, stock, field, i, batch, g, want)
+			}
+		}
+		again, err := store.TryBatch(ctx, batched, batch...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range batch {
+			if got[4*i] == 0 && (again[4*i] != 0 || again[4*i+2] != got[4*i+2] || again[4*i+3] != got[4*i+3]) {
+				t.Errorf("run %d: accepted attempt %d answered %v, sent again %v", iter, i, got[4*i:4*i+4], again[4*i:4*i+4])
+			}
+		}
+		b1, _ := r.Client.HGetAll(ctx, store.KeysOf(batched).Buyers).Result()
+		b2, _ := r.Client.HGetAll(ctx, store.KeysOf(alone).Buyers).Result()
+		if !maps.Equal(b1, b2) {
+			t.Errorf("run %d: buyers %v after the batch, %v one attempt at a time", iter, b1, b2)
+		}
+	}
+}
+
+// A master that stops answering while a crowd queues on one bucket: the
+// call in flight times out, and every attempt queued behind it is answered
+// "not taken" at once instead of each waiting for a call of its own to
+// time out; nothing they asked for is taken. CLIENT PAUSE holds the real
+// server's replies.
+func TestGateBatchFailsTheQueueWhenTheMasterStalls(t *testing.T) {
+	r, _ := testsupport.MustPrivateRedis(t)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	store := gate.NewStore(rdb, "")
+	const voucher, crowd = 9, 300
+	if err := store.Warm(ctx, voucher, 1000, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := store.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
+		t.Fatalf("first attempt: %v %v", d.Err, err)
+	}
+	before := store.GateCalls()
+	if err := r.Client.Do(ctx, "CLIENT", "PAUSE", 2000, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg                  sync.WaitGroup
+		mu                  sync.Mutex
+		notTaken, undecided int
+		undecidedUsers      = map[string]bool{}
+	)
+	for u := int64(2); u < 2+crowd; u++ {
+		wg.Go(func() {
+			d, err := store.Try(ctx, voucher, u, u)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				undecided++
+				undecidedUsers[strconv.FormatInt(u, 10)] = true
+			case d.Err == order.ErrNotTaken:
+				notTaken++
+			default:
+				t.Errorf("user %d while the master is paused: %v, want not taken or undecided", u, d.Err)
+			}
+		})
+	}
+	wg.Wait()
+	calls := store.GateCalls() - before
+	if notTaken+undecided != crowd || notTaken == 0 || calls > crowd/maxBatchForTest {
+		t.Fatalf("%d not taken, %d undecided, %d calls for %d attempts; want all answered, the queue failed at once (a few calls)", notTaken, undecided, calls, crowd)
+	}
+	t.Logf("%d attempts: %d undecided (in calls that timed out), %d not taken, %d calls", crowd, undecided, notTaken, calls)
+	testsupport.Wait(t, 10*time.Second, "the pause ends and the server answers", func() bool { return r.Client.Ping(ctx).Err() == nil })
+	buyers, err := r.Client.HKeys(ctx, store.KeysOf(voucher).Buyers).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range buyers {
+		if u != "1" && !undecidedUsers[u] {
+			t.Errorf("user %s was answered not taken, and Redis has taken a unit for them", u)
+		}
+	}
+}
+
+// maxBatchForTest is the gate's batch bound: a stalled master must not see
+// more calls than one per full batch of the crowd.
+const maxBatchForTest = 64

@@ -38,11 +38,17 @@ var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.
 // same attempt again (same order id) gets the same decision: a retry after
 // a timeout cannot take a second unit or refuse the buyer's own order.
 //
-// The decision is a span with the answer, naming its command: sent alone,
-// the EVALSHA is redisotel's span inside it; auto-pipelined, the command
-// rides in a pipeline shared by many requests, whose span belongs to none
-// of them, and this span is the request's view of it. The reservation
-// keeps the span's traceparent when it is sampled.
+// The attempt rides in a batch with the concurrent attempts on its bucket
+// (tries.go). One that was never sent — the master left the call ahead of
+// it unanswered, or too many were queued — is answered ErrNotTaken.
+//
+// The decision is a span with the answer, naming its command. The batch's
+// EVALSHA is redisotel's span inside the span of the attempt that led it
+// (sent alone; auto-pipelined, the command rides in a pipeline shared by
+// many requests, whose span belongs to none of them); every other
+// attempt's span has no such child, and covers its wait for the call
+// ahead and its own. The reservation keeps the span's traceparent when it
+// is sampled.
 func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d order.Decision, err error) {
 	ctx, span := tracer.Start(ctx, "seckill gate")
 	// Built only for a span that records: the gate is every buyer's call,
@@ -74,6 +80,9 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 				lay = fresh
 				continue
 			}
+		}
+		if errors.Is(err, errNotSent) {
+			return order.Decision{Err: order.ErrNotTaken}, nil
 		}
 		if isOutdatedLayout(err) {
 			// A sale written by an earlier release: the order-writer's check

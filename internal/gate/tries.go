@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -12,10 +13,24 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
-// maxBatch bounds the attempts of one gate call: a few hundred arguments,
-// a reply of 4 × maxBatch numbers, and a script that holds its master for
-// tens of microseconds, not milliseconds.
-const maxBatch = 128
+const (
+	// maxBatch bounds the attempts of one gate call: an accepted attempt
+	// costs its master about 16 µs (docs/performance.md), so a full batch
+	// holds the master's one thread about a millisecond.
+	maxBatch = 64
+	// maxWaiting bounds the attempts queued on one bucket behind the call
+	// in flight, about sixteen calls' worth: past it an attempt is refused
+	// at once as not taken (nothing was sent), rather than queued behind
+	// a master too slow to keep up.
+	maxWaiting = 16 * maxBatch
+)
+
+// errNotSent is the answer of an attempt that never reached Redis: the
+// queue was full, or the call ahead of it found the master unreachable.
+var errNotSent = errors.New("not sent: the bucket's master is not keeping up")
+
+// errLeaderPanicked is the answer of a batch whose call panicked.
+var errLeaderPanicked = errors.New("the gate call of this batch panicked")
 
 // tries sends the concurrent attempts on one bucket as batches, the way a
 // database commits a group: the first attempt on an idle bucket goes at
@@ -25,6 +40,12 @@ const maxBatch = 128
 // client, was most of an attempt's — while a lone buyer waits for no timer.
 // One call per bucket is in flight at a time: a bucket's attempts are
 // serialised by its master anyway.
+//
+// An attempt waits for its answer whatever its context says (the call is
+// bounded by the client's timeouts): it cannot leave a batch it is in, and
+// one told to lead the next batch must lead it. What bounds the wait is
+// that a call the master did not answer fails every attempt queued behind
+// it at once, unsent, and that the queue is bounded.
 type tries struct {
 	mu     sync.Mutex
 	queues map[string]*tryQueue
@@ -47,11 +68,8 @@ type attempt struct {
 }
 
 // try decides one attempt on the bucket whose keys are keys, through a
-// batch. It waits for the decision whatever ctx says (the call is bounded
-// by the client's timeouts): an attempt cannot leave a batch it is in, and
-// one told to lead the next batch must lead it. The batch runs under the
-// leader's context, made uncancellable so that one buyer who leaves does
-// not fail the others.
+// batch: its four numbers. The batch runs under the leader's context, made
+// uncancellable so that one buyer who leaves does not fail the others.
 func (t *tries) try(ctx context.Context, rdb redis.Scripter, keys []string, n int, user, order, trace string) ([]int64, error) {
 	a := &attempt{user: user, order: order, trace: trace, wake: make(chan struct{}, 1)}
 	queue := keys[0] + "/" + strconv.Itoa(n)
@@ -63,6 +81,10 @@ func (t *tries) try(ctx context.Context, rdb redis.Scripter, keys []string, n in
 	if q == nil {
 		q = &tryQueue{}
 		t.queues[queue] = q
+	}
+	if len(q.waiting) >= maxWaiting {
+		t.mu.Unlock()
+		return nil, errNotSent
 	}
 	q.waiting = append(q.waiting, a)
 	lead := !q.busy
@@ -77,13 +99,33 @@ func (t *tries) try(ctx context.Context, rdb redis.Scripter, keys []string, n in
 			return a.reply, a.err
 		}
 	}
-	// Leading: a is at the head of the queue.
+	// Leading: a is at the head of the queue, so first in its batch.
 	t.mu.Lock()
 	batch := q.waiting[:min(len(q.waiting), maxBatch)]
 	q.waiting = q.waiting[len(batch):]
 	t.mu.Unlock()
+	done := false
+	defer func() {
+		// A panic in the call must not leave the bucket busy for ever, its
+		// batch and those queued behind it waiting.
+		if !done {
+			t.finish(queue, q, batch, nil, errLeaderPanicked)
+		}
+	}()
 	t.calls.Add(1)
 	replies, err := runBatch(context.WithoutCancel(ctx), rdb, keys, n, batch)
+	t.finish(queue, q, batch, replies, err)
+	done = true
+	return a.reply, a.err
+}
+
+// finish answers a batch and hands the queue on: to the oldest waiting
+// attempt, which leads the next batch, or to no one. A call that got no
+// answer from the master (a timeout, a broken connection) also answers
+// every waiting attempt as not sent: they would each wait for a call of
+// their own to fail the same way.
+func (t *tries) finish(queue string, q *tryQueue, batch []*attempt, replies []int64, err error) {
+	var unsent []*attempt
 	t.mu.Lock()
 	for i, b := range batch {
 		b.err = err
@@ -91,6 +133,13 @@ func (t *tries) try(ctx context.Context, rdb redis.Scripter, keys []string, n in
 			b.reply = replies[4*i : 4*i+4]
 		}
 		b.finished = true
+	}
+	var reply redis.Error
+	if err != nil && !errors.As(err, &reply) {
+		unsent, q.waiting = q.waiting, nil
+		for _, w := range unsent {
+			w.err, w.finished = errNotSent, true
+		}
 	}
 	if len(q.waiting) > 0 {
 		q.waiting[0].wake <- struct{}{}
@@ -102,7 +151,9 @@ func (t *tries) try(ctx context.Context, rdb redis.Scripter, keys []string, n in
 	for _, b := range batch[1:] {
 		b.wake <- struct{}{}
 	}
-	return a.reply, a.err
+	for _, w := range unsent {
+		w.wake <- struct{}{}
+	}
 }
 
 // runBatch is one call of the gate script for a batch: its four numbers
