@@ -440,17 +440,31 @@ func (s *Store) Confirm(ctx context.Context, orders []order.Event) error {
 	if len(orders) == 0 {
 		return nil
 	}
-	byBucket := map[Keys][]string{}
+	// Grouped by voucher and bucket number, the keys built once a bucket:
+	// building a bucket's seven key names for every order (and hashing
+	// them as the map's key) was 7.5 % of the order-writer's CPU under a
+	// crowd (pprof).
+	type bucket struct {
+		voucher int64
+		b       int
+	}
+	layouts := map[int64]Layout{}
+	byBucket := map[bucket][]string{}
 	for _, o := range orders {
-		lay, err := s.LayoutOf(ctx, o.VoucherID)
-		if err != nil {
-			return fmt.Errorf("confirm %d reservations: %w", len(orders), err)
+		lay, ok := layouts[o.VoucherID]
+		if !ok {
+			var err error
+			if lay, err = s.LayoutOf(ctx, o.VoucherID); err != nil {
+				return fmt.Errorf("confirm %d reservations: %w", len(orders), err)
+			}
+			layouts[o.VoucherID] = lay
 		}
-		k := lay.bucketKeys(s.prefix, lay.Home(o.UserID))
-		byBucket[k] = append(byBucket[k], strconv.FormatInt(o.OrderID, 10))
+		b := bucket{o.VoucherID, lay.Home(o.UserID)}
+		byBucket[b] = append(byBucket[b], strconv.FormatInt(o.OrderID, 10))
 	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, ids := range byBucket {
+		for b, ids := range byBucket {
+			k := layouts[b.voucher].bucketKeys(s.prefix, b.b)
 			members := make([]any, len(ids))
 			for i, id := range ids {
 				members[i] = id
