@@ -39,8 +39,8 @@ var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.
 // a timeout cannot take a second unit or refuse the buyer's own order.
 //
 // The attempt rides in a batch with the concurrent attempts on its bucket
-// (tries.go). One that was never sent — the master left the call ahead of
-// it unanswered, or too many were queued — is answered ErrNotTaken.
+// (tries.go). One that was never sent, the master having left the call
+// ahead of it unanswered, fails with ErrNotSent.
 //
 // The decision is a span with the answer, naming its command. The batch's
 // EVALSHA is redisotel's span inside the span of the attempt that led it
@@ -80,9 +80,6 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 				lay = fresh
 				continue
 			}
-		}
-		if errors.Is(err, errNotSent) {
-			return order.Decision{Err: order.ErrNotTaken}, nil
 		}
 		if isOutdatedLayout(err) {
 			// A sale written by an earlier release: the order-writer's check

@@ -13,21 +13,17 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
-const (
-	// maxBatch bounds the attempts of one gate call: an accepted attempt
-	// costs its master about 16 µs (docs/performance.md), so a full batch
-	// holds the master's one thread about a millisecond.
-	maxBatch = 64
-	// maxWaiting bounds the attempts queued on one bucket behind the call
-	// in flight, about sixteen calls' worth: past it an attempt is refused
-	// at once as not taken (nothing was sent), rather than queued behind
-	// a master too slow to keep up.
-	maxWaiting = 16 * maxBatch
-)
+// maxBatch bounds the attempts of one gate call: an accepted attempt costs
+// its master about 16 µs (docs/performance.md), so a full batch holds the
+// master's one thread about a millisecond.
+const maxBatch = 64
 
-// errNotSent is the answer of an attempt that never reached Redis: the
-// queue was full, or the call ahead of it found the master unreachable.
-var errNotSent = errors.New("not sent: the bucket's master is not keeping up")
+// ErrNotSent is the error of an attempt that never reached Redis: the call
+// ahead of it got no answer from the bucket's master. The attempt took
+// nothing; the api still answers it as undecided, since the buyer's earlier
+// attempt, in the call that got no answer, may have taken a unit, and the
+// next answer says so.
+var ErrNotSent = errors.New("not sent: the bucket's master left the call ahead unanswered")
 
 // errLeaderPanicked is the answer of a batch whose call panicked.
 var errLeaderPanicked = errors.New("the gate call of this batch panicked")
@@ -43,9 +39,11 @@ var errLeaderPanicked = errors.New("the gate call of this batch panicked")
 //
 // An attempt waits for its answer whatever its context says (the call is
 // bounded by the client's timeouts): it cannot leave a batch it is in, and
-// one told to lead the next batch must lead it. What bounds the wait is
-// that a call the master did not answer fails every attempt queued behind
-// it at once, unsent, and that the queue is bounded.
+// one told to lead the next batch must lead it. A call the master did not
+// answer fails every attempt queued behind it at once, unsent, so that a
+// stalled master costs the queue one timeout, not one per batch. The queue
+// itself is not bounded: a crowd at a sale's opening is what the gate is
+// for, and a master that answers drains it a batch per round trip.
 type tries struct {
 	mu     sync.Mutex
 	queues map[string]*tryQueue
@@ -81,10 +79,6 @@ func (t *tries) try(ctx context.Context, rdb redis.Scripter, keys []string, n in
 	if q == nil {
 		q = &tryQueue{}
 		t.queues[queue] = q
-	}
-	if len(q.waiting) >= maxWaiting {
-		t.mu.Unlock()
-		return nil, errNotSent
 	}
 	q.waiting = append(q.waiting, a)
 	lead := !q.busy
@@ -138,7 +132,7 @@ func (t *tries) finish(queue string, q *tryQueue, batch []*attempt, replies []in
 	if err != nil && !errors.As(err, &reply) {
 		unsent, q.waiting = q.waiting, nil
 		for _, w := range unsent {
-			w.err, w.finished = errNotSent, true
+			w.err, w.finished = ErrNotSent, true
 		}
 	}
 	if len(q.waiting) > 0 {

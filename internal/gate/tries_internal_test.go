@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -11,26 +12,30 @@ import (
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
-// panicOnce is the real client, but its first script call panics after the
-// batch behind it has queued: what a bug in a hook or the client would do.
+// panicOnce is the real client, but its first script call panics, once the
+// attempt queued behind it is in the queue: what a bug in a hook or the
+// client would do.
 type panicOnce struct {
 	redis.Scripter
-	once   sync.Once
-	queued chan struct{}
+	once    sync.Once
+	entered chan struct{} // the first call has begun: its batch is taken
+	queued  chan struct{} // the test has queued an attempt behind it
 }
 
 func (p *panicOnce) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	first := false
 	p.once.Do(func() { first = true })
 	if first {
+		close(p.entered)
 		<-p.queued
 		panic("a bug in the call")
 	}
 	return p.Scripter.EvalSha(ctx, sha, keys, args...)
 }
 
-// A panic in a batch's call answers its batch and the attempts queued
-// behind it, and leaves the bucket free: later attempts are decided.
+// A panic in a batch's call answers its batch and the attempt queued
+// behind it (not sent), and leaves the bucket free: a later attempt is
+// decided.
 func TestTriesAfterAPanic(t *testing.T) {
 	r := testsupport.MustRedis(t)
 	s := NewStore(r.Client, r.Prefix)
@@ -39,24 +44,20 @@ func TestTriesAfterAPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := LayoutOf(77, 1).bucketKeys(r.Prefix, 0).list()
-	p := &panicOnce{Scripter: r.Client, queued: make(chan struct{})}
+	p := &panicOnce{Scripter: r.Client, entered: make(chan struct{}), queued: make(chan struct{})}
 	var tr tries
 	panicked := make(chan any, 1)
 	go func() {
 		defer func() { panicked <- recover() }()
 		_, _ = tr.try(ctx, p, keys, 1, "1", "101", "")
 	}()
+	<-p.entered
 	queuedErr := make(chan error, 1)
-	testsupport.Wait(t, 5*time.Second, "the first attempt leads", func() bool {
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		return len(tr.queues) == 1
-	})
 	go func() {
 		_, err := tr.try(ctx, p, keys, 1, "2", "102", "")
 		queuedErr <- err
 	}()
-	testsupport.Wait(t, 5*time.Second, "the second attempt queues", func() bool {
+	testsupport.Wait(t, 5*time.Second, "the second attempt queues behind the call", func() bool {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		for _, q := range tr.queues {
@@ -65,14 +66,36 @@ func TestTriesAfterAPanic(t *testing.T) {
 		return false
 	})
 	close(p.queued)
-	if v := <-panicked; v == nil {
-		t.Fatal("the leader's call did not panic")
+	select {
+	case v := <-panicked:
+		if v == nil {
+			t.Fatal("the leader's call did not panic")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader never returned")
 	}
-	if err := <-queuedErr; err == nil {
-		t.Fatal("the attempt queued behind the panicked call got no error")
+	select {
+	case err := <-queuedErr:
+		if !errors.Is(err, ErrNotSent) {
+			t.Fatalf("the attempt queued behind the panicked call: %v, want not sent", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempt queued behind the panicked call was never answered")
 	}
-	res, err := tr.try(ctx, p, keys, 1, "3", "103", "")
-	if err != nil || len(res) != 4 || res[0] != 0 {
-		t.Fatalf("an attempt after the panic: %v, %v; want accepted", res, err)
+	answer := make(chan error, 1)
+	go func() {
+		res, err := tr.try(ctx, p, keys, 1, "3", "103", "")
+		if err == nil && (len(res) != 4 || res[0] != 0) {
+			err = errors.New("not accepted")
+		}
+		answer <- err
+	}()
+	select {
+	case err := <-answer:
+		if err != nil {
+			t.Fatalf("an attempt after the panic: %v; want accepted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an attempt after the panic was never answered: the bucket stayed busy")
 	}
 }
