@@ -14,7 +14,8 @@
 -- the first decision back, not "already bought" for its own order.
 --
 -- KEYS     the sale's keys (sale.lua); reads VOUCHER's stock, begin, end,
---          frozen, epoch and buckets, and BUYERS
+--          frozen, epoch and buckets, BUYERS, and PENDING for an attempt
+--          that repeats an accepted one
 -- Writes:  VOUCHER {stock}, BUYERS, PENDING (the reservation, with the
 --          traceparent when there is one), PENDING_AT
 -- ARGV[1]  how many stock buckets the caller takes the sale to have: a
