@@ -256,8 +256,11 @@ func TestGateBatchMatchesOneAttemptAtATime(t *testing.T) {
 				t.Errorf("run %d: accepted attempt %d answered %v, sent again %v", iter, i, got[4*i:4*i+4], again[4*i:4*i+4])
 			}
 		}
-		s1, _ := r.Client.HGet(ctx, store.KeysOf(batched).Voucher, gate.FieldStock).Int64()
-		s2, _ := r.Client.HGet(ctx, store.KeysOf(alone).Voucher, gate.FieldStock).Int64()
+		s1, err1 := r.Client.HGet(ctx, store.KeysOf(batched).Voucher, gate.FieldStock).Int64()
+		s2, err2 := r.Client.HGet(ctx, store.KeysOf(alone).Voucher, gate.FieldStock).Int64()
+		if err1 != nil || err2 != nil {
+			t.Fatalf("run %d: reading the stock: %v, %v", iter, err1, err2)
+		}
 		if s1 != s2 {
 			t.Errorf("run %d: stock %d after the batch sent twice, %d one attempt at a time", iter, s1, s2)
 		}
@@ -317,7 +320,7 @@ func TestGateBatchFailsTheQueueWhenTheMasterStalls(t *testing.T) {
 	calls := store.GateCalls() - before
 	if notSent+undecided != crowd || notSent == 0 || calls > 2 {
 		t.Fatalf("%d not sent, %d undecided, %d calls for %d attempts; want all answered and the queue failed with the first call "+
-			"(2 calls at most: one attempt may come before the others queue)", notSent, undecided, calls, crowd)
+			"(2 calls at most: one attempt may arrive after the first call timed out)", notSent, undecided, calls, crowd)
 	}
 	t.Logf("%d attempts: %d undecided (in the call that timed out), %d not sent, %d calls", crowd, undecided, notSent, calls)
 	testsupport.Wait(t, 10*time.Second, "the pause ends and the server answers", func() bool { return r.Client.Ping(ctx).Err() == nil })

@@ -39,8 +39,8 @@ var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.
 // a timeout cannot take a second unit or refuse the buyer's own order.
 //
 // The attempt rides in a batch with the concurrent attempts on its bucket
-// (tries.go). One that was never sent, the master having left the call
-// ahead of it unanswered, fails with ErrNotSent.
+// (tries.go). One that was never sent, the call ahead of it having failed
+// without a reply, fails with ErrNotSent.
 //
 // The decision is a span with the answer, naming its command. The batch's
 // EVALSHA is redisotel's span inside the span of the attempt that led it

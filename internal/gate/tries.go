@@ -19,11 +19,12 @@ import (
 const maxBatch = 64
 
 // ErrNotSent is the error of an attempt that never reached Redis: the call
-// ahead of it got no answer from the bucket's master. The attempt took
+// ahead of it failed without a reply from the bucket's master (a timeout, a
+// broken connection, the pool's timeout, a panic). The attempt took
 // nothing; the api still answers it as undecided, since the buyer's earlier
 // attempt, in the call that got no answer, may have taken a unit, and the
 // next answer says so.
-var ErrNotSent = errors.New("not sent: the bucket's master left the call ahead unanswered")
+var ErrNotSent = errors.New("not sent: the call ahead of it failed without a reply from Redis")
 
 // errLeaderPanicked is the answer of a batch whose call panicked.
 var errLeaderPanicked = errors.New("the gate call of this batch panicked")
@@ -39,8 +40,8 @@ var errLeaderPanicked = errors.New("the gate call of this batch panicked")
 //
 // An attempt waits for its answer whatever its context says (the call is
 // bounded by the client's timeouts): it cannot leave a batch it is in, and
-// one told to lead the next batch must lead it. A call the master did not
-// answer fails every attempt queued behind it at once, unsent, so that a
+// one told to lead the next batch must lead it. A call that fails without
+// a reply fails every attempt queued behind it at once, unsent, so that a
 // stalled master costs the queue one timeout, not one per batch. The queue
 // itself is not bounded: a crowd at a sale's opening is what the gate is
 // for, and a master that answers drains it a batch per round trip.
@@ -114,10 +115,11 @@ func (t *tries) try(ctx context.Context, rdb redis.Scripter, keys []string, n in
 }
 
 // finish answers a batch and hands the queue on: to the oldest waiting
-// attempt, which leads the next batch, or to no one. A call that got no
-// answer from the master (a timeout, a broken connection) also answers
-// every waiting attempt as not sent: they would each wait for a call of
-// their own to fail the same way.
+// attempt, which leads the next batch, or to no one. A call that failed
+// without a reply from Redis (a timeout, a broken connection, the pool's
+// timeout, a panic; not a script error or a redirection, which are
+// replies) also answers every waiting attempt as not sent: they would
+// each wait for a call of their own to fail the same way.
 func (t *tries) finish(queue string, q *tryQueue, batch []*attempt, replies []int64, err error) {
 	var unsent []*attempt
 	t.mu.Lock()
