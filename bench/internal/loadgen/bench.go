@@ -108,6 +108,15 @@ func (s *Sale) Bench(ctx context.Context, out io.Writer, cfg BenchConfig) error 
 	// sale, until MySQL had every order (SaleRun waits for it).
 	measured := cfg.Procs.Measure
 
+	// What the system costs with no sale on: the floor every per-order
+	// figure below carries for the seconds its run lasts.
+	const idleFor = 10 * time.Second
+	fmt.Fprintf(out, "\n(i) idle: %v with the daemons up and no load\n", idleFor)
+	idle, err := cfg.Procs.Idle(ctx, idleFor)
+	if err != nil {
+		return fmt.Errorf("idle: %w", err)
+	}
+
 	fmt.Fprintf(out, "\n(c) POST /bench/noop: a logged-in no-op route, %d users, %d clients\n", cfg.Users, cfg.Workers)
 	noop, cpuC, err := measured("(c) noop", func() (Report, error) {
 		return Run("(c) noop", Requests(s.API, "/bench/noop", tokens), closed("c-noop"))
@@ -172,7 +181,8 @@ func (s *Sale) Bench(ctx context.Context, out io.Writer, cfg BenchConfig) error 
 	fmt.Fprintf(out, `
 == CPU per process (from /proc/<pid>/stat; a sale's run lasts until MySQL has every order) ==
 %s(a) accept: total %.0f CPU-ms per 1,000 orders (target <= 120), api %.0f (<= 60), downstream kafka + order-writer + mariadb %.0f (<= 30)
-`, CPUTable(cpuC, cpuA, cpuB), cpuA.PerThousand("total"), cpuA.PerThousand("api"), downstream)
+(i) idle, no load: %s
+`, CPUTable(cpuC, cpuA, cpuB), cpuA.PerThousand("total"), cpuA.PerThousand("api"), downstream, idle)
 	fmt.Fprintf(out, `
 == make bench summary (one run, this machine) ==
 (a) accept path        %8.0f req/s  p99 %v

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -93,6 +94,47 @@ func (p Procs) Measure(name string, fn func() (Report, error)) (Report, CPU, err
 		return rep, CPU{}, err
 	}
 	return rep, p.Diff(name, rep.Requests, before, after), nil
+}
+
+// Idle is the CPU each of p's processes uses in d with no load.
+func (p Procs) Idle(ctx context.Context, d time.Duration) (IdleCPU, error) {
+	before, err := p.Sample()
+	if err != nil {
+		return IdleCPU{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return IdleCPU{}, ctx.Err()
+	case <-time.After(d):
+	}
+	after, err := p.Sample()
+	if err != nil {
+		return IdleCPU{}, err
+	}
+	return IdleCPU{CPU: p.Diff("idle", 0, before, after), Over: d}, nil
+}
+
+// IdleCPU is what each process used over a time with no load.
+type IdleCPU struct {
+	CPU
+	Over time.Duration
+}
+
+// String is each process's CPU-ms a second, and the system's total (the
+// load generator apart).
+func (c IdleCPU) String() string {
+	var b strings.Builder
+	var total time.Duration
+	perSec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / c.Over.Seconds() }
+	for i, n := range c.Names {
+		if n == Self {
+			continue
+		}
+		total += c.Used[i]
+		fmt.Fprintf(&b, "%s %.1f, ", n, perSec(c.Used[i]))
+	}
+	fmt.Fprintf(&b, "total %.1f CPU-ms a second", perSec(total))
+	return b.String()
 }
 
 // CPU is what each process used during one run.
