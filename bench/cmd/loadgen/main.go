@@ -119,7 +119,7 @@ func run(cmd string, args []string) error {
 		}
 		return nil
 	case "drain":
-		rep, err := loadgen.Drain(ctx, common.MySQLDSN, common.KafkaBrokers, *writerBin, nil, *drain)
+		rep, err := loadgen.Drain(ctx, rdb, common.MySQLDSN, common.KafkaBrokers, *writerBin, nil, *drain)
 		fmt.Println(rep)
 		return err
 	case "spread":

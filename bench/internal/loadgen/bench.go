@@ -170,7 +170,7 @@ func (s *Sale) Bench(ctx context.Context, out io.Writer, cfg BenchConfig) error 
 	fmt.Fprintf(out, "(d) redis-benchmark EVALSHA seckill.lua: %.0f req/s\n", redisRPS)
 
 	fmt.Fprintf(out, "\n(e) the order-writer draining a backlog of %d orders into MariaDB\n", cfg.Drain)
-	drain, err := Drain(ctx, cfg.MySQLDSN, cfg.Brokers, cfg.WriterBin, cfg.WriterEnv, cfg.Drain)
+	drain, err := Drain(ctx, s.Redis, cfg.MySQLDSN, cfg.Brokers, cfg.WriterBin, cfg.WriterEnv, cfg.Drain)
 	if err != nil {
 		return err
 	}

@@ -6,15 +6,20 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/schema"
 )
 
@@ -35,10 +40,17 @@ func (d DrainReport) String() string {
 
 // Drain queues n orders of a fresh voucher on a topic of their own, then
 // starts the order-writer binary on that topic and times it until MySQL
-// holds all n. The orders go to a fresh database (dropped afterwards), so
-// that every run starts from the same empty tables. dsn is the server's;
-// env is the rest of the writer's environment (its Redis, Kafka).
-func Drain(ctx context.Context, dsn string, brokers []string, writerBin string, env []string, n int) (DrainReport, error) {
+// holds all n: a writer that was down while a sale took its orders. The
+// orders go to a fresh database (dropped afterwards), so that every run
+// starts from the same empty tables, and each is taken by the gate first,
+// in Redis under a key prefix of the run's own (deleted afterwards): the
+// writer settles real reservations, as after a sale. Orders the gate never
+// took would look to the writer like acknowledged writes Redis lost, and
+// it would reconcile the sale again and again; with the database's
+// voucher ids starting at 1, it did so into the keys of the live system's
+// voucher 1. dsn is the server's; env is the rest of the writer's
+// environment (its Redis, Kafka), rdb the same Redis.
+func Drain(ctx context.Context, rdb redis.UniversalClient, dsn string, brokers []string, writerBin string, env []string, n int) (DrainReport, error) {
 	rep := DrainReport{Orders: n}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -71,6 +83,17 @@ func Drain(ctx context.Context, dsn string, brokers []string, writerBin string, 
 	if _, err := db.ExecContext(ctx, "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, NOW(), NOW() + INTERVAL 1 HOUR)", voucher, n); err != nil {
 		return rep, fmt.Errorf("drain voucher: %w", err)
 	}
+	prefix := fmt.Sprintf("bench:drain:%d:", time.Now().UnixNano())
+	defer func() {
+		if err := deleteKeys(context.Background(), rdb, prefix); err != nil {
+			fmt.Fprintf(os.Stderr, "drain: the keys under %s are left in Redis: %v\n", prefix, err)
+		}
+	}()
+	env = append(env, "SECKILL_KEY_PREFIX="+prefix)
+	events, err := take(ctx, gate.NewStore(rdb, prefix), voucher, n)
+	if err != nil {
+		return rep, err
+	}
 	topic := fmt.Sprintf("bench.drain.%d", time.Now().UnixNano())
 	if err := broker.EnsureTopics(ctx, brokers, broker.Topic{Name: topic, Partitions: 6}); err != nil {
 		return rep, err
@@ -80,13 +103,10 @@ func Drain(ctx context.Context, dsn string, brokers []string, writerBin string, 
 	start := time.Now()
 	w := broker.NewWriter(brokers, topic)
 	w.BatchSize = 2000
-	now := time.Now().UnixMilli()
-	base := time.Now().UnixNano() & (1<<40 - 1) << 20
 	const chunk = 10000
 	for i := 0; i < n; i += chunk {
 		msgs := make([]kafka.Message, 0, chunk)
-		for j := i; j < min(i+chunk, n); j++ {
-			e := order.Event{OrderID: base + int64(j), UserID: 50_000_000 + int64(j), VoucherID: voucher, AcceptedAt: now}
+		for _, e := range events[i:min(i+chunk, n)] {
 			msgs = append(msgs, broker.OrderMessage(e))
 		}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
@@ -147,4 +167,51 @@ func Drain(ctx context.Context, dsn string, brokers []string, writerBin string, 
 	rep.PerSec = float64(n) / rep.Total.Seconds()
 	rep.SteadyPS = float64(n) / rep.Steady.Seconds()
 	return rep, nil
+}
+
+// take has the gate accept n orders of voucher (its whole stock), from as
+// many buyers at once as the api's bench crowd, and is their events.
+func take(ctx context.Context, store *gate.Store, voucher int64, n int) ([]order.Event, error) {
+	now := time.Now()
+	if err := store.Warm(ctx, voucher, int64(n), now.Add(-time.Minute), now.Add(time.Hour)); err != nil {
+		return nil, fmt.Errorf("drain sale: %w", err)
+	}
+	base := time.Now().UnixNano() & (1<<40 - 1) << 20
+	events := make([]order.Event, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for range 64 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				user, id := 50_000_000+i, base+i
+				d, err := store.Try(ctx, voucher, user, id)
+				if err == nil && d.Err != nil {
+					err = fmt.Errorf("order %d of %d: the gate answered %w", i+1, n, d.Err)
+				}
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("drain sale: %w", err):
+					default:
+					}
+					return
+				}
+				events[i] = order.Event{OrderID: id, UserID: user, VoucherID: voucher, AcceptedAt: d.AcceptedAt.UnixMilli()}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return nil, err
+	default:
+		return events, nil
+	}
+}
+
+// deleteKeys removes every key under prefix, on every master.
+func deleteKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	return redisconn.Scan(ctx, rdb, prefix+"*", func(ctx context.Context, key string) error {
+		return rdb.Unlink(ctx, key).Err()
+	})
 }
