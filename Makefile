@@ -28,6 +28,7 @@ TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 # and the packages whose tests use Redis, which make test runs on it too.
 REDIS_CLUSTER_SEEDS ?= 127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
 REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
+BENCH_REDIS_PACKAGES = $(shell cd $(BENCH_MODULE) && grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # make run SECKILL_REDIS_TOPOLOGY=cluster: the programs on the Redis Cluster.
 ifeq ($(SECKILL_REDIS_TOPOLOGY),cluster)
 REDIS_RUN_ENV := SECKILL_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS)
@@ -146,9 +147,11 @@ test: export SECKILL_PHASES := $(CURDIR)/.stack/test-phases
 test: test-started migrate apicheck-tools image
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
 	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
-	$(PHASE) "bench/: go test -race ./..." bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
+	$(PHASE) "bench/: go test -race ./..." env $(TEST_ENV) bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
 	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m $(REDIS_PACKAGES)
+	$(PHASE) "bench/: the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) \
+	  bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 $(BENCH_REDIS_PACKAGES)'
 	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three"
 	$(PHASE) "failure tests (-tags chaos, -p 1)" env $(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
 	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/

@@ -150,7 +150,19 @@ func TestBatchWaitFollowsReplication(t *testing.T) {
 		{"no such topic", single, "t.batchwait.missing", 20 * time.Millisecond, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := broker.BatchWait(context.Background(), c.k.Brokers, c.topic)
+			var got time.Duration
+			var err error
+			ask := func() bool {
+				got, err = broker.BatchWait(context.Background(), c.k.Brokers, c.topic)
+				return err == nil
+			}
+			if c.wantErr {
+				ask()
+			} else {
+				// A topic just created is not known to every broker at
+				// once: until then its replication is unknown.
+				testsupport.Wait(t, 10*time.Second, "the brokers know the new topic", ask)
+			}
 			if got != c.want || (err != nil) != c.wantErr {
 				t.Fatalf("BatchWait = %v, %v; want %v, error %v", got, err, c.want, c.wantErr)
 			}

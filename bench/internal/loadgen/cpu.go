@@ -102,6 +102,7 @@ func (p Procs) Idle(ctx context.Context, d time.Duration) (IdleCPU, error) {
 	if err != nil {
 		return IdleCPU{}, err
 	}
+	start := time.Now()
 	select {
 	case <-ctx.Done():
 		return IdleCPU{}, ctx.Err()
@@ -111,7 +112,7 @@ func (p Procs) Idle(ctx context.Context, d time.Duration) (IdleCPU, error) {
 	if err != nil {
 		return IdleCPU{}, err
 	}
-	return IdleCPU{CPU: p.Diff("idle", 0, before, after), Over: d}, nil
+	return IdleCPU{CPU: p.Diff("idle", 0, before, after), Over: time.Since(start)}, nil
 }
 
 // IdleCPU is what each process used over a time with no load.
@@ -121,7 +122,7 @@ type IdleCPU struct {
 }
 
 // String is each process's CPU-ms a second, and the system's total (the
-// load generator apart).
+// load generator apart), whole: /proc counts in ticks of 10 ms.
 func (c IdleCPU) String() string {
 	var b strings.Builder
 	var total time.Duration
@@ -131,9 +132,9 @@ func (c IdleCPU) String() string {
 			continue
 		}
 		total += c.Used[i]
-		fmt.Fprintf(&b, "%s %.1f, ", n, perSec(c.Used[i]))
+		fmt.Fprintf(&b, "%s %.0f, ", n, perSec(c.Used[i]))
 	}
-	fmt.Fprintf(&b, "total %.1f CPU-ms a second", perSec(total))
+	fmt.Fprintf(&b, "total %.0f CPU-ms a second", perSec(total))
 	return b.String()
 }
 

@@ -78,7 +78,7 @@ func TestTableOfRunsOnOtherProcesses(t *testing.T) {
 func TestIdleIsPerSecondWithoutTheLoadGenerator(t *testing.T) {
 	c := IdleCPU{Over: 10 * time.Second, CPU: CPU{Names: []string{"api", "kafka", Self},
 		Used: []time.Duration{30 * time.Millisecond, 500 * time.Millisecond, 5 * time.Second}}}
-	if got, want := c.String(), "api 3.0, kafka 50.0, total 53.0 CPU-ms a second"; got != want {
+	if got, want := c.String(), "api 3, kafka 50, total 53 CPU-ms a second"; got != want {
 		t.Fatalf("idle line %q, want %q", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -89,7 +90,6 @@ func Drain(ctx context.Context, rdb redis.UniversalClient, dsn string, brokers [
 			fmt.Fprintf(os.Stderr, "drain: the keys under %s are left in Redis: %v\n", prefix, err)
 		}
 	}()
-	env = append(env, "SECKILL_KEY_PREFIX="+prefix)
 	events, err := take(ctx, gate.NewStore(rdb, prefix), voucher, n)
 	if err != nil {
 		return rep, err
@@ -126,8 +126,7 @@ func Drain(ctx context.Context, rdb redis.UniversalClient, dsn string, brokers [
 	adminAddr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.CommandContext(ctx, writerBin)
-	cmd.Env = append(append(os.Environ(), env...), "SECKILL_ORDERS_TOPIC="+topic,
-		fmt.Sprintf("SECKILL_ORDER_GROUP=bench-drain-%d", time.Now().UnixNano()), "SECKILL_ADMIN_ADDR="+adminAddr, "SECKILL_LOG_LEVEL=warn")
+	cmd.Env = writerEnv(append(os.Environ(), env...), topic, prefix, adminAddr)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -169,6 +168,14 @@ func Drain(ctx context.Context, rdb redis.UniversalClient, dsn string, brokers [
 	return rep, nil
 }
 
+// writerEnv is the drained writer's environment: base, then its own
+// topic, consumer group, key prefix and admin address, which win over
+// base's (the last of a variable counts).
+func writerEnv(base []string, topic, prefix, adminAddr string) []string {
+	return append(base, "SECKILL_ORDERS_TOPIC="+topic, fmt.Sprintf("SECKILL_ORDER_GROUP=bench-drain-%d", time.Now().UnixNano()),
+		"SECKILL_KEY_PREFIX="+prefix, "SECKILL_ADMIN_ADDR="+adminAddr, "SECKILL_LOG_LEVEL=warn")
+}
+
 // take has the gate accept n orders of voucher (its whole stock), from as
 // many buyers at once as the api's bench crowd, and is their events.
 func take(ctx context.Context, store *gate.Store, voucher int64, n int) ([]order.Event, error) {
@@ -179,17 +186,28 @@ func take(ctx context.Context, store *gate.Store, voucher int64, n int) ([]order
 	base := time.Now().UnixNano() & (1<<40 - 1) << 20
 	events := make([]order.Event, n)
 	var next atomic.Int64
+	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
 	for range 64 {
 		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+			for i := next.Add(1) - 1; i < int64(n) && !stop.Load(); i = next.Add(1) - 1 {
+				if ctx.Err() != nil {
+					err := ctx.Err()
+					stop.Store(true)
+					select {
+					case errs <- fmt.Errorf("drain sale: %w", err):
+					default:
+					}
+					return
+				}
 				user, id := 50_000_000+i, base+i
 				d, err := store.Try(ctx, voucher, user, id)
 				if err == nil && d.Err != nil {
 					err = fmt.Errorf("order %d of %d: the gate answered %w", i+1, n, d.Err)
 				}
 				if err != nil {
+					stop.Store(true)
 					select {
 					case errs <- fmt.Errorf("drain sale: %w", err):
 					default:
@@ -209,9 +227,15 @@ func take(ctx context.Context, store *gate.Store, voucher int64, n int) ([]order
 	}
 }
 
-// deleteKeys removes every key under prefix, on every master.
+// deleteKeys removes every key a writer under prefix may have made, on
+// every master: the sale's, and the order-id counters of a reconcile
+// (idgen's "id:<prefix>order:<day>", its stamp "{id:...}:epoch").
 func deleteKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
-	return redisconn.Scan(ctx, rdb, prefix+"*", func(ctx context.Context, key string) error {
-		return rdb.Unlink(ctx, key).Err()
-	})
+	var errs []error
+	for _, pattern := range []string{prefix + "*", "id:" + prefix + "*", "{id:" + prefix + "*"} {
+		errs = append(errs, redisconn.Scan(ctx, rdb, pattern, func(ctx context.Context, key string) error {
+			return rdb.Unlink(ctx, key).Err()
+		}))
+	}
+	return errors.Join(errs...)
 }
