@@ -189,16 +189,18 @@ func take(ctx context.Context, store *gate.Store, voucher int64, n int) ([]order
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
+	fail := func(err error) {
+		stop.Store(true)
+		select {
+		case errs <- fmt.Errorf("drain sale: %w", err):
+		default:
+		}
+	}
 	for range 64 {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(n) && !stop.Load(); i = next.Add(1) - 1 {
-				if ctx.Err() != nil {
-					err := ctx.Err()
-					stop.Store(true)
-					select {
-					case errs <- fmt.Errorf("drain sale: %w", err):
-					default:
-					}
+				if err := ctx.Err(); err != nil {
+					fail(err)
 					return
 				}
 				user, id := 50_000_000+i, base+i
@@ -207,11 +209,7 @@ func take(ctx context.Context, store *gate.Store, voucher int64, n int) ([]order
 					err = fmt.Errorf("order %d of %d: the gate answered %w", i+1, n, d.Err)
 				}
 				if err != nil {
-					stop.Store(true)
-					select {
-					case errs <- fmt.Errorf("drain sale: %w", err):
-					default:
-					}
+					fail(err)
 					return
 				}
 				events[i] = order.Event{OrderID: id, UserID: user, VoucherID: voucher, AcceptedAt: d.AcceptedAt.UnixMilli()}
