@@ -293,7 +293,7 @@ func loadSale(r *Reader) Sale {
 	}
 }
 
-// loadHTTP reads the API's variables (see README.md).
+// loadHTTP reads the API's variables (docs/configuration.md).
 func loadHTTP(r *Reader) api.Config {
 	c := api.Config{
 		Addr:         r.HostPort("SECKILL_API_ADDR", "127.0.0.1:8081"),
