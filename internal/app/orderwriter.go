@@ -49,15 +49,13 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 
 	reader := kafka.NewReader(broker.InGroup(kafka.ReaderConfig{
 		Brokers: c.KafkaBrokers, GroupID: c.Group, Topic: c.Sale.OrdersTopic,
-		// A fetch is a long poll: the broker answers as soon as one event
-		// is there, or after FetchWait. An idle partition then costs the
-		// broker a request every FetchWait (500 ms: six a second for the
-		// three partitions, against sixty at 50 ms, which were most of the
-		// broker's idle CPU), and no event waits on the broker for a fuller
-		// answer: the consumer's BatchWait fills the MySQL batch instead.
-		// FetchMaxWait: the reader waits a second beyond the broker's wait,
-		// or a late answer reconnects.
-		StartOffset: kafka.FirstOffset, MaxBytes: 16 << 20, MinBytes: 1, MaxWait: broker.FetchMaxWait(c.FetchWait),
+		// A fetch waits for 64 KB (about 700 events) or FetchWait,
+		// whichever comes first: fewer, fuller fetches for the broker, at
+		// most FetchWait more on the way to MySQL. Each partition is
+		// fetched on its own, so FetchWait is also how often an idle one
+		// costs the broker a request. FetchMaxWait: the reader waits a
+		// second beyond the broker's wait, or a late answer reconnects.
+		StartOffset: kafka.FirstOffset, MaxBytes: 16 << 20, MinBytes: 64 << 10, MaxWait: broker.FetchMaxWait(c.FetchWait),
 		QueueCapacity: c.BatchSize, ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
 			m.logger.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
 		}),

@@ -104,8 +104,8 @@ type OrderWriter struct {
 	Group     string
 	BatchSize int
 	BatchWait time.Duration
-	// FetchWait is how long a fetch of a partition waits for a first
-	// event: how often an idle partition is polled.
+	// FetchWait is how long a fetch of a partition waits for 64 KB of
+	// events: also how often an idle partition is polled.
 	FetchWait time.Duration
 	// SaleChecks is how often every voucher on sale is compared between
 	// Redis and MySQL.
@@ -152,8 +152,8 @@ func LoadOrderWriter(lookup Lookup) (OrderWriter, error) {
 		AdminAddr:  r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9101"),
 		Group:      r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
 		BatchSize:  r.Int("SECKILL_ORDER_BATCH_SIZE", 2000, 1, 10000),
-		BatchWait:  r.Duration("SECKILL_ORDER_BATCH_WAIT", 50*time.Millisecond),
-		FetchWait:  r.Duration("SECKILL_ORDER_FETCH_WAIT", 500*time.Millisecond),
+		BatchWait:  r.Duration("SECKILL_ORDER_BATCH_WAIT", 20*time.Millisecond),
+		FetchWait:  r.Duration("SECKILL_ORDER_FETCH_WAIT", 50*time.Millisecond),
 		SaleChecks: r.Duration("SECKILL_SALE_CHECK_INTERVAL", 30*time.Second),
 		StuckAfter: r.Duration("SECKILL_ORDER_STUCK_AFTER", broker.DefaultStuckAfter),
 	}
