@@ -14,12 +14,17 @@
 #                      SECKILL_REDIS_TOPOLOGY=cluster)
 #   stack.sh up --kafka-brokers 3   also a Kafka cluster of three nodes
 #                      beside the single broker (or SECKILL_KAFKA_TOPOLOGY=cluster)
+#   stack.sh up --mysql-cluster   also a MariaDB Galera cluster of three
+#                      nodes behind HAProxy beside the single server (or
+#                      SECKILL_MYSQL_TOPOLOGY=cluster)
 #   stack.sh down      stop the processes this script started, by their pid
-#   stack.sh stop redis|redis-replica|redis-cluster|mariadb|kafka|kafka-cluster
+#   stack.sh stop redis|redis-replica|redis-cluster|mariadb|mysql-cluster|kafka|kafka-cluster
 #                      stop one of them (the failure tests use it; `up` starts
 #                      it again)
 #   stack.sh stop|kill kafka-node N   stop (SIGTERM) or kill -9 node N (1-3)
 #                      of the Kafka cluster; `up --kafka-brokers 3` restarts it
+#   stack.sh stop|kill mysql-node N   the same for node N (1-3) of the
+#                      MariaDB cluster; `up --mysql-cluster` restarts it
 #   stack.sh status    which of them run, and where
 #   stack.sh logs [redis|mariadb|kafka]   tail their logs
 #
@@ -42,6 +47,12 @@ REDIS_TOPOLOGY=${SECKILL_REDIS_TOPOLOGY:-single}
 REDIS_CLUSTER_PORT=${SECKILL_REDIS_CLUSTER_PORT:-17001}
 REDIS_CLUSTER_NODES=6
 MYSQL_PORT=${SECKILL_MYSQL_PORT:-13306}
+MYSQL_TOPOLOGY=${SECKILL_MYSQL_TOPOLOGY:-single}
+# The MariaDB cluster: HAProxy in front of it on this port, node n's
+# client port the same + n (13311-13313), its Galera ports from the next
+# (group communication 14567 + 10 (n-1), IST the same + 1, SST + 2).
+MYSQL_CLUSTER_PORT=${SECKILL_MYSQL_CLUSTER_PORT:-13310}
+MYSQL_CLUSTER_GCOMM_PORT=${SECKILL_MYSQL_CLUSTER_GCOMM_PORT:-14567}
 KAFKA_PORT=${SECKILL_KAFKA_PORT:-19092}
 KAFKA_CONTROLLER_PORT=${SECKILL_KAFKA_CONTROLLER_PORT:-19093}
 KAFKA_HEAP=${SECKILL_KAFKA_HEAP:-512m}
@@ -59,6 +70,11 @@ MYSQL_APP_PASSWORD=seckill
 MYSQL_CANAL_USER=canal
 MYSQL_CANAL_PASSWORD=canal
 MYSQL_DATABASE=seckill
+# HAProxy's health check of the MariaDB cluster's nodes: reads their state,
+# nothing else (galera-check.sh, which HAProxy runs with no environment of
+# ours, has the same names).
+MYSQL_CHECK_USER=galera_check
+MYSQL_CHECK_PASSWORD=galera_check
 
 # topic:partitions, the defaults the daemons are configured with.
 TOPICS=(
@@ -370,6 +386,224 @@ EOF
     || die "mariadb did not answer a query on 127.0.0.1:$MYSQL_PORT"
 }
 
+
+# --- MariaDB Galera cluster ------------------------------------------------
+
+# Three MariaDB nodes in one Galera cluster as production runs MySQL (up
+# --mysql-cluster, or SECKILL_MYSQL_TOPOLOGY=cluster), beside the single
+# server: every commit is certified by the three before it returns, so any
+# node can take the writes when another dies and none of them has lost an
+# acknowledged row. HAProxy sends every connection to one node at a time
+# (the others are backups), chosen by the node's own state: Synced
+# (wsrep_local_state 4) in a Primary component, not a port that accepts.
+# Each node writes a row binlog of every transaction, its own and the
+# cluster's (log_slave_updates), under the cluster's GTIDs
+# (wsrep_gtid_mode, one domain, one server_id), so the binlog follower
+# resumes on any node from the GTID set it saved. docs/mysql-cluster.md.
+MYSQL_CLUSTER_NODES=3
+mcluster_dir=$STACK_DIR/mariadb-cluster
+mcluster_port() { echo $((MYSQL_CLUSTER_PORT + $1)); }
+mcluster_gcomm_port() { echo $((MYSQL_CLUSTER_GCOMM_PORT + 10 * ($1 - 1))); }
+mcluster_cnf() { echo "$mcluster_dir/$1/my.cnf"; }
+mcluster_pid() { echo "$mcluster_dir/$1/mariadb.pid"; }
+mcluster_sock() { echo "$mcluster_dir/$1/mariadb.sock"; }
+mcluster_root() { local n=$1; shift; mariadb --no-defaults --protocol=socket -S "$(mcluster_sock "$n")" -uroot "$@"; }
+mcluster_proxy_cfg=$mcluster_dir/haproxy.cfg
+mcluster_proxy_pid=$mcluster_dir/haproxy.pid
+mcluster_addresses() {
+  local n out=()
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do out+=("127.0.0.1:$(mcluster_gcomm_port "$n")"); done
+  (IFS=,; echo "${out[*]}")
+}
+
+mcluster_node_config() {
+  local n=$1 dir=$mcluster_dir/$1 gcomm
+  gcomm=$(mcluster_gcomm_port "$n")
+  mkdir -p "$dir/binlog" "$logs_dir"
+  touch "$logs_dir/mariadb-cluster-$n.log"
+  # The nodes run as the mysql user, as a packaged server does: the rsync
+  # daemon of a joiner's snapshot transfer runs as the server's user, and
+  # as root it would drop to nobody, who cannot write the data directory.
+  chown -R mysql:mysql "$dir" "$logs_dir/mariadb-cluster-$n.log"
+  cat > "$(mcluster_cnf "$n")" <<EOF
+[mysqld]
+user=mysql
+datadir=$dir/data
+socket=$(mcluster_sock "$n")
+pid-file=$(mcluster_pid "$n")
+port=$(mcluster_port "$n")
+bind-address=127.0.0.1
+log-error=$logs_dir/mariadb-cluster-$n.log
+skip-name-resolve
+character-set-server=utf8mb4
+collation-server=utf8mb4_general_ci
+max_connections=300
+innodb_buffer_pool_size=64M
+innodb_flush_log_at_trx_commit=1
+sync_binlog=1
+innodb_autoinc_lock_mode=2
+default_storage_engine=InnoDB
+server_id=1
+log_bin=$dir/binlog/mysql-bin
+log_slave_updates=ON
+binlog_format=ROW
+binlog_row_image=FULL
+expire_logs_days=2
+gtid_domain_id=$((100 + n))
+wsrep_on=ON
+wsrep_provider=/usr/lib/galera/libgalera_smm.so
+wsrep_cluster_name=seckill
+wsrep_cluster_address=gcomm://$(mcluster_addresses)
+wsrep_node_name=node$n
+wsrep_node_address=127.0.0.1:$gcomm
+wsrep_node_incoming_address=127.0.0.1:$(mcluster_port "$n")
+wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm;ist.recv_addr=127.0.0.1:$((gcomm + 1));gcache.size=64M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;evs.install_timeout=PT4S"
+wsrep_sst_method=rsync
+wsrep_sst_receive_address=127.0.0.1:$((gcomm + 2))
+wsrep_gtid_mode=ON
+wsrep_gtid_domain_id=1
+wsrep_slave_threads=2
+EOF
+  if [ ! -d "$dir/data/mysql" ]; then
+    mariadb-install-db --defaults-file="$(mcluster_cnf "$n")" --user=mysql --auth-root-authentication-method=socket \
+      --skip-test-db > "$logs_dir/mariadb-cluster-install-$n.log" 2>&1 \
+      || die "mariadb-install-db of node $n failed; see $logs_dir/mariadb-cluster-install-$n.log"
+  fi
+}
+
+mcluster_running() { pid_alive "$(mcluster_pid "$1")" "$(mcluster_cnf "$1")"; }
+
+# The node answers and is Synced in a Primary component.
+mcluster_synced() {
+  [ "$(mcluster_root "$1" -N -e "SELECT CONCAT(
+      (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_local_state'), '/',
+      (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_status'))" 2>/dev/null)" = 4/Primary ]
+}
+
+mcluster_start() {
+  local n=$1; shift
+  setsid mariadbd --defaults-file="$(mcluster_cnf "$n")" "$@" > /dev/null 2>&1 < /dev/null &
+  wait_for "mariadb cluster node $n (Synced, Primary)" 180 mcluster_synced "$n" \
+    || die "mariadb cluster node $n is not Synced in a Primary component; see $logs_dir/mariadb-cluster-$n.log"
+}
+
+# The node a cluster with none running starts from: the one Galera marked
+# safe to bootstrap (the last to leave). After a crash of every node none
+# is, and this development stack takes node 1, saying so.
+mcluster_bootstrap_node() {
+  local n
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    if grep -qs '^safe_to_bootstrap: 1' "$mcluster_dir/$n/data/grastate.dat"; then echo "$n"; return; fi
+  done
+  if [ -f "$mcluster_dir/1/data/grastate.dat" ]; then
+    say "no node of the MariaDB cluster is marked safe to bootstrap (all were killed): bootstrapping from node 1, which may lack the others' last commits" >&2
+    sed -i 's/^safe_to_bootstrap: 0/safe_to_bootstrap: 1/' "$mcluster_dir/1/data/grastate.dat"
+  fi
+  echo 1
+}
+
+mariadb_cluster_up() {
+  local n first="" any=no
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    mcluster_node_config "$n"
+    if mcluster_running "$n"; then any=yes; fi
+  done
+  if [ "$any" = no ]; then
+    first=$(mcluster_bootstrap_node)
+    say "bootstrapping the MariaDB cluster from node $first"
+    mcluster_start "$first" --wsrep-new-cluster
+    mcluster_root "$first" <<EOF || die "could not create the MariaDB cluster's users"
+CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;
+CREATE USER IF NOT EXISTS '$MYSQL_APP_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_APP_PASSWORD';
+GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_APP_USER'@'127.0.0.1';
+CREATE USER IF NOT EXISTS '$MYSQL_CANAL_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_CANAL_PASSWORD';
+GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$MYSQL_CANAL_USER'@'127.0.0.1';
+CREATE USER IF NOT EXISTS '$MYSQL_CHECK_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_CHECK_PASSWORD';
+EOF
+  fi
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    if ! mcluster_running "$n"; then mcluster_start "$n"; fi
+  done
+  mcluster_proxy_up
+}
+
+# HAProxy in front: node 1 takes the connections while it is Synced,
+# node 2 when it is not, node 3 when neither is; a node that leaves the
+# Synced state has its connections cut at once, so no client goes on
+# writing to a node the cluster left behind, and node 1 coming back takes
+# the connections back from the backup it relieved.
+mcluster_proxy_up() {
+  local n flags
+  {
+    cat <<EOF
+global
+  maxconn 2000
+  external-check
+  insecure-fork-wanted
+  log stderr format short local0 notice
+
+defaults
+  mode tcp
+  log global
+  timeout connect 1s
+  timeout client 1h
+  timeout server 1h
+
+listen mysql
+  bind 127.0.0.1:$MYSQL_CLUSTER_PORT
+  option external-check
+  external-check path "/usr/bin:/bin"
+  external-check command $here/galera-check.sh
+EOF
+    for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+      flags="check inter 1s fall 2 rise 2 on-marked-down shutdown-sessions"
+      if [ "$n" = 1 ]; then flags="$flags on-marked-up shutdown-backup-sessions"; else flags="$flags backup"; fi
+      echo "  server node$n 127.0.0.1:$(mcluster_port "$n") $flags"
+    done
+  } > "$mcluster_proxy_cfg"
+  if pid_alive "$mcluster_proxy_pid" "$mcluster_proxy_cfg"; then
+    kill -USR2 "$(cat "$mcluster_proxy_pid")" 2>/dev/null || true
+  else
+    haproxy -D -p "$mcluster_proxy_pid" -f "$mcluster_proxy_cfg" 2>>"$logs_dir/mariadb-cluster-haproxy.log" \
+      || die "HAProxy in front of the MariaDB cluster did not start; see $logs_dir/mariadb-cluster-haproxy.log"
+  fi
+  wait_for "mariadb cluster through HAProxy 127.0.0.1:$MYSQL_CLUSTER_PORT" 30 \
+    mariadb --no-defaults -h127.0.0.1 -P"$MYSQL_CLUSTER_PORT" -u"$MYSQL_APP_USER" -p"$MYSQL_APP_PASSWORD" -e 'SELECT 1' \
+    || die "the MariaDB cluster did not answer through HAProxy on 127.0.0.1:$MYSQL_CLUSTER_PORT"
+}
+
+# One node after the other, node 1 last, so that node 1 is the one
+# Galera marks safe to bootstrap the next start from.
+mariadb_cluster_down() {
+  local n
+  if pid_alive "$mcluster_proxy_pid" "$mcluster_proxy_cfg"; then
+    stop_pid "haproxy (mariadb cluster)" "$mcluster_proxy_pid" "$mcluster_proxy_cfg"
+  fi
+  for n in $(seq $MYSQL_CLUSTER_NODES -1 1); do
+    if mcluster_running "$n"; then
+      stop_pid "mariadb cluster node $n" "$(mcluster_pid "$n")" "$(mcluster_cnf "$n")"
+    else
+      rm -f "$(mcluster_pid "$n")"
+    fi
+  done
+}
+
+mariadb_cluster_status() {
+  local n state
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    if mcluster_running "$n"; then
+      state=$(mcluster_root "$n" -N -e "SELECT GROUP_CONCAT(VARIABLE_VALUE ORDER BY VARIABLE_NAME SEPARATOR ' ') FROM information_schema.GLOBAL_STATUS
+        WHERE VARIABLE_NAME IN ('wsrep_cluster_size', 'wsrep_cluster_status', 'wsrep_local_state_comment')" 2>/dev/null || echo "not answering")
+      printf '%-8s running  pid %-7s 127.0.0.1:%s (mariadb cluster node %s: size, status, state %s)\n' "mcluster" \
+        "$(cat "$(mcluster_pid "$n")")" "$(mcluster_port "$n")" "$n" "$state"
+    fi
+  done
+  if pid_alive "$mcluster_proxy_pid" "$mcluster_proxy_cfg"; then
+    printf '%-8s running  pid %-7s 127.0.0.1:%s (haproxy in front of the mariadb cluster)\n' "mproxy" \
+      "$(cat "$mcluster_proxy_pid")" "$MYSQL_CLUSTER_PORT"
+  fi
+}
+
 # --- Kafka -----------------------------------------------------------------
 
 kafka_dir=$STACK_DIR/kafka
@@ -624,6 +858,11 @@ EOF
   fi
   cat <<EOF
   MYSQL_DSN=$MYSQL_APP_USER:$MYSQL_APP_PASSWORD@tcp(127.0.0.1:$MYSQL_PORT)/$MYSQL_DATABASE
+EOF
+  if [ "$MYSQL_TOPOLOGY" = cluster ]; then
+    echo "  MYSQL_CLUSTER=127.0.0.1:$MYSQL_CLUSTER_PORT   (HAProxy in front of the MariaDB cluster: SECKILL_MYSQL_DSN and SECKILL_BINLOG_ADDR)"
+  fi
+  cat <<EOF
   BINLOG_USER=$MYSQL_CANAL_USER (password $MYSQL_CANAL_PASSWORD)
   KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT
 EOF
@@ -633,6 +872,7 @@ cmd_up() {
   # A wrong topology stops the start before anything is started.
   case "$REDIS_TOPOLOGY" in single | cluster) ;; *) die "SECKILL_REDIS_TOPOLOGY=$REDIS_TOPOLOGY: say single or cluster" ;; esac
   case "$KAFKA_TOPOLOGY" in single | cluster) ;; *) die "SECKILL_KAFKA_TOPOLOGY=$KAFKA_TOPOLOGY: say single or cluster" ;; esac
+  case "$MYSQL_TOPOLOGY" in single | cluster) ;; *) die "SECKILL_MYSQL_TOPOLOGY=$MYSQL_TOPOLOGY: say single or cluster" ;; esac
   installed || die "servers or Kafka jars missing: run '$0 install' (make does it for you)"
   mkdir -p "$STACK_DIR"
   redis_up
@@ -641,6 +881,7 @@ cmd_up() {
   esac
   if [ "$REDIS_TOPOLOGY" = cluster ]; then redis_cluster_up; fi
   mariadb_up
+  if [ "$MYSQL_TOPOLOGY" = cluster ]; then mariadb_cluster_up; fi
   kafka_up
   if [ "$KAFKA_TOPOLOGY" = cluster ]; then kafka_cluster_up; fi
   print_env
@@ -668,6 +909,7 @@ cmd_down() {
   kafka_cluster_down
   stop_pid kafka "$kafka_pid" "$kafka_props"
   stop_pid mariadb "$mysql_pid" "$mysql_cnf"
+  mariadb_cluster_down
   stop_pid redis "$redis_pid" "$REDIS_PORT"
   pid_alive "$replica_pid" "$REDIS_REPLICA_PORT" && stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT"
   redis_cluster_down
@@ -682,8 +924,10 @@ cmd_stop() {
     kafka-cluster) kafka_cluster_down ;;
     kafka-node) kcluster_node_arg "${2:-}"; stop_pid "kafka cluster node $2" "$(kcluster_pid "$2")" "$(kcluster_props "$2")" ;;
     mariadb) stop_pid mariadb "$mysql_pid" "$mysql_cnf" ;;
+    mysql-cluster) mariadb_cluster_down ;;
+    mysql-node) mcluster_node_arg "${2:-}"; stop_pid "mariadb cluster node $2" "$(mcluster_pid "$2")" "$(mcluster_cnf "$2")" ;;
     kafka) stop_pid kafka "$kafka_pid" "$kafka_props" ;;
-    *) die "stop: which server? redis, redis-replica, redis-cluster, mariadb, kafka, kafka-cluster or kafka-node N" ;;
+    *) die "stop: which server? redis, redis-replica, redis-cluster, mariadb, mysql-cluster, mysql-node N, kafka, kafka-cluster or kafka-node N" ;;
   esac
 }
 
@@ -694,14 +938,26 @@ kcluster_node_arg() {
   esac
 }
 
-# cmd_kill kafka-node N: kill -9, as a crashed machine; nothing is flushed.
+mcluster_node_arg() {
+  case "${1:-}" in
+    [1-9]) [ "$1" -le "$MYSQL_CLUSTER_NODES" ] || die "mysql-node $1: the cluster has nodes 1 to $MYSQL_CLUSTER_NODES" ;;
+    *) die "mysql-node ${1:-(no number)}: say which node, 1 to $MYSQL_CLUSTER_NODES" ;;
+  esac
+}
+
+# cmd_kill kafka-node|mysql-node N: kill -9, as a crashed machine; nothing
+# is flushed.
 cmd_kill() {
-  [ "${1:-}" = kafka-node ] || die "kill: only kafka-node N (the other servers: stop)"
-  kcluster_node_arg "${2:-}"
-  pid_alive "$(kcluster_pid "$2")" "$(kcluster_props "$2")" || die "kafka cluster node $2 is not running"
-  kill -KILL "$(cat "$(kcluster_pid "$2")")"
-  rm -f "$(kcluster_pid "$2")"
-  say "kafka cluster node $2 killed (SIGKILL)"
+  local pid cmdline
+  case "${1:-}" in
+    kafka-node) kcluster_node_arg "${2:-}"; pid=$(kcluster_pid "$2") cmdline=$(kcluster_props "$2") ;;
+    mysql-node) mcluster_node_arg "${2:-}"; pid=$(mcluster_pid "$2") cmdline=$(mcluster_cnf "$2") ;;
+    *) die "kill: only kafka-node N or mysql-node N (the other servers: stop)" ;;
+  esac
+  pid_alive "$pid" "$cmdline" || die "$1 $2 is not running"
+  kill -KILL "$(cat "$pid")"
+  rm -f "$pid"
+  say "$1 $2 killed (SIGKILL)"
 }
 
 cmd_status() {
@@ -721,6 +977,7 @@ cmd_status() {
     printf '%-8s running  pid %-7s %s:%s (replica of %s)\n' "replica" "$(cat "$replica_pid")" 127.0.0.1 "$REDIS_REPLICA_PORT" "$REDIS_PORT"
   fi
   redis_cluster_status
+  mariadb_cluster_status
   kafka_cluster_status
   return $rc
 }
@@ -743,6 +1000,7 @@ case "${1:-}" in
       case "$1" in
         --with-replica) REDIS_REPLICA=yes ;;
         --redis-cluster) REDIS_TOPOLOGY=cluster ;;
+        --mysql-cluster) MYSQL_TOPOLOGY=cluster ;;
         --kafka-brokers)
           shift
           case "${1:-}" in
@@ -750,7 +1008,7 @@ case "${1:-}" in
             3) KAFKA_TOPOLOGY=cluster ;;
             *) die "up: --kafka-brokers ${1:-(no number)}: the stack runs one broker, or a cluster of 3" ;;
           esac ;;
-        *) die "up: unknown option $1 (--with-replica, --redis-cluster, --kafka-brokers 3)" ;;
+        *) die "up: unknown option $1 (--with-replica, --redis-cluster, --mysql-cluster, --kafka-brokers 3)" ;;
       esac
       shift
     done
@@ -761,5 +1019,5 @@ case "${1:-}" in
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
   env) print_env ;;
-  *) echo "usage: $0 install|up|down|stop SERVER|kill kafka-node N|status|logs [SERVER]|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|up|down|stop SERVER|kill kafka-node|mysql-node N|status|logs [SERVER]|env" >&2; exit 2 ;;
 esac
