@@ -132,22 +132,80 @@ func (inv *Invalidator) follow(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	pos, ok, err := inv.Positions.Load(inv.Source.Flavor)
+	pos, err := inv.startAt(c)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		if pos, err = c.GetMasterPos(); err != nil {
-			return fmt.Errorf("current binlog position: %w", err)
-		}
-		inv.Logger.Info("no saved binlog position: starting at the server's current one", "file", pos.Name, "pos", pos.Pos)
-	} else {
-		inv.Logger.Info("resuming the binlog", "file", pos.Name, "pos", pos.Pos)
 	}
 	c.SetEventHandler(&handler{inv: inv, ctx: ctx})
 	stop := context.AfterFunc(ctx, c.Close)
 	defer stop()
-	return c.RunFrom(pos)
+	if pos.GTID != nil {
+		return c.StartFromGTID(pos.GTID)
+	}
+	return c.RunFrom(pos.File)
+}
+
+// startAt is where the follower starts: the saved position, or the
+// server's current one on a first start; by GTID set whenever the server
+// has one, so that the next start can be on another server of the cluster.
+// A position saved as a file and offset alone (a MySQL without GTIDs, or
+// an older invalidator) is turned into the GTID set the server says it
+// stands for (MariaDB's BINLOG_GTID_POS); where it cannot be, it is
+// resumed as it is.
+func (inv *Invalidator) startAt(c *canal.Canal) (Position, error) {
+	pos, ok, err := inv.Positions.Load(inv.Source.Flavor)
+	if err != nil {
+		return pos, err
+	}
+	switch {
+	case ok && pos.GTID != nil:
+	case ok:
+		pos.GTID = inv.gtidAt(c, pos.File)
+	default:
+		set, err := c.GetMasterGTIDSet()
+		if err != nil {
+			return pos, fmt.Errorf("current binlog GTID set: %w", err)
+		}
+		if set.String() != "" {
+			pos.GTID = set
+			break
+		}
+		if pos.File, err = c.GetMasterPos(); err != nil {
+			return pos, fmt.Errorf("current binlog position: %w", err)
+		}
+	}
+	verb := "resuming the binlog"
+	if !ok {
+		verb = "no saved binlog position: starting at the server's current one"
+	}
+	if pos.GTID != nil {
+		inv.Logger.Info(verb, "gtid", pos.GTID.String(), "server", inv.Source.Addr)
+	} else {
+		inv.Logger.Info(verb, "file", pos.File.Name, "pos", pos.File.Pos, "server", inv.Source.Addr)
+	}
+	return pos, nil
+}
+
+// gtidAt is the GTID set of a MariaDB binlog position; nil when the server
+// cannot say (MySQL, or a file it does not have).
+func (inv *Invalidator) gtidAt(c *canal.Canal, at mysql.Position) mysql.GTIDSet {
+	if inv.Source.Flavor != mysql.MariaDBFlavor {
+		return nil
+	}
+	r, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", at.Name, at.Pos)
+	if err != nil {
+		inv.Logger.Warn("cannot turn the saved binlog position into a GTID set; resuming it as a file and offset", "file", at.Name, "pos", at.Pos, "err", firstLine(err))
+		return nil
+	}
+	text, err := r.GetString(0, 0)
+	if err != nil || text == "" {
+		return nil
+	}
+	set, err := mysql.ParseGTIDSet(mysql.MariaDBFlavor, text)
+	if err != nil {
+		return nil
+	}
+	return set
 }
 
 // firstLine drops the stack trace go-mysql appends to its errors.

@@ -2,6 +2,7 @@ package binlog_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -194,6 +195,9 @@ func TestInvalidatorResumesFromItsPosition(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no position saved at shutdown: %v", err)
 	}
+	if savedGTID(t, g.posFile) == "" {
+		t.Fatalf("position saved without a GTID set on a server that keeps them: %s", raw)
+	}
 	ctx := context.Background()
 	keys := g.changeShops(t, 2, 3, 4, 5)
 	time.Sleep(300 * time.Millisecond)
@@ -375,4 +379,62 @@ func waitOffset(t *testing.T, k *testsupport.Kafka, topic string, want int64) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A saved position with a GTID set resumes by that set, whatever its file
+// name says: after a failover the file and offset are another server's,
+// and only the set names the same place. The file here is one this server
+// never had; resumed by it, the follower would take the purged path and
+// flush every cached shop, the unchanged one too.
+func TestInvalidatorResumesByItsGTIDSet(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	var gtid string
+	q := "SELECT @@GLOBAL.gtid_current_pos"
+	if g.m.Flavor == "mysql" {
+		q = "SELECT @@GLOBAL.gtid_executed"
+	}
+	if err := g.m.DB.QueryRowContext(ctx, q).Scan(&gtid); err != nil {
+		t.Fatal(err)
+	}
+	if gtid == "" {
+		t.Fatalf("%s is empty: the test server keeps no GTIDs", q)
+	}
+	saved := fmt.Sprintf(`{"flavor":%q,"name":"mysql-bin.999999","pos":4,"gtid":%q}`, g.m.Flavor, gtid)
+	if err := os.WriteFile(g.posFile, []byte(saved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unchanged := g.r.Key("cache:shop:{9}")
+	g.r.Client.Set(ctx, unchanged, "fresh", 0)
+	keys := g.changeShops(t, 2, 3)
+	stop := g.startNoWarmup(t, g.r.Client)
+	for _, k := range keys {
+		if !g.gone(k, 10*time.Second) {
+			t.Fatalf("%s: the change after the saved GTID set %s was not handled", k, gtid)
+		}
+	}
+	// A flush deletes the keys one by one: give it time to reach this one.
+	if g.gone(unchanged, time.Second) {
+		t.Fatal("an unchanged shop's key was deleted: the follower took the purged path instead of the GTID set")
+	}
+	stop()
+	if now := savedGTID(t, g.posFile); now == "" || now == gtid {
+		t.Fatalf("saved GTID set %q after handling two changes from %q: want a later set", now, gtid)
+	}
+}
+
+// savedGTID is the GTID set of a position file.
+func savedGTID(t *testing.T, path string) string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved struct {
+		GTID string `json:"gtid"`
+	}
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		t.Fatalf("position file %s: %v", raw, err)
+	}
+	return saved.GTID
 }

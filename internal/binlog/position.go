@@ -14,7 +14,11 @@ import (
 
 // PositionFile keeps the binlog position the invalidator has fully handled,
 // in a file written atomically (temp file and rename), at most once per
-// Every unless forced.
+// Every unless forced. It keeps the GTID set with the file and offset when
+// the follower tracks one: a file and offset name a place in one server's
+// binlog, the GTID set the same place in the binlog of any server of a
+// cluster that shares the GTIDs (a Galera cluster's nodes, a replica
+// promoted after a failover).
 type PositionFile struct {
 	Path  string
 	Every time.Duration
@@ -31,8 +35,15 @@ type savedPosition struct {
 	GTID   string `json:"gtid,omitempty"`
 }
 
+// Position is where the follower resumes: after GTID when it is set,
+// else at File.
+type Position struct {
+	File mysql.Position
+	GTID mysql.GTIDSet
+}
+
 // Load is the saved position; ok is false when there is none.
-func (f *PositionFile) Load(flavor string) (pos mysql.Position, ok bool, err error) {
+func (f *PositionFile) Load(flavor string) (pos Position, ok bool, err error) {
 	b, err := os.ReadFile(f.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return pos, false, nil
@@ -47,13 +58,19 @@ func (f *PositionFile) Load(flavor string) (pos mysql.Position, ok bool, err err
 	if s.Flavor != flavor {
 		return pos, false, fmt.Errorf("binlog position %s is for %s, the server is %s: remove the file to start at the current position", f.Path, s.Flavor, flavor)
 	}
-	return mysql.Position{Name: s.Name, Pos: s.Pos}, true, nil
+	pos.File = mysql.Position{Name: s.Name, Pos: s.Pos}
+	if s.GTID != "" {
+		if pos.GTID, err = mysql.ParseGTIDSet(flavor, s.GTID); err != nil {
+			return pos, false, fmt.Errorf("binlog position %s: GTID set %q: %w", f.Path, s.GTID, err)
+		}
+	}
+	return pos, true, nil
 }
 
 // Save records pos (handled) and writes it when due or when forced.
 func (f *PositionFile) Save(flavor string, pos mysql.Position, gtid mysql.GTIDSet, force bool) error {
 	s := &savedPosition{Flavor: flavor, Name: pos.Name, Pos: pos.Pos}
-	if gtid != nil {
+	if gtid != nil && gtid.String() != "" {
 		s.GTID = gtid.String()
 	}
 	f.mu.Lock()

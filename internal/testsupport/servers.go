@@ -133,7 +133,10 @@ func mysqlServer(tb testing.TB) (dsn, flavor string) {
 					"--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1",
 					// The statements' traceparent comments reach the
 					// binlog follower (telemetry TestInvalidationIsASpan).
-					"--binlog-rows-query-log-events=ON"))
+					"--binlog-rows-query-log-events=ON",
+					// GTIDs, as production runs MySQL: the follower resumes
+					// by GTID set on whichever server it reaches.
+					"--gtid-mode=ON", "--enforce-gtid-consistency=ON"))
 			if err != nil {
 				return err
 			}
