@@ -10,19 +10,22 @@ GO ?= go
 REDIS_PORT ?= $(or $(SECKILL_REDIS_PORT),16379)
 MYSQL_PORT ?= $(or $(SECKILL_MYSQL_PORT),13306)
 KAFKA_PORT ?= $(or $(SECKILL_KAFKA_PORT),19092)
+# HAProxy in front of the MariaDB cluster (stack.sh up --mysql-cluster).
+MYSQL_CLUSTER_PORT ?= $(or $(SECKILL_MYSQL_CLUSTER_PORT),13310)
 # Schemathesis, which checks the API document against a running api in
 # make test: pinned, in a virtualenv of the stack's.
 SCHEMATHESIS_VENV := .stack/schemathesis
 SCHEMATHESIS := $(CURDIR)/$(SCHEMATHESIS_VENV)/bin/schemathesis
 
 # The test servers: the local stack that `make up` starts (make test: with
-# its Redis Cluster and its Kafka cluster).
+# its Redis Cluster, its MariaDB cluster and its Kafka cluster).
 KAFKA_CLUSTER_BROKERS ?= 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
 TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/' \
 	SECKILL_TEST_MYSQL_FLAVOR=mariadb \
 	SECKILL_TEST_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 	SECKILL_TEST_KAFKA_CLUSTER=$(KAFKA_CLUSTER_BROKERS) \
+	SECKILL_TEST_MYSQL_CLUSTER=127.0.0.1:$(MYSQL_CLUSTER_PORT) \
 	SECKILL_TEST_SCHEMATHESIS=$(SCHEMATHESIS)
 # The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
 # and the packages whose tests use Redis, which make test runs on it too.
@@ -41,9 +44,16 @@ KAFKA_RUN_ENV := SECKILL_KAFKA_BROKERS=$(KAFKA_CLUSTER_BROKERS)
 else
 KAFKA_RUN_ENV := SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT)
 endif
+# make run SECKILL_MYSQL_TOPOLOGY=cluster: on the MariaDB cluster, through
+# its HAProxy.
+ifeq ($(SECKILL_MYSQL_TOPOLOGY),cluster)
+MYSQL_RUN_ADDR := 127.0.0.1:$(MYSQL_CLUSTER_PORT)
+else
+MYSQL_RUN_ADDR := 127.0.0.1:$(MYSQL_PORT)
+endif
 RUN_ENV := $(REDIS_RUN_ENV) $(KAFKA_RUN_ENV) \
-	SECKILL_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/seckill' \
-	SECKILL_BINLOG_ADDR=127.0.0.1:$(MYSQL_PORT)
+	SECKILL_MYSQL_DSN='seckill:seckill@tcp($(MYSQL_RUN_ADDR))/seckill' \
+	SECKILL_BINLOG_ADDR=$(MYSQL_RUN_ADDR)
 PROGRAMS := api order-writer cache-invalidator seckillctl
 # The load generator is a module of its own (bench/), so that vegeta and
 # its kin stay out of the product's dependencies.
@@ -53,7 +63,7 @@ BENCH_MODULE := bench
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
-	@echo "make run-multinode   the same on a Redis Cluster, three Kafka brokers, 3 api instances behind HAProxy, 2 order-writers"
+	@echo "make run-multinode   the same on a Redis Cluster, a MariaDB Galera cluster, three Kafka brokers, 3 api instances behind HAProxy, 2 order-writers"
 	@echo "make test     install if missing, start the stack, migrate, go test -race ./..."
 	@echo "make up|down|status   the local stack (deploy/local/stack.sh)"
 	@echo "make migrate|seed     schema migrations / demo data on the local stack"
@@ -118,7 +128,7 @@ webcheck: seed
 
 # Everything as production runs it, on this one machine.
 run-multinode:
-	@$(MAKE) --no-print-directory run SECKILL_REDIS_TOPOLOGY=cluster SECKILL_KAFKA_TOPOLOGY=cluster \
+	@$(MAKE) --no-print-directory run SECKILL_REDIS_TOPOLOGY=cluster SECKILL_KAFKA_TOPOLOGY=cluster SECKILL_MYSQL_TOPOLOGY=cluster \
 	  SECKILL_API_INSTANCES=$(or $(SECKILL_API_INSTANCES),3) SECKILL_ORDER_WRITERS=$(or $(SECKILL_ORDER_WRITERS),2)
 
 # The fuzz targets, each run briefly on top of its committed corpus (make
@@ -143,6 +153,7 @@ fuzz: go-check
 PHASE := deploy/local/phase.sh
 test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
+test: export SECKILL_MYSQL_TOPOLOGY := cluster
 test: export SECKILL_PHASES := $(CURDIR)/.stack/test-phases
 test: test-started migrate apicheck-tools image
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)

@@ -301,13 +301,16 @@ redis_cluster_up() {
     || die "the Redis Cluster's replicas are not all linked after 60 s; see $logs_dir/redis-cluster-*.log"
 }
 
+# All six at once: each takes about 2 s to write its AOF and leave.
 redis_cluster_down() {
-  local port
+  local port pids=()
   for port in $(cluster_ports); do
     if pid_alive "$(cluster_pid "$port")" "$(cluster_title "$port")"; then
-      stop_pid "redis cluster node :$port" "$(cluster_pid "$port")" "$(cluster_title "$port")"
+      stop_pid "redis cluster node :$port" "$(cluster_pid "$port")" "$(cluster_title "$port")" &
+      pids+=($!)
     fi
   done
+  wait_all "${pids[@]}"
 }
 
 redis_cluster_status() {
@@ -504,6 +507,9 @@ mcluster_bootstrap_node() {
 
 mariadb_cluster_up() {
   local n first="" any=no
+  mkdir -p "$mcluster_dir"
+  runuser -u mysql -- test -x "$mcluster_dir" \
+    || die "the MariaDB cluster's nodes run as the mysql user, who cannot reach $mcluster_dir: let others traverse its parents (chmod o+x)"
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     mcluster_node_config "$n"
     if mcluster_running "$n"; then any=yes; fi
@@ -531,7 +537,11 @@ EOF
 # node 2 when it is not, node 3 when neither is; a node that leaves the
 # Synced state has its connections cut at once, so no client goes on
 # writing to a node the cluster left behind, and node 1 coming back takes
-# the connections back from the backup it relieved.
+# the connections back from the backup it relieved. A node found dead by
+# a client's connection is marked down then and there (observe layer4),
+# not at the next two checks, and that connection tries the next node
+# (redispatch): a client that dials in the second after a node died
+# reaches a live one instead of a closed handshake.
 mcluster_proxy_up() {
   local n flags
   {
@@ -548,6 +558,8 @@ defaults
   timeout connect 1s
   timeout client 1h
   timeout server 1h
+  retries 2
+  option redispatch 1
 
 listen mysql
   bind 127.0.0.1:$MYSQL_CLUSTER_PORT
@@ -556,7 +568,7 @@ listen mysql
   external-check command $here/galera-check.sh
 EOF
     for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-      flags="check inter 1s fall 2 rise 2 on-marked-down shutdown-sessions"
+      flags="check inter 1s fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down on-marked-down shutdown-sessions"
       if [ "$n" = 1 ]; then flags="$flags on-marked-up shutdown-backup-sessions"; else flags="$flags backup"; fi
       echo "  server node$n 127.0.0.1:$(mcluster_port "$n") $flags"
     done
@@ -564,7 +576,7 @@ EOF
   if pid_alive "$mcluster_proxy_pid" "$mcluster_proxy_cfg"; then
     kill -USR2 "$(cat "$mcluster_proxy_pid")" 2>/dev/null || true
   else
-    haproxy -D -p "$mcluster_proxy_pid" -f "$mcluster_proxy_cfg" 2>>"$logs_dir/mariadb-cluster-haproxy.log" \
+    haproxy -W -D -p "$mcluster_proxy_pid" -f "$mcluster_proxy_cfg" 2>>"$logs_dir/mariadb-cluster-haproxy.log" \
       || die "HAProxy in front of the MariaDB cluster did not start; see $logs_dir/mariadb-cluster-haproxy.log"
   fi
   wait_for "mariadb cluster through HAProxy 127.0.0.1:$MYSQL_CLUSTER_PORT" 30 \
@@ -572,20 +584,27 @@ EOF
     || die "the MariaDB cluster did not answer through HAProxy on 127.0.0.1:$MYSQL_CLUSTER_PORT"
 }
 
-# One node after the other, node 1 last, so that node 1 is the one
-# Galera marks safe to bootstrap the next start from.
+# Node 1 last, so that node 1 is the one Galera marks safe to bootstrap
+# the next start from.
 mariadb_cluster_down() {
-  local n
+  local n pids=()
   if pid_alive "$mcluster_proxy_pid" "$mcluster_proxy_cfg"; then
     stop_pid "haproxy (mariadb cluster)" "$mcluster_proxy_pid" "$mcluster_proxy_cfg"
   fi
-  for n in $(seq $MYSQL_CLUSTER_NODES -1 1); do
-    if mcluster_running "$n"; then
-      stop_pid "mariadb cluster node $n" "$(mcluster_pid "$n")" "$(mcluster_cnf "$n")"
-    else
-      rm -f "$(mcluster_pid "$n")"
-    fi
+  for n in $(seq $MYSQL_CLUSTER_NODES -1 2); do
+    mcluster_node_down "$n" &
+    pids+=($!)
   done
+  wait_all "${pids[@]}"
+  mcluster_node_down 1
+}
+
+mcluster_node_down() {
+  if mcluster_running "$1"; then
+    stop_pid "mariadb cluster node $1" "$(mcluster_pid "$1")" "$(mcluster_cnf "$1")"
+  else
+    rm -f "$(mcluster_pid "$1")"
+  fi
 }
 
 mariadb_cluster_status() {
@@ -905,15 +924,30 @@ stop_pid() {
   rm -f "$file"
 }
 
+# wait_all PID...: waits for every one, and fails if any failed.
+wait_all() {
+  local pid rc=0
+  for pid in "$@"; do wait "$pid" || rc=1; done
+  return $rc
+}
+
+# The servers stop side by side: each takes seconds to flush and leave,
+# and none of them waits for another (the Kafka nodes and the MariaDB
+# cluster's nodes keep their own order inside their group).
 cmd_down() {
-  kafka_cluster_down
-  stop_pid kafka "$kafka_pid" "$kafka_props"
-  stop_pid mariadb "$mysql_pid" "$mysql_cnf"
-  mariadb_cluster_down
-  stop_pid redis "$redis_pid" "$REDIS_PORT"
-  pid_alive "$replica_pid" "$REDIS_REPLICA_PORT" && stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT"
-  redis_cluster_down
-  return 0
+  local pids=()
+  { kafka_cluster_down; stop_pid kafka "$kafka_pid" "$kafka_props"; } &
+  pids+=($!)
+  stop_pid mariadb "$mysql_pid" "$mysql_cnf" &
+  pids+=($!)
+  mariadb_cluster_down &
+  pids+=($!)
+  { stop_pid redis "$redis_pid" "$REDIS_PORT"
+    if pid_alive "$replica_pid" "$REDIS_REPLICA_PORT"; then stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT"; fi; } &
+  pids+=($!)
+  redis_cluster_down &
+  pids+=($!)
+  wait_all "${pids[@]}"
 }
 
 cmd_stop() {

@@ -12,7 +12,7 @@ import (
 )
 
 // The stack's own commands on a stack of its own (other ports, another
-// directory; the Kafka jars shared): `up --redis-cluster --kafka-brokers 3`,
+// directory; the Kafka jars shared): `up --redis-cluster --mysql-cluster --kafka-brokers 3`,
 // `status` lists every server, `down` leaves none of them running. Before,
 // status listed no Redis Cluster node and down left all six running: their
 // process title keeps the address, not the config file it was matched by.
@@ -22,6 +22,13 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 		t.Fatal("SECKILL_TEST_STACK must name deploy/local/stack.sh (make test sets it)")
 	}
 	dir := t.TempDir()
+	// The MariaDB cluster's nodes run as the mysql user: the test's
+	// directories (0700) must let it through.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	libs := filepath.Join(filepath.Dir(script), "../../.stack/kafka/libs")
 	if err := os.MkdirAll(filepath.Join(dir, "kafka"), 0o755); err != nil {
 		t.Fatal(err)
@@ -31,7 +38,8 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 	}
 	// Clear of the shared stack's ports and of its cluster buses (+10000).
 	env := append(os.Environ(), "SECKILL_STACK_DIR="+dir, "SECKILL_REDIS_PORT=26379", "SECKILL_REDIS_CLUSTER_PORT=18001",
-		"SECKILL_MYSQL_PORT=23306", "SECKILL_KAFKA_PORT=29092", "SECKILL_KAFKA_CONTROLLER_PORT=29093", "SECKILL_KAFKA_CLUSTER_PORT=29192")
+		"SECKILL_MYSQL_PORT=23306", "SECKILL_KAFKA_PORT=29092", "SECKILL_KAFKA_CONTROLLER_PORT=29093", "SECKILL_KAFKA_CLUSTER_PORT=29192",
+		"SECKILL_MYSQL_CLUSTER_PORT=23310", "SECKILL_MYSQL_CLUSTER_GCOMM_PORT=24567")
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(script, args...)
@@ -47,11 +55,12 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 		cmd.Env = env
 		_ = cmd.Run()
 	})
-	run("up", "--redis-cluster", "--kafka-brokers", "3")
+	run("up", "--redis-cluster", "--mysql-cluster", "--kafka-brokers", "3")
 
 	status := run("status")
 	want := []string{"127.0.0.1:26379", "127.0.0.1:23306", "127.0.0.1:29092", "127.0.0.1:29192", "127.0.0.1:29292", "127.0.0.1:29392",
-		"127.0.0.1:18001", "127.0.0.1:18002", "127.0.0.1:18003", "127.0.0.1:18004", "127.0.0.1:18005", "127.0.0.1:18006"}
+		"127.0.0.1:18001", "127.0.0.1:18002", "127.0.0.1:18003", "127.0.0.1:18004", "127.0.0.1:18005", "127.0.0.1:18006",
+		"127.0.0.1:23310", "127.0.0.1:23311", "127.0.0.1:23312", "127.0.0.1:23313"}
 	for _, addr := range want {
 		if !regexp.MustCompile(`running +pid +\d+ +` + regexp.QuoteMeta(addr) + `\b`).MatchString(status) {
 			t.Errorf("status does not list %s as running:\n%s", addr, status)

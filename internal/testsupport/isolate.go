@@ -227,9 +227,40 @@ func MustMySQL(tb testing.TB) *MySQL {
 func MustEmptyMySQL(tb testing.TB) *MySQL {
 	tb.Helper()
 	serverDSN, flavor := mysqlServer(tb)
+	return mustEmptyMySQL(tb, serverDSN, flavor)
+}
+
+// MustMySQLCluster is a fresh database with every migration applied on the
+// test MariaDB cluster, through the HAProxy in front of it that
+// SECKILL_TEST_MYSQL_CLUSTER names (stack.sh up --mysql-cluster), as the
+// user of SECKILL_TEST_MYSQL_DSN.
+func MustMySQLCluster(tb testing.TB) *MySQL {
+	tb.Helper()
+	addr := os.Getenv("SECKILL_TEST_MYSQL_CLUSTER")
+	if addr == "" {
+		tb.Fatal("SECKILL_TEST_MYSQL_CLUSTER must name the MariaDB cluster's HAProxy (make test starts it: stack.sh up --mysql-cluster, " +
+			"SECKILL_TEST_MYSQL_CLUSTER=127.0.0.1:13310)")
+	}
+	serverDSN, _ := mysqlServer(tb)
 	cfg, err := mysql.ParseDSN(serverDSN)
 	if err != nil {
 		tb.Fatalf("SECKILL_TEST_MYSQL_DSN: %v", err)
+	}
+	cfg.Addr = addr
+	m := mustEmptyMySQL(tb, cfg.FormatDSN(), "mariadb")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := schema.Migrate(ctx, m.DB); err != nil {
+		tb.Fatalf("migrate test database %s on the cluster: %v", m.Database, err)
+	}
+	return m
+}
+
+func mustEmptyMySQL(tb testing.TB, serverDSN, flavor string) *MySQL {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(serverDSN)
+	if err != nil {
+		tb.Fatalf("MySQL DSN: %v", err)
 	}
 	admin, err := mysqldb.Open(serverDSN)
 	if err != nil {

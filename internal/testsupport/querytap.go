@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -22,7 +23,16 @@ type QueryTap struct {
 
 	mu      sync.Mutex
 	queries []string
+	// lose is armed by LoseNextCommitAnswer.
+	lose atomic.Pointer[func()]
 }
+
+// LoseNextCommitAnswer arms the tap: the next COMMIT goes to the server,
+// and when the server's answer comes back the tap calls answered (which
+// may kill the server) and then closes both sides of that connection
+// without passing the answer on. The program saw its commit sent and no
+// answer: it cannot tell a commit made from one lost.
+func (t *QueryTap) LoseNextCommitAnswer(answered func()) { t.lose.Store(&answered) }
 
 // comQuery is the protocol's COM_QUERY command byte.
 const comQuery = 0x03
@@ -79,9 +89,27 @@ func (t *QueryTap) forward(client net.Conn) {
 		return
 	}
 	defer server.Close()
+	// drop is set while this connection's next answer is to be lost.
+	var drop atomic.Pointer[func()]
 	go func() {
-		_, _ = io.Copy(client, server)
-		client.Close()
+		defer client.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := server.Read(buf)
+			if n > 0 {
+				if answered := drop.Swap(nil); answered != nil {
+					(*answered)()
+					server.Close()
+					return
+				}
+				if _, werr := client.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	}()
 	r := bufio.NewReader(client)
 	header := make([]byte, 4)
@@ -98,6 +126,14 @@ func (t *QueryTap) forward(client net.Conn) {
 			t.mu.Lock()
 			t.queries = append(t.queries, string(payload[1:]))
 			t.mu.Unlock()
+			// The client sends nothing more until it has the answer, and
+			// the server nothing unasked: the next bytes back are the
+			// COMMIT's answer.
+			if strings.EqualFold(strings.TrimSpace(string(payload[1:])), "COMMIT") {
+				if answered := t.lose.Swap(nil); answered != nil {
+					drop.Store(answered)
+				}
+			}
 		}
 		if _, err := server.Write(append(header, payload...)); err != nil {
 			return

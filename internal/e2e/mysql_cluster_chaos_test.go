@@ -1,0 +1,193 @@
+//go:build chaos
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/schema"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// The MariaDB cluster's failure tests (stack.sh up --mysql-cluster: three
+// Galera nodes behind HAProxy, which sends every connection to one of
+// them). Each kills the node in use and ends with it rejoined.
+
+// activeNode is the cluster node HAProxy sends connections to now (stack.sh
+// names node n "node<n>").
+func activeNode(t *testing.T, m *testsupport.MySQL) int {
+	t.Helper()
+	var name string
+	if err := m.DB.QueryRow("SELECT @@wsrep_node_name").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(name, "node"))
+	if err != nil {
+		t.Fatalf("node name %q: not one of stack.sh's", name)
+	}
+	return n
+}
+
+// rejoin starts the killed node again and waits until the cluster has
+// its three nodes.
+func rejoin(t *testing.T, m *testsupport.MySQL) {
+	t.Helper()
+	stackCtl(t, "up", "--mysql-cluster")
+	waitFor(t, 60*time.Second, "the MariaDB cluster back to 3 nodes", func() bool {
+		var name, size string
+		return m.DB.QueryRow("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size) == nil && size == "3"
+	})
+}
+
+// The node the order-writer writes to dies in the middle of a sale of
+// 3,000 buyers on 2,000 units, at the worst moment: the writer's COMMIT of
+// a batch reached the node and was certified by the cluster, and the node
+// died before its answer reached the writer. The writer cannot tell a
+// commit made from one lost; it tries the batch again, HAProxy sends it to
+// the next Synced node, which has the commit, and the orders settle
+// exactly once.
+func TestChaosMySQLClusterWritersNodeKilled(t *testing.T) {
+	m := testsupport.MustMySQLCluster(t)
+	t.Cleanup(func() { rejoin(t, m) })
+	tap := testsupport.MustQueryTap(t, m.Addr)
+	cfg, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = tap.Addr
+	s := newSaleOn(t, stack{testsupport.MustRedis(t), m, testsupport.MustKafka(t)},
+		map[string]string{"SECKILL_MYSQL_DSN": cfg.FormatDSN()}, nil)
+	voucher := s.voucher(t, 2000, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	tokens := s.sessions(t, 1, 3000)
+	node := activeNode(t, m)
+
+	first, _, msgs := s.buy(t, voucher, tokens[:500])
+	if len(first) != 500 {
+		t.Fatalf("%d accepted of the first 500 buyers, other answers %v", len(first), msgs)
+	}
+	answered, killed := make(chan struct{}), make(chan struct{})
+	tap.LoseNextCommitAnswer(func() {
+		close(answered)
+		select {
+		case <-killed:
+		case <-time.After(time.Minute):
+		}
+	})
+	var rest []string
+	bought := make(chan struct{})
+	go func() {
+		defer close(bought)
+		rest, _, msgs = s.buy(t, voucher, tokens[500:])
+	}()
+	select {
+	case <-answered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no COMMIT answered within 60 s of the sale's second half")
+	}
+	stackCtl(t, "kill", "mysql-node", strconv.Itoa(node))
+	close(killed)
+	killedAt := time.Now()
+	<-bought
+	if len(rest) != 1500 || msgs["200 sold out"] != 1000 || len(msgs) != 1 {
+		t.Fatalf("second half: %d accepted, other answers %v; want 1,500 and 1,000 × sold out", len(rest), msgs)
+	}
+	s.audit(t, voucher, append(first, rest...), 2000, 0)
+	t.Logf("node %d killed after a COMMIT's answer was lost; every order in MySQL %v later, now on node %d",
+		node, time.Since(killedAt).Round(time.Millisecond), activeNode(t, m))
+	rejoin(t, m)
+}
+
+// The node the cache-invalidator reads the binlog from dies right after a
+// shop's row changed, while the invalidator is stopped: its saved
+// position names a place in the dead node's binlog. Started again, it
+// reaches another node through HAProxy and resumes there from its GTID
+// set, deleting the changed shop's key and no other (a file and offset
+// the new node never had would take the purged path and flush every
+// cached shop).
+func TestChaosMySQLClusterBinlogNodeKilled(t *testing.T) {
+	m := testsupport.MustMySQLCluster(t)
+	t.Cleanup(func() { rejoin(t, m) })
+	st := stack{testsupport.MustRedis(t), m, testsupport.MustKafka(t)}
+	ctx := context.Background()
+	if err := schema.Seed(ctx, m.DB); err != nil {
+		t.Fatal(err)
+	}
+	env := st.env()
+	admin := testsupport.FreeAddr(t)
+	env["SECKILL_ADMIN_ADDR"] = admin
+	env["SECKILL_INVALIDATE_RETRY_TOPIC"] = st.kafka.MustTopic(t, 1)
+	env["SECKILL_INVALIDATE_DLQ_TOPIC"] = st.kafka.MustTopic(t, 1)
+	env["SECKILL_INVALIDATE_GROUP"] = testsupport.Group(t)
+	t.Cleanup(func() { os.Remove(env["SECKILL_BINLOG_POSITION_FILE"]) })
+	bin := testsupport.MustBuild(t, "../../cmd/cache-invalidator")
+	start := func() *testsupport.Process {
+		p := testsupport.Start(t, bin, env)
+		testsupport.Eventually(t, "http://"+admin+"/readyz", 200, 60*time.Second)
+		return p
+	}
+	key := func(id int) string { return fmt.Sprintf("%scache:shop:{%d}", st.redis.Prefix, id) }
+	change := func(id int) {
+		st.redis.Client.Set(ctx, key(id), "stale", 0)
+		if _, err := m.DB.Exec("UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := func(id int) bool { return st.redis.Client.Exists(ctx, key(id)).Val() == 0 }
+
+	p := start()
+	waitFor(t, 20*time.Second, "the invalidator following", func() bool { change(1); time.Sleep(200 * time.Millisecond); return gone(1) })
+	p.Signal(t, syscall.SIGTERM)
+	if _, err := p.Wait(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before := savedPosition(t, env["SECKILL_BINLOG_POSITION_FILE"])
+	if before.GTID == "" {
+		t.Fatalf("the invalidator saved %+v: no GTID set", before)
+	}
+
+	node := activeNode(t, m)
+	st.redis.Client.Set(ctx, key(3), "fresh", 0)
+	change(2)
+	stackCtl(t, "kill", "mysql-node", strconv.Itoa(node))
+	start()
+	waitFor(t, 60*time.Second, "the change made before the node died invalidated", func() bool { return gone(2) })
+	if gone(3) {
+		t.Fatal("an unchanged shop's key was deleted: the invalidator flushed instead of resuming from its GTID set")
+	}
+	// The position now moves on the new node's binlog, by GTID.
+	change(4)
+	waitFor(t, 20*time.Second, "a change on the new node invalidated", func() bool { return gone(4) })
+	if now := activeNode(t, m); now == node {
+		t.Fatalf("HAProxy still sends to node %d, which was killed", node)
+	}
+	t.Logf("resumed on node %d from %s (saved on node %d)", activeNode(t, m), before.GTID, node)
+	rejoin(t, m)
+}
+
+type position struct {
+	Name string `json:"name"`
+	GTID string `json:"gtid"`
+}
+
+func savedPosition(t *testing.T, path string) position {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p position
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatalf("position file %s: %v", raw, err)
+	}
+	return p
+}
