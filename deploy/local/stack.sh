@@ -483,11 +483,45 @@ mcluster_synced() {
       (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_status'))" 2>/dev/null)" = 4/Primary ]
 }
 
-mcluster_start() {
+# mcluster_launch N [ARGS]: starts node N. Its pid is recorded at once
+# (mariadbd writes the file itself only once it has joined, and a node
+# waiting for a Primary component must be seen by status and down too).
+mcluster_launch() {
   local n=$1; shift
   setsid mariadbd --defaults-file="$(mcluster_cnf "$n")" "$@" > /dev/null 2>&1 < /dev/null &
-  wait_for "mariadb cluster node $n (Synced, Primary)" 180 mcluster_synced "$n" \
-    || die "mariadb cluster node $n is not Synced in a Primary component; see $logs_dir/mariadb-cluster-$n.log"
+  echo $! > "$(mcluster_pid "$n")"
+  chown mysql:mysql "$(mcluster_pid "$n")"
+}
+
+mcluster_wait() {
+  wait_for "mariadb cluster node $1 (Synced, Primary)" "$2" mcluster_synced "$1"
+}
+
+mcluster_primary_somewhere() {
+  local n
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    mcluster_running "$n" && mcluster_synced "$n" && return 0
+  done
+  return 1
+}
+
+# After two nodes of three died, the survivor is a minority and stays out
+# of a Primary component even when the others come back, unless every
+# member of the last Primary component returns with its state (Galera's
+# own recovery). Otherwise an operator makes the most advanced node a new
+# Primary component (pc.bootstrap) and the others join it: the stack does
+# it, saying so.
+mcluster_bootstrap_running() {
+  local n best="" seqno best_seqno=-1
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    mcluster_running "$n" || continue
+    seqno=$(mcluster_root "$n" -N -e "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_last_committed'" 2>/dev/null || echo -1)
+    if [ "${seqno:--1}" -gt "$best_seqno" ]; then best=$n best_seqno=$seqno; fi
+  done
+  [ -n "$best" ] || return 0
+  say "no node of the MariaDB cluster is in a Primary component: making node $best (the most advanced, seqno $best_seqno) a new one (pc.bootstrap)"
+  mcluster_root "$best" -e "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'" \
+    || die "could not bootstrap node $best; see $logs_dir/mariadb-cluster-$best.log"
 }
 
 # The node a cluster with none running starts from: the one Galera marked
@@ -517,7 +551,9 @@ mariadb_cluster_up() {
   if [ "$any" = no ]; then
     first=$(mcluster_bootstrap_node)
     say "bootstrapping the MariaDB cluster from node $first"
-    mcluster_start "$first" --wsrep-new-cluster
+    mcluster_launch "$first" --wsrep-new-cluster
+    mcluster_wait "$first" 180 \
+      || die "mariadb cluster node $first did not bootstrap; see $logs_dir/mariadb-cluster-$first.log"
     mcluster_root "$first" <<EOF || die "could not create the MariaDB cluster's users"
 CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;
 CREATE USER IF NOT EXISTS '$MYSQL_APP_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_APP_PASSWORD';
@@ -527,8 +563,17 @@ GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$MYSQL_CANAL_USER
 CREATE USER IF NOT EXISTS '$MYSQL_CHECK_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_CHECK_PASSWORD';
 EOF
   fi
+  # The missing nodes start together: after a loss of quorum, the last
+  # Primary component's members recover it only when all are back.
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-    if ! mcluster_running "$n"; then mcluster_start "$n"; fi
+    if ! mcluster_running "$n"; then mcluster_launch "$n"; fi
+  done
+  if ! wait_for "a Primary component in the MariaDB cluster" 60 mcluster_primary_somewhere; then
+    mcluster_bootstrap_running
+  fi
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    mcluster_wait "$n" 180 \
+      || die "mariadb cluster node $n is not Synced in a Primary component; see $logs_dir/mariadb-cluster-$n.log"
   done
   mcluster_proxy_up
 }

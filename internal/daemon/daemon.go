@@ -157,7 +157,7 @@ func (c Common) WatchRedis(m *health.Monitor, rdb redis.UniversalClient) {
 
 // WatchMySQL adds the readiness check of the MySQL of c.MySQLDSN.
 func (c Common) WatchMySQL(m *health.Monitor, db *sql.DB) {
-	m.Add("mysql", mysqldb.Addr(c.MySQLDSN), db.PingContext)
+	m.Add("mysql", mysqldb.Addr(c.MySQLDSN), func(ctx context.Context) error { return mysqldb.Check(ctx, db) })
 }
 
 // WatchKafka adds the readiness check of c.KafkaBrokers.

@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -190,4 +194,85 @@ func savedPosition(t *testing.T, path string) position {
 		t.Fatalf("position file %s: %v", raw, err)
 	}
 	return p
+}
+
+// nodeDB is a pool straight to node n of the cluster (stack.sh: the
+// HAProxy port + n), bypassing HAProxy.
+func nodeDB(t *testing.T, m *testsupport.MySQL, n int) *sql.DB {
+	t.Helper()
+	host, port, err := net.SplitHostPort(m.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	cfg, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = net.JoinHostPort(host, strconv.Itoa(p+n))
+	db, err := mysqldb.Open(cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Two nodes of three die under a sale: the survivor is a minority, not
+// Primary, and refuses every statement; HAProxy has no node to send to.
+// The hot path needs no MySQL and goes on; the order-writer holds its
+// batch, commits no offset and says in its readiness that MySQL is down
+// and why; a pool straight to the survivor is told it is outside a
+// Primary component. The two come back, the cluster is Primary again, and
+// every order lands once.
+func TestChaosMySQLClusterLosesQuorum(t *testing.T) {
+	m := testsupport.MustMySQLCluster(t)
+	t.Cleanup(func() { rejoin(t, m) })
+	s := newSaleOn(t, stack{testsupport.MustRedis(t), m, testsupport.MustKafka(t)}, map[string]string{"SECKILL_ORDER_STUCK_AFTER": "1s"}, nil)
+	voucher := s.voucher(t, 300, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	tokens := s.sessions(t, 1, 300)
+	first, _, _ := s.buy(t, voucher, tokens[:100])
+	s.audit(t, voucher, first, 100, 200)
+	committed := committedOffsets(t, s)
+
+	survivor := activeNode(t, m)
+	for n := 1; n <= 3; n++ {
+		if n != survivor {
+			stackCtl(t, "kill", "mysql-node", strconv.Itoa(n))
+		}
+	}
+	direct := nodeDB(t, m, survivor)
+	var checkErr error
+	waitFor(t, 30*time.Second, "the survivor outside a Primary component", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		checkErr = mysqldb.Check(ctx, direct)
+		return errors.Is(checkErr, mysqldb.ErrNodeNotReady) && strings.Contains(checkErr.Error(), "non-Primary")
+	})
+	t.Logf("the survivor, asked directly: %v", checkErr)
+
+	second, _, msgs := s.buy(t, voucher, tokens[100:200])
+	if len(second) != 100 {
+		t.Fatalf("%d accepted while the cluster had no quorum, other answers %v; want 100: the hot path needs no MySQL", len(second), msgs)
+	}
+	writerAdmin := "http://" + s.writerEnv["SECKILL_ADMIN_ADDR"]
+	var ready string
+	testsupport.Wait(t, 30*time.Second, "the writer's readiness saying MySQL is down, and why", func() bool {
+		code, body := testsupport.Get(context.Background(), writerAdmin+"/readyz")
+		ready = body
+		return code == 503 && strings.Contains(body, `"name":"mysql"`) && strings.Contains(body, "no healthy server")
+	})
+	t.Logf("the writer's readiness: %s", ready)
+	testsupport.Wait(t, 30*time.Second, "the writer reports a batch it keeps failing on", func() bool {
+		_, metrics := testsupport.Get(context.Background(), writerAdmin+"/metrics")
+		return strings.Contains(metrics, `seckill_consumer_batches_stuck_total{consumer="orders"} `) &&
+			!strings.Contains(metrics, `seckill_consumer_batches_stuck_total{consumer="orders"} 0`)
+	})
+	if now := committedOffsets(t, s); now != committed {
+		t.Fatalf("offsets moved from %d to %d while the cluster had no quorum", committed, now)
+	}
+
+	rejoin(t, m)
+	third, _, _ := s.buy(t, voucher, tokens[200:])
+	s.audit(t, voucher, append(append(first, second...), third...), 300, 0)
 }

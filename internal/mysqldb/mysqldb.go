@@ -3,9 +3,12 @@
 package mysqldb
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/XSAM/otelsql"
@@ -68,6 +71,58 @@ func Open(dsn string) (*sql.DB, error) {
 	db.SetConnMaxLifetime(30 * time.Minute)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	return db, nil
+}
+
+// Check is the readiness check of a pool. On a Galera node it asks the
+// node's state: a node outside a Primary component, or still joining,
+// answers pings and statements that read no table, and refuses the rest
+// (1047).
+func Check(ctx context.Context, db *sql.DB) error {
+	var name, on string
+	err := db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &on)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // MySQL: no Galera
+	case err != nil:
+		return Explain(err)
+	case on != "ON":
+		return nil
+	}
+	var status, state string
+	err = db.QueryRowContext(ctx, `SELECT
+		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_status'),
+		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_local_state_comment')`).Scan(&status, &state)
+	if err != nil {
+		return Explain(err)
+	}
+	if status != "Primary" || state != "Synced" {
+		return fmt.Errorf("%w (cluster status %s, node state %s)", ErrNodeNotReady, status, state)
+	}
+	return nil
+}
+
+// ErrNodeNotReady is a Galera node that refuses statements.
+var ErrNodeNotReady = errors.New("a Galera node not ready for statements: outside a Primary component (its cluster lost quorum), or still joining")
+
+// errWsrepNotReady is what a Galera node answers every statement with
+// while it is not a synced member of a Primary component
+// (ER_UNKNOWN_COM_ERROR: "WSREP has not yet prepared node for application
+// use").
+const errWsrepNotReady = 1047
+
+// Explain says in words what the driver's terse errors mean for an
+// operator, keeping the error itself.
+func Explain(err error) error {
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &me) && me.Number == errWsrepNotReady:
+		return fmt.Errorf("%w: %w", ErrNodeNotReady, err)
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("the connection was closed before the server answered (a proxy with no healthy server behind it, or a server going down): %w", err)
+	}
+	return err
 }
 
 // traced is a pool whose statements are spans of the traced operation
