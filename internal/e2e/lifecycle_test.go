@@ -6,6 +6,7 @@
 package e2e
 
 import (
+	"context"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -233,5 +234,52 @@ func TestProgramsWaitForAClusterNoSeedAnswers(t *testing.T) {
 				t.Fatalf("after SIGTERM: code %d, err %v\n%s", code, err, proc.Output())
 			}
 		})
+	}
+}
+
+// On the MariaDB cluster, through its HAProxy: each program becomes ready;
+// with a wrong password it stays up, unready, and its readiness says
+// access was denied, to which dependency, at which address.
+func TestProgramsOnTheMySQLCluster(t *testing.T) {
+	t.Parallel()
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQLCluster(t), testsupport.MustKafka(t)}
+	for _, p := range programs {
+		bin := testsupport.MustBuild(t, p.dir)
+		for _, wrong := range []bool{false, true} {
+			name := p.dir[len("../../cmd/"):] + "/ready"
+			if wrong {
+				name = p.dir[len("../../cmd/"):] + "/wrong password"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				addr := testsupport.FreeAddr(t)
+				env := s.env()
+				env[p.listenVar] = addr
+				if p.listenVar != "SECKILL_ADMIN_ADDR" {
+					env["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+				}
+				dep := "mysql"
+				if p.broken == "binlog" {
+					dep = "binlog"
+				}
+				if wrong {
+					env["SECKILL_MYSQL_DSN"] = strings.Replace(env["SECKILL_MYSQL_DSN"], ":"+s.mysql.Password+"@", ":not-the-password@", 1)
+					env["SECKILL_BINLOG_PASSWORD"] = "not-the-password"
+				}
+				proc := testsupport.Start(t, bin, env)
+				if !wrong {
+					testsupport.Eventually(t, "http://"+addr+"/readyz", 200, 30*time.Second)
+					return
+				}
+				testsupport.Wait(t, 30*time.Second, "readiness saying access was denied", func() bool {
+					code, b := testsupport.Get(context.Background(), "http://"+addr+"/readyz")
+					return code == 503 && strings.Contains(b, `{"name":"`+dep+`","addr":"`+s.mysql.Addr+`","up":false,"error":"`) &&
+						strings.Contains(b, "Access denied")
+				})
+				if proc.Exited() {
+					t.Fatalf("program exited with a wrong password:\n%s", proc.Output())
+				}
+			})
+		}
 	}
 }
