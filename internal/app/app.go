@@ -107,7 +107,7 @@ func newSaleBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (bas
 	if err != nil {
 		return b, nil, abandon(fmt.Errorf("SECKILL_MYSQL_DSN: %w", err), b.closers)
 	}
-	c.WatchMySQL(b.monitor, db)
+	c.WatchMySQL(b.monitor, b.reg, db)
 	c.WatchKafka(b.monitor)
 	b.closeFirst(closer("mysql", db))
 	return b, db, nil

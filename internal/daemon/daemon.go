@@ -155,9 +155,11 @@ func (c Common) WatchRedis(m *health.Monitor, rdb redis.UniversalClient) {
 	m.Add("redis", where, func(ctx context.Context) error { return redisconn.Serving(ctx, rdb) })
 }
 
-// WatchMySQL adds the readiness check of the MySQL of c.MySQLDSN.
-func (c Common) WatchMySQL(m *health.Monitor, db *sql.DB) {
-	m.Add("mysql", mysqldb.Addr(c.MySQLDSN), func(ctx context.Context) error { return mysqldb.Check(ctx, db) })
+// WatchMySQL adds the readiness check of the MySQL of c.MySQLDSN, and on
+// a Galera cluster the cluster's size on reg.
+func (c Common) WatchMySQL(m *health.Monitor, reg prometheus.Registerer, db *sql.DB) {
+	w := mysqldb.NewClusterWatch(reg)
+	m.Add("mysql", mysqldb.Addr(c.MySQLDSN), func(ctx context.Context) error { return w.Check(ctx, db) })
 }
 
 // WatchKafka adds the readiness check of c.KafkaBrokers.

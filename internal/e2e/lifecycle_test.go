@@ -92,6 +92,9 @@ func TestProgramsBecomeReadyAndStopOnSIGTERM(t *testing.T) {
 			if !strings.Contains(metrics, "seckill_dependency_up") {
 				t.Fatalf("metrics lack seckill_dependency_up:\n%.500s", metrics)
 			}
+			if strings.Contains(metrics, "seckill_mysql_cluster_size") {
+				t.Fatal("a program on one MySQL server exports seckill_mysql_cluster_size")
+			}
 
 			proc.Signal(t, syscall.SIGTERM)
 			code, err := proc.Wait(exitBound)
@@ -252,11 +255,12 @@ func TestProgramsOnTheMySQLCluster(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				addr := testsupport.FreeAddr(t)
+				addr, admin := testsupport.FreeAddr(t), ""
 				env := s.env()
 				env[p.listenVar] = addr
-				if p.listenVar != "SECKILL_ADMIN_ADDR" {
-					env["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+				if admin = addr; p.listenVar != "SECKILL_ADMIN_ADDR" {
+					admin = testsupport.FreeAddr(t)
+					env["SECKILL_ADMIN_ADDR"] = admin
 				}
 				dep := "mysql"
 				if p.broken == "binlog" {
@@ -269,6 +273,14 @@ func TestProgramsOnTheMySQLCluster(t *testing.T) {
 				proc := testsupport.Start(t, bin, env)
 				if !wrong {
 					testsupport.Eventually(t, "http://"+addr+"/readyz", 200, 30*time.Second)
+					// The cache-invalidator reads the binlog, not the
+					// tables: it keeps no pool to watch.
+					if dep == "mysql" {
+						metrics := testsupport.Eventually(t, "http://"+admin+"/metrics", 200, 5*time.Second)
+						if !strings.Contains(metrics, "\nseckill_mysql_cluster_size 3\n") {
+							t.Fatalf("metrics lack seckill_mysql_cluster_size 3:\n%s", grepLines(metrics, "seckill_mysql"))
+						}
+					}
 					return
 				}
 				testsupport.Wait(t, 30*time.Second, "readiness saying access was denied", func() bool {
@@ -282,4 +294,15 @@ func TestProgramsOnTheMySQLCluster(t *testing.T) {
 			})
 		}
 	}
+}
+
+// grepLines is the lines of text that contain part.
+func grepLines(text, part string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.Contains(line, part) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -106,6 +106,10 @@ func TestChaosMySQLClusterWritersNodeKilled(t *testing.T) {
 		t.Fatalf("second half: %d accepted, other answers %v; want 1,500 and 1,000 × sold out", len(rest), msgs)
 	}
 	s.audit(t, voucher, append(first, rest...), 2000, 0)
+	testsupport.Wait(t, 15*time.Second, "the writer's seckill_mysql_cluster_size at 2", func() bool {
+		_, metrics := testsupport.Get(context.Background(), "http://"+s.writerEnv["SECKILL_ADMIN_ADDR"]+"/metrics")
+		return strings.Contains(metrics, "\nseckill_mysql_cluster_size 2\n")
+	})
 	t.Logf("node %d killed after a COMMIT's answer was lost; every order in MySQL %v later, now on node %d",
 		node, time.Since(killedAt).Round(time.Millisecond), activeNode(t, m))
 	rejoin(t, m)
@@ -235,6 +239,14 @@ func TestChaosMySQLClusterLosesQuorum(t *testing.T) {
 	s.audit(t, voucher, first, 100, 200)
 	committed := committedOffsets(t, s)
 
+	writerAdmin := "http://" + s.writerEnv["SECKILL_ADMIN_ADDR"]
+	clusterSize := func(want string) func() bool {
+		return func() bool {
+			_, metrics := testsupport.Get(context.Background(), writerAdmin+"/metrics")
+			return strings.Contains(metrics, "\nseckill_mysql_cluster_size "+want+"\n")
+		}
+	}
+	testsupport.Wait(t, 10*time.Second, "the writer's seckill_mysql_cluster_size at 3", clusterSize("3"))
 	survivor := activeNode(t, m)
 	for n := 1; n <= 3; n++ {
 		if n != survivor {
@@ -255,7 +267,6 @@ func TestChaosMySQLClusterLosesQuorum(t *testing.T) {
 	if len(second) != 100 {
 		t.Fatalf("%d accepted while the cluster had no quorum, other answers %v; want 100: the hot path needs no MySQL", len(second), msgs)
 	}
-	writerAdmin := "http://" + s.writerEnv["SECKILL_ADMIN_ADDR"]
 	var ready string
 	testsupport.Wait(t, 30*time.Second, "the writer's readiness saying MySQL is down, and why", func() bool {
 		code, body := testsupport.Get(context.Background(), writerAdmin+"/readyz")
@@ -263,6 +274,7 @@ func TestChaosMySQLClusterLosesQuorum(t *testing.T) {
 		return code == 503 && strings.Contains(body, `"name":"mysql"`) && strings.Contains(body, "no healthy server")
 	})
 	t.Logf("the writer's readiness: %s", ready)
+	testsupport.Wait(t, 10*time.Second, "the writer's seckill_mysql_cluster_size at 0", clusterSize("0"))
 	testsupport.Wait(t, 30*time.Second, "the writer reports a batch it keeps failing on", func() bool {
 		_, metrics := testsupport.Get(context.Background(), writerAdmin+"/metrics")
 		return strings.Contains(metrics, `seckill_consumer_batches_stuck_total{consumer="orders"} `) &&

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/XSAM/otelsql"
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/seckill/seckill/internal/telemetry"
@@ -78,27 +80,65 @@ func Open(dsn string) (*sql.DB, error) {
 // answers pings and statements that read no table, and refuses the rest
 // (1047).
 func Check(ctx context.Context, db *sql.DB) error {
+	_, err := check(ctx, db)
+	return err
+}
+
+// check is Check, and the size of the Primary component the node belongs
+// to; -1 for a server outside Galera.
+func check(ctx context.Context, db *sql.DB) (size int, err error) {
 	var name, on string
-	err := db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &on)
+	err = db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &on)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil // MySQL: no Galera
+		return -1, nil // MySQL: no Galera
 	case err != nil:
-		return Explain(err)
+		return 0, Explain(err)
 	case on != "ON":
-		return nil
+		return -1, nil
 	}
 	var status, state string
 	err = db.QueryRowContext(ctx, `SELECT
 		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_status'),
-		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_local_state_comment')`).Scan(&status, &state)
+		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_local_state_comment'),
+		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_size')`).Scan(&status, &state, &size)
 	if err != nil {
-		return Explain(err)
+		return 0, Explain(err)
 	}
 	if status != "Primary" || state != "Synced" {
-		return fmt.Errorf("%w (cluster status %s, node state %s)", ErrNodeNotReady, status, state)
+		return 0, fmt.Errorf("%w (cluster status %s, node state %s)", ErrNodeNotReady, status, state)
 	}
-	return nil
+	return size, nil
+}
+
+// ClusterWatch is Check that also keeps the size of the Galera cluster
+// the pool reaches for Prometheus (seckill_mysql_cluster_size), from the
+// first time it reaches a Galera node: a program on one MySQL server
+// exports no such series.
+type ClusterWatch struct {
+	reg  prometheus.Registerer
+	once sync.Once
+	size prometheus.Gauge
+}
+
+// NewClusterWatch registers the gauge on reg when a Galera node is met.
+func NewClusterWatch(reg prometheus.Registerer) *ClusterWatch {
+	return &ClusterWatch{reg: reg, size: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_mysql_cluster_size",
+		Help: "Nodes in the Primary component of the Galera cluster this program reaches; 0 when it reaches no Synced node of a Primary component.",
+	})}
+}
+
+// Check checks db and records the cluster's size: 0 when the check fails.
+func (w *ClusterWatch) Check(ctx context.Context, db *sql.DB) error {
+	size, err := check(ctx, db)
+	if size > 0 {
+		w.once.Do(func() { w.reg.MustRegister(w.size) })
+	}
+	if size >= 0 {
+		w.size.Set(float64(size))
+	}
+	return err
 }
 
 // ErrNodeNotReady is a Galera node that refuses statements.
