@@ -180,9 +180,10 @@ lint: go-check
 
 # make bench compares one Redis node with the Redis Cluster, then runs the
 # same load on the multi-node topology (three Kafka brokers, api instances
-# behind HAProxy, two writers).
+# behind HAProxy, two writers), and one MariaDB with the Galera cluster.
 bench: export SECKILL_REDIS_TOPOLOGY := cluster
 bench: export SECKILL_KAFKA_TOPOLOGY := cluster
+bench: export SECKILL_MYSQL_TOPOLOGY := cluster
 bench: migrate
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	@$(RUN_ENV) deploy/local/bench.sh

@@ -228,6 +228,10 @@ echo
 echo "order-writer: Kafka fetches that timed out and reconnected over the whole bench: $(grep -c 'kafka reader: .*i/o timeout' "$writer_log" || true)"
 rm -f "$writer_log"
 
+# One MariaDB against the MariaDB Galera cluster: the accept path's CPU
+# per order and its lag, and the order-writer's drain, on each.
+deploy/local/bench-mysql-cluster.sh
+
 # Last, the figure the cost of scaling out is judged by: the same fixed
 # open-loop rate on one node and on the production topology, CPU per order
 # net of idle (docs/performance.md).

@@ -2,6 +2,7 @@ package orderdb_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,8 +14,28 @@ import (
 // One order-writer transaction of 2,000 new orders of one voucher: the
 // unit of the drain, without Kafka around it.
 func BenchmarkApplyBatchOf2000(b *testing.B) {
-	const batch = 2000
-	m := testsupport.MustMySQL(b)
+	benchApply(b, testsupport.MustMySQL(b), 2000)
+}
+
+// The same transaction on one MariaDB and on the Galera cluster (through
+// its HAProxy), by batch size: what a commit's certification by the three
+// nodes costs per batch, and the batch size that pays for it. ms/batch is
+// the whole transaction, the commit's round of certification in it.
+func BenchmarkApplyOneServerAgainstTheCluster(b *testing.B) {
+	for _, where := range []string{"one MariaDB", "Galera"} {
+		for _, batch := range []int{20, 200, 2000} {
+			b.Run(fmt.Sprintf("%s/batch=%d", where, batch), func(b *testing.B) {
+				m := testsupport.MustMySQL(b)
+				if where == "Galera" {
+					m = testsupport.MustMySQLCluster(b)
+				}
+				benchApply(b, m, batch)
+			})
+		}
+	}
+}
+
+func benchApply(b *testing.B, m *testsupport.MySQL, batch int) {
 	ctx := context.Background()
 	if _, err := m.DB.Exec("INSERT INTO tb_voucher (id, shop_id, title, pay_value, actual_value, type) VALUES (1, 1, 'v', 100, 200, 1)"); err != nil {
 		b.Fatal(err)
@@ -36,4 +57,5 @@ func BenchmarkApplyBatchOf2000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "orders/s")
+	b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/batch")
 }
