@@ -46,12 +46,15 @@ KAFKA_RUN_ENV := SECKILL_KAFKA_BROKERS=127.0.0.1:$(KAFKA_PORT)
 endif
 # make run SECKILL_MYSQL_TOPOLOGY=cluster: on the MariaDB cluster, through
 # its HAProxy.
+# The cache-invalidator keeps its binlog position in a file of each's: the
+# single server's and the cluster's binlogs are not one.
 ifeq ($(SECKILL_MYSQL_TOPOLOGY),cluster)
 MYSQL_RUN_ADDR := 127.0.0.1:$(MYSQL_CLUSTER_PORT)
+MYSQL_RUN_ENV := SECKILL_BINLOG_POSITION_FILE=.stack/cache-invalidator/position-mysql-cluster.json
 else
 MYSQL_RUN_ADDR := 127.0.0.1:$(MYSQL_PORT)
 endif
-RUN_ENV := $(REDIS_RUN_ENV) $(KAFKA_RUN_ENV) \
+RUN_ENV := $(REDIS_RUN_ENV) $(KAFKA_RUN_ENV) $(MYSQL_RUN_ENV) \
 	SECKILL_MYSQL_DSN='seckill:seckill@tcp($(MYSQL_RUN_ADDR))/seckill' \
 	SECKILL_BINLOG_ADDR=$(MYSQL_RUN_ADDR)
 PROGRAMS := api order-writer cache-invalidator seckillctl

@@ -15,9 +15,10 @@ invalidator_admin=${BENCH_INVALIDATOR_ADMIN:-127.0.0.1:19102}
 users=${BENCH_SPREAD_USERS:-20000}
 workers=${BENCH_WORKERS:-64}
 stack=${SECKILL_STACK_DIR:-.stack}
-single=${SECKILL_MYSQL_DSN:-seckill:seckill@tcp(127.0.0.1:13306)/seckill}
-cluster_addr=${BENCH_MYSQL_CLUSTER:-127.0.0.1:13310}
-cluster=${single/@tcp(*)/@tcp($cluster_addr)}
+# The stack's own servers, whatever SECKILL_MYSQL_DSN the caller runs on.
+single="seckill:seckill@tcp(127.0.0.1:${SECKILL_MYSQL_PORT:-13306})/seckill"
+cluster_addr=127.0.0.1:${SECKILL_MYSQL_CLUSTER_PORT:-13310}
+cluster="seckill:seckill@tcp($cluster_addr)/seckill"
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-bench-admin-token-0123456789}
 
 pids=()

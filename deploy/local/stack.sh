@@ -92,9 +92,10 @@ die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
 
 need_cmds() {
   local missing=()
-  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db java mvn curl haproxy promtool podman runc nginx chromium; do
+  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db mariabackup socat java mvn curl haproxy promtool podman runc nginx chromium; do
     command -v "$c" >/dev/null 2>&1 || missing+=("$c")
   done
+  [ -f /usr/lib/galera/libgalera_smm.so ] || missing+=(galera-4)
   printf '%s\n' "${missing[@]}"
 }
 
@@ -105,7 +106,7 @@ cmd_install() {
     [ "$(id -u)" = 0 ] || die "missing $(echo $missing | tr '\n' ' '); install needs root to apt-get them"
     # nginx and Chromium: the browser test serves a front end the way the
     # course does (its nginx location block) and drives it headless.
-    local pkgs=(redis-server redis-tools mariadb-server mariadb-client curl ca-certificates haproxy prometheus podman runc nginx-light chromium)
+    local pkgs=(redis-server redis-tools mariadb-server mariadb-client mariadb-backup galera-4 socat curl ca-certificates haproxy prometheus podman runc nginx-light chromium)
     command -v java >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
     command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
     say "installing Debian packages: ${pkgs[*]}"
@@ -423,14 +424,9 @@ mcluster_node_config() {
   local n=$1 dir=$mcluster_dir/$1 gcomm
   gcomm=$(mcluster_gcomm_port "$n")
   mkdir -p "$dir/binlog" "$logs_dir"
-  touch "$logs_dir/mariadb-cluster-$n.log"
-  # The nodes run as the mysql user, as a packaged server does: the rsync
-  # daemon of a joiner's snapshot transfer runs as the server's user, and
-  # as root it would drop to nobody, who cannot write the data directory.
-  chown -R mysql:mysql "$dir" "$logs_dir/mariadb-cluster-$n.log"
   cat > "$(mcluster_cnf "$n")" <<EOF
 [mysqld]
-user=mysql
+user=root
 datadir=$dir/data
 socket=$(mcluster_sock "$n")
 pid-file=$(mcluster_pid "$n")
@@ -461,14 +457,18 @@ wsrep_node_name=node$n
 wsrep_node_address=127.0.0.1:$gcomm
 wsrep_node_incoming_address=127.0.0.1:$(mcluster_port "$n")
 wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm;ist.recv_addr=127.0.0.1:$((gcomm + 1));gcache.size=64M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;evs.install_timeout=PT4S"
-wsrep_sst_method=rsync
+# A joiner's snapshot by mariabackup, streamed (socat), as root like the
+# server: rsync's daemon, run as root, would drop to nobody, who may not
+# reach the stack's directory. The donor's root enters by its socket.
+wsrep_sst_method=mariabackup
+wsrep_sst_auth=root:
 wsrep_sst_receive_address=127.0.0.1:$((gcomm + 2))
 wsrep_gtid_mode=ON
 wsrep_gtid_domain_id=1
 wsrep_slave_threads=2
 EOF
   if [ ! -d "$dir/data/mysql" ]; then
-    mariadb-install-db --defaults-file="$(mcluster_cnf "$n")" --user=mysql --auth-root-authentication-method=socket \
+    mariadb-install-db --defaults-file="$(mcluster_cnf "$n")" --auth-root-authentication-method=socket \
       --skip-test-db > "$logs_dir/mariadb-cluster-install-$n.log" 2>&1 \
       || die "mariadb-install-db of node $n failed; see $logs_dir/mariadb-cluster-install-$n.log"
   fi
@@ -490,7 +490,6 @@ mcluster_launch() {
   local n=$1; shift
   setsid mariadbd --defaults-file="$(mcluster_cnf "$n")" "$@" > /dev/null 2>&1 < /dev/null &
   echo $! > "$(mcluster_pid "$n")"
-  chown mysql:mysql "$(mcluster_pid "$n")"
 }
 
 mcluster_wait() {
@@ -541,9 +540,6 @@ mcluster_bootstrap_node() {
 
 mariadb_cluster_up() {
   local n first="" any=no
-  mkdir -p "$mcluster_dir"
-  runuser -u mysql -- test -x "$mcluster_dir" \
-    || die "the MariaDB cluster's nodes run as the mysql user, who cannot reach $mcluster_dir: let others traverse its parents (chmod o+x)"
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     mcluster_node_config "$n"
     if mcluster_running "$n"; then any=yes; fi
@@ -617,10 +613,17 @@ EOF
       if [ "$n" = 1 ]; then flags="$flags on-marked-up shutdown-backup-sessions"; else flags="$flags backup"; fi
       echo "  server node$n 127.0.0.1:$(mcluster_port "$n") $flags"
     done
-  } > "$mcluster_proxy_cfg"
+  } > "$mcluster_proxy_cfg.new"
+  # Reloaded only when its configuration changed: a reload leaves the old
+  # worker serving its connections until they close.
   if pid_alive "$mcluster_proxy_pid" "$mcluster_proxy_cfg"; then
-    kill -USR2 "$(cat "$mcluster_proxy_pid")" 2>/dev/null || true
+    if ! cmp -s "$mcluster_proxy_cfg.new" "$mcluster_proxy_cfg"; then
+      mv "$mcluster_proxy_cfg.new" "$mcluster_proxy_cfg"
+      kill -USR2 "$(cat "$mcluster_proxy_pid")" 2>/dev/null || true
+    fi
+    rm -f "$mcluster_proxy_cfg.new"
   else
+    mv "$mcluster_proxy_cfg.new" "$mcluster_proxy_cfg"
     haproxy -W -D -p "$mcluster_proxy_pid" -f "$mcluster_proxy_cfg" 2>>"$logs_dir/mariadb-cluster-haproxy.log" \
       || die "HAProxy in front of the MariaDB cluster did not start; see $logs_dir/mariadb-cluster-haproxy.log"
   fi
@@ -959,7 +962,8 @@ stop_pid() {
     return
   fi
   pid=$(cat "$file")
-  kill -TERM "$pid"
+  # It may have exited since pid_alive looked.
+  kill -TERM "$pid" 2>/dev/null || true
   for i in $(seq 1 60); do
     kill -0 "$pid" 2>/dev/null || { say "$name stopped (pid $pid)"; rm -f "$file"; return; }
     sleep 0.5

@@ -81,6 +81,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // errPurged is the server's "position no longer in the binlog" (1236).
 const errPurged = 1236
 
+// purgedAnswers is how many purged answers in a row make a position
+// purged.
+const purgedAnswers = 3
+
 // purged reports whether err is the server saying the position asked for
 // is no longer in its binlog: by the server error's code, which go-mysql's
 // traced errors unwrap to, never by the text (a port or a position may
@@ -94,8 +98,15 @@ func purged(err error) bool {
 // server's current one on a first start. It restarts the follower with
 // backoff after errors (a MySQL restart), and after a purged position
 // flushes the key families and continues from the current position.
+//
+// A position is taken for purged only when the server says so
+// purgedAnswers times in a row: right after a failover, the Galera node
+// that takes over may have certified the last transactions the follower
+// saw and not yet written them to its binlog, and asking for a GTID it
+// has not written yet is answered as asking for one it no longer has.
 func (inv *Invalidator) Run(ctx context.Context) error {
 	policy := backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0), backoff.WithMaxInterval(10*time.Second))
+	purges := 0
 	for {
 		err := inv.follow(ctx)
 		inv.Metrics.following.Set(0)
@@ -103,6 +114,12 @@ func (inv *Invalidator) Run(ctx context.Context) error {
 			return inv.Positions.Flush()
 		}
 		if purged(err) {
+			purges++
+		} else {
+			purges = 0
+		}
+		if purges >= purgedAnswers {
+			purges = 0
 			inv.Logger.Error("the saved binlog position is no longer on the server; flushing the cached families and continuing from the current position", "err", firstLine(err))
 			if ferr := inv.flushFamilies(ctx); ferr != nil {
 				inv.Logger.Error("flushing the cached families failed", "err", ferr)
@@ -113,7 +130,7 @@ func (inv *Invalidator) Run(ctx context.Context) error {
 			continue
 		}
 		wait := policy.NextBackOff()
-		inv.Logger.Warn("binlog follower stopped; restarting", "addr", inv.Source.Addr, "err", firstLine(err), "retry_in", wait)
+		inv.Logger.Warn("binlog follower stopped; restarting", "addr", inv.Source.Addr, "err", firstLine(err), "retry_in", wait, "purged_answers", purges)
 		select {
 		case <-ctx.Done():
 			return inv.Positions.Flush()
@@ -149,9 +166,11 @@ func (inv *Invalidator) follow(ctx context.Context) error {
 // server's current one on a first start; by GTID set whenever the server
 // has one, so that the next start can be on another server of the cluster.
 // A position saved as a file and offset alone (a MySQL without GTIDs, or
-// an older invalidator) is turned into the GTID set the server says it
-// stands for (MariaDB's BINLOG_GTID_POS); where it cannot be, it is
-// resumed as it is.
+// an older invalidator) is resumed as it is: the server that wrote it is
+// the only one where it means the place it meant, and turning it into a
+// GTID set on the server reached (MariaDB's BINLOG_GTID_POS) would give a
+// wrong set without an error where another node's binlog files have the
+// same names.
 func (inv *Invalidator) startAt(c *canal.Canal) (Position, error) {
 	pos, ok, err := inv.Positions.Load(inv.Source.Flavor)
 	if err != nil {
@@ -160,7 +179,8 @@ func (inv *Invalidator) startAt(c *canal.Canal) (Position, error) {
 	switch {
 	case ok && pos.GTID != nil:
 	case ok:
-		pos.GTID = inv.gtidAt(c, pos.File)
+		inv.Logger.Warn("the saved binlog position has no GTID set: resuming it by file and offset, which name a place in this server's binlog only (after a failover they name another place); remove the position file to start by GTID set at the server's current position",
+			"file", pos.File.Name, "pos", pos.File.Pos, "path", inv.Positions.Path)
 	default:
 		set, err := c.GetMasterGTIDSet()
 		if err != nil {
@@ -186,27 +206,6 @@ func (inv *Invalidator) startAt(c *canal.Canal) (Position, error) {
 	return pos, nil
 }
 
-// gtidAt is the GTID set of a MariaDB binlog position; nil when the server
-// cannot say (MySQL, or a file it does not have).
-func (inv *Invalidator) gtidAt(c *canal.Canal, at mysql.Position) mysql.GTIDSet {
-	if inv.Source.Flavor != mysql.MariaDBFlavor {
-		return nil
-	}
-	r, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", at.Name, at.Pos)
-	if err != nil {
-		inv.Logger.Warn("cannot turn the saved binlog position into a GTID set; resuming it as a file and offset", "file", at.Name, "pos", at.Pos, "err", firstLine(err))
-		return nil
-	}
-	text, err := r.GetString(0, 0)
-	if err != nil || text == "" {
-		return nil
-	}
-	set, err := mysql.ParseGTIDSet(mysql.MariaDBFlavor, text)
-	if err != nil {
-		return nil
-	}
-	return set
-}
 
 // firstLine drops the stack trace go-mysql appends to its errors.
 func firstLine(err error) string {

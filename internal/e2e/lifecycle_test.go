@@ -6,7 +6,6 @@
 package e2e
 
 import (
-	"context"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -238,71 +237,4 @@ func TestProgramsWaitForAClusterNoSeedAnswers(t *testing.T) {
 			}
 		})
 	}
-}
-
-// On the MariaDB cluster, through its HAProxy: each program becomes ready;
-// with a wrong password it stays up, unready, and its readiness says
-// access was denied, to which dependency, at which address.
-func TestProgramsOnTheMySQLCluster(t *testing.T) {
-	t.Parallel()
-	s := stack{testsupport.MustRedis(t), testsupport.MustMySQLCluster(t), testsupport.MustKafka(t)}
-	for _, p := range programs {
-		bin := testsupport.MustBuild(t, p.dir)
-		for _, wrong := range []bool{false, true} {
-			name := p.dir[len("../../cmd/"):] + "/ready"
-			if wrong {
-				name = p.dir[len("../../cmd/"):] + "/wrong password"
-			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				addr, admin := testsupport.FreeAddr(t), ""
-				env := s.env()
-				env[p.listenVar] = addr
-				if admin = addr; p.listenVar != "SECKILL_ADMIN_ADDR" {
-					admin = testsupport.FreeAddr(t)
-					env["SECKILL_ADMIN_ADDR"] = admin
-				}
-				dep := "mysql"
-				if p.broken == "binlog" {
-					dep = "binlog"
-				}
-				if wrong {
-					env["SECKILL_MYSQL_DSN"] = strings.Replace(env["SECKILL_MYSQL_DSN"], ":"+s.mysql.Password+"@", ":not-the-password@", 1)
-					env["SECKILL_BINLOG_PASSWORD"] = "not-the-password"
-				}
-				proc := testsupport.Start(t, bin, env)
-				if !wrong {
-					testsupport.Eventually(t, "http://"+addr+"/readyz", 200, 30*time.Second)
-					// The cache-invalidator reads the binlog, not the
-					// tables: it keeps no pool to watch.
-					if dep == "mysql" {
-						metrics := testsupport.Eventually(t, "http://"+admin+"/metrics", 200, 5*time.Second)
-						if !strings.Contains(metrics, "\nseckill_mysql_cluster_size 3\n") {
-							t.Fatalf("metrics lack seckill_mysql_cluster_size 3:\n%s", grepLines(metrics, "seckill_mysql"))
-						}
-					}
-					return
-				}
-				testsupport.Wait(t, 30*time.Second, "readiness saying access was denied", func() bool {
-					code, b := testsupport.Get(context.Background(), "http://"+addr+"/readyz")
-					return code == 503 && strings.Contains(b, `{"name":"`+dep+`","addr":"`+s.mysql.Addr+`","up":false,"error":"`) &&
-						strings.Contains(b, "Access denied")
-				})
-				if proc.Exited() {
-					t.Fatalf("program exited with a wrong password:\n%s", proc.Output())
-				}
-			})
-		}
-	}
-}
-
-// grepLines is the lines of text that contain part.
-func grepLines(text, part string) string {
-	var out []string
-	for line := range strings.SplitSeq(text, "\n") {
-		if strings.Contains(line, part) {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
 }

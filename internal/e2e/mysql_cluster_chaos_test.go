@@ -80,7 +80,9 @@ func TestChaosMySQLClusterWritersNodeKilled(t *testing.T) {
 		t.Fatalf("%d accepted of the first 500 buyers, other answers %v", len(first), msgs)
 	}
 	answered, killed := make(chan struct{}), make(chan struct{})
-	tap.LoseNextCommitAnswer(func() {
+	var lostTxn []string
+	tap.LoseNextCommitAnswer(func(txn []string) {
+		lostTxn = txn
 		close(answered)
 		select {
 		case <-killed:
@@ -101,11 +103,17 @@ func TestChaosMySQLClusterWritersNodeKilled(t *testing.T) {
 	stackCtl(t, "kill", "mysql-node", strconv.Itoa(node))
 	close(killed)
 	killedAt := time.Now()
+	if !strings.Contains(strings.ToLower(strings.Join(lostTxn, "\n")), "insert into tb_voucher_order") {
+		t.Fatalf("the transaction whose COMMIT's answer was lost inserted no orders: %.300q", lostTxn)
+	}
 	<-bought
 	if len(rest) != 1500 || msgs["200 sold out"] != 1000 || len(msgs) != 1 {
 		t.Fatalf("second half: %d accepted, other answers %v; want 1,500 and 1,000 × sold out", len(rest), msgs)
 	}
 	s.audit(t, voucher, append(first, rest...), 2000, 0)
+	if out := s.writer.Output(); !strings.Contains(out, "handling a batch failed; retrying") {
+		t.Fatalf("the writer never retried a batch after its COMMIT's answer was lost:\n%s", out)
+	}
 	testsupport.Wait(t, 15*time.Second, "the writer's seckill_mysql_cluster_size at 2", func() bool {
 		_, metrics := testsupport.Get(context.Background(), "http://"+s.writerEnv["SECKILL_ADMIN_ADDR"]+"/metrics")
 		return strings.Contains(metrics, "\nseckill_mysql_cluster_size 2\n")
@@ -167,10 +175,18 @@ func TestChaosMySQLClusterBinlogNodeKilled(t *testing.T) {
 	st.redis.Client.Set(ctx, key(3), "fresh", 0)
 	change(2)
 	stackCtl(t, "kill", "mysql-node", strconv.Itoa(node))
-	start()
+	p = start()
 	waitFor(t, 60*time.Second, "the change made before the node died invalidated", func() bool { return gone(2) })
-	if gone(3) {
-		t.Fatal("an unchanged shop's key was deleted: the invalidator flushed instead of resuming from its GTID set")
+	// A flush deletes the keys one by one: give it time to reach this one.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if gone(3) {
+			t.Fatal("an unchanged shop's key was deleted: the invalidator flushed instead of resuming from its GTID set")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := p.Output(); strings.Contains(out, "no longer on the server") {
+		t.Fatalf("the invalidator took its GTID set for purged:\n%s", out)
 	}
 	// The position now moves on the new node's binlog, by GTID.
 	change(4)
@@ -287,4 +303,72 @@ func TestChaosMySQLClusterLosesQuorum(t *testing.T) {
 	rejoin(t, m)
 	third, _, _ := s.buy(t, voucher, tokens[200:])
 	s.audit(t, voucher, append(append(first, second...), third...), 300, 0)
+}
+
+// On the MariaDB cluster, through its HAProxy: each program becomes ready;
+// with a wrong password it stays up, unready, and its readiness says
+// access was denied, to which dependency, at which address. (With the
+// failure tests: like them, it needs the stack's cluster.)
+func TestChaosProgramsOnTheMySQLCluster(t *testing.T) {
+	t.Parallel()
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQLCluster(t), testsupport.MustKafka(t)}
+	for _, p := range programs {
+		bin := testsupport.MustBuild(t, p.dir)
+		for _, wrong := range []bool{false, true} {
+			name := p.dir[len("../../cmd/"):] + "/ready"
+			if wrong {
+				name = p.dir[len("../../cmd/"):] + "/wrong password"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				addr, admin := testsupport.FreeAddr(t), ""
+				env := s.env()
+				env[p.listenVar] = addr
+				if admin = addr; p.listenVar != "SECKILL_ADMIN_ADDR" {
+					admin = testsupport.FreeAddr(t)
+					env["SECKILL_ADMIN_ADDR"] = admin
+				}
+				dep := "mysql"
+				if p.broken == "binlog" {
+					dep = "binlog"
+				}
+				if wrong {
+					env["SECKILL_MYSQL_DSN"] = strings.Replace(env["SECKILL_MYSQL_DSN"], ":"+s.mysql.Password+"@", ":not-the-password@", 1)
+					env["SECKILL_BINLOG_PASSWORD"] = "not-the-password"
+				}
+				proc := testsupport.Start(t, bin, env)
+				if !wrong {
+					testsupport.Eventually(t, "http://"+addr+"/readyz", 200, 30*time.Second)
+					// The cache-invalidator reads the binlog, not the
+					// tables: it keeps no pool to watch.
+					if dep == "mysql" {
+						metrics := testsupport.Eventually(t, "http://"+admin+"/metrics", 200, 5*time.Second)
+						if !strings.Contains(metrics, "\nseckill_mysql_cluster_size 3\n") {
+							t.Fatalf("metrics lack seckill_mysql_cluster_size 3:\n%s", grepLines(metrics, "seckill_mysql"))
+						}
+					}
+					return
+				}
+				testsupport.Wait(t, 30*time.Second, "readiness saying access was denied", func() bool {
+					code, b := testsupport.Get(context.Background(), "http://"+addr+"/readyz")
+					return code == 503 && strings.Contains(b, `{"name":"`+dep+`","addr":"`+s.mysql.Addr+`","up":false,"error":"`) &&
+						strings.Contains(b, "Access denied")
+				})
+				if proc.Exited() {
+					t.Fatalf("program exited with a wrong password:\n%s", proc.Output())
+				}
+			})
+		}
+	}
+}
+
+// grepLines is the lines of text that contain part.
+func grepLines(text, part string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.Contains(line, part) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

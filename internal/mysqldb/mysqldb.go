@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,35 +82,49 @@ func Open(dsn string) (*sql.DB, error) {
 // answers pings and statements that read no table, and refuses the rest
 // (1047).
 func Check(ctx context.Context, db *sql.DB) error {
-	_, err := check(ctx, db)
+	_, _, err := check(ctx, db)
 	return err
 }
 
-// check is Check, and the size of the Primary component the node belongs
-// to; -1 for a server outside Galera.
-func check(ctx context.Context, db *sql.DB) (size int, err error) {
+// check is Check, and whether the server is a Galera node with the size
+// of the Primary component it belongs to.
+func check(ctx context.Context, db *sql.DB) (galera bool, size int, err error) {
 	var name, on string
 	err = db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &on)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return -1, nil // MySQL: no Galera
+		return false, 0, nil // MySQL: no Galera
 	case err != nil:
-		return 0, Explain(err)
+		return false, 0, Explain(err)
 	case on != "ON":
-		return -1, nil
+		return false, 0, nil
 	}
-	var status, state string
-	err = db.QueryRowContext(ctx, `SELECT
-		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_status'),
-		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_local_state_comment'),
-		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_size')`).Scan(&status, &state, &size)
+	// SHOW, not information_schema.GLOBAL_STATUS, which MySQL 8 (a
+	// Percona XtraDB Cluster) no longer has.
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', 'wsrep_cluster_size')")
 	if err != nil {
-		return 0, Explain(err)
+		return true, 0, Explain(err)
 	}
-	if status != "Primary" || state != "Synced" {
-		return 0, fmt.Errorf("%w (cluster status %s, node state %s)", ErrNodeNotReady, status, state)
+	defer rows.Close()
+	status := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return true, 0, Explain(err)
+		}
+		status[strings.ToLower(k)] = v
 	}
-	return size, nil
+	if err := rows.Err(); err != nil {
+		return true, 0, Explain(err)
+	}
+	if status["wsrep_cluster_status"] != "Primary" || status["wsrep_local_state_comment"] != "Synced" {
+		return true, 0, fmt.Errorf("%w (cluster status %s, node state %s)", ErrNodeNotReady, status["wsrep_cluster_status"], status["wsrep_local_state_comment"])
+	}
+	size, err = strconv.Atoi(status["wsrep_cluster_size"])
+	if err != nil {
+		return true, 0, fmt.Errorf("wsrep_cluster_size %q: %w", status["wsrep_cluster_size"], err)
+	}
+	return true, size, nil
 }
 
 // ClusterWatch is Check that also keeps the size of the Galera cluster
@@ -125,21 +141,29 @@ type ClusterWatch struct {
 func NewClusterWatch(reg prometheus.Registerer) *ClusterWatch {
 	return &ClusterWatch{reg: reg, size: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_mysql_cluster_size",
-		Help: "Nodes in the Primary component of the Galera cluster this program reaches; 0 when it reaches no Synced node of a Primary component.",
+		Help: "Nodes in the Primary component of the Galera cluster this program reaches; 0 while the node it reaches is outside one, or no node answers (behind a proxy: no healthy node). Exported from the first Galera node met.",
 	})}
 }
 
-// Check checks db and records the cluster's size: 0 when the check fails.
+// Check checks db and records the cluster's size. A failure that says
+// nothing of the cluster (a wrong password, a timeout) leaves the last
+// size as it was: the readiness says what is wrong.
 func (w *ClusterWatch) Check(ctx context.Context, db *sql.DB) error {
-	size, err := check(ctx, db)
-	if size > 0 {
+	galera, size, err := check(ctx, db)
+	if galera {
 		w.once.Do(func() { w.reg.MustRegister(w.size) })
 	}
-	if size >= 0 {
+	switch {
+	case err == nil && galera:
 		w.size.Set(float64(size))
+	case errors.Is(err, ErrNodeNotReady), errors.Is(err, ErrClosed):
+		w.size.Set(0)
 	}
 	return err
 }
+
+// ErrClosed is a connection closed before the server answered.
+var ErrClosed = errors.New("the connection was closed before the server answered (a proxy with no healthy server behind it, or a server going down)")
 
 // ErrNodeNotReady is a Galera node that refuses statements.
 var ErrNodeNotReady = errors.New("a Galera node not ready for statements: outside a Primary component (its cluster lost quorum), or still joining")
@@ -160,7 +184,7 @@ func Explain(err error) error {
 	case errors.As(err, &me) && me.Number == errWsrepNotReady:
 		return fmt.Errorf("%w: %w", ErrNodeNotReady, err)
 	case errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("the connection was closed before the server answered (a proxy with no healthy server behind it, or a server going down): %w", err)
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return err
 }

@@ -24,15 +24,16 @@ type QueryTap struct {
 	mu      sync.Mutex
 	queries []string
 	// lose is armed by LoseNextCommitAnswer.
-	lose atomic.Pointer[func()]
+	lose atomic.Pointer[func(txn []string)]
 }
 
 // LoseNextCommitAnswer arms the tap: the next COMMIT goes to the server,
-// and when the server's answer comes back the tap calls answered (which
-// may kill the server) and then closes both sides of that connection
-// without passing the answer on. The program saw its commit sent and no
-// answer: it cannot tell a commit made from one lost.
-func (t *QueryTap) LoseNextCommitAnswer(answered func()) { t.lose.Store(&answered) }
+// and when the server's answer comes back the tap calls answered with the
+// statements of the transaction it committed (which may kill the server)
+// and then closes both sides of that connection without passing the
+// answer on. The program saw its commit sent and no answer: it cannot
+// tell a commit made from one lost.
+func (t *QueryTap) LoseNextCommitAnswer(answered func(txn []string)) { t.lose.Store(&answered) }
 
 // comQuery is the protocol's COM_QUERY command byte.
 const comQuery = 0x03
@@ -91,6 +92,8 @@ func (t *QueryTap) forward(client net.Conn) {
 	defer server.Close()
 	// drop is set while this connection's next answer is to be lost.
 	var drop atomic.Pointer[func()]
+	// txn is this connection's statements since its last COMMIT.
+	var txn []string
 	go func() {
 		defer client.Close()
 		buf := make([]byte, 32<<10)
@@ -131,8 +134,13 @@ func (t *QueryTap) forward(client net.Conn) {
 			// COMMIT's answer.
 			if strings.EqualFold(strings.TrimSpace(string(payload[1:])), "COMMIT") {
 				if answered := t.lose.Swap(nil); answered != nil {
-					drop.Store(answered)
+					committed := txn
+					lost := func() { (*answered)(committed) }
+					drop.Store(&lost)
 				}
+				txn = nil
+			} else {
+				txn = append(txn, string(payload[1:]))
 			}
 		}
 		if _, err := server.Write(append(header, payload...)); err != nil {
