@@ -206,7 +206,6 @@ func (inv *Invalidator) startAt(c *canal.Canal) (Position, error) {
 	return pos, nil
 }
 
-
 // firstLine drops the stack trace go-mysql appends to its errors.
 func firstLine(err error) string {
 	if err == nil {
