@@ -30,6 +30,11 @@ func families(t *testing.T, admin string) (names map[string]bool, series map[str
 	return names, series
 }
 
+// galeraOnly are the families a program exports only on a Galera cluster
+// (the sale here runs on one MariaDB), with the test that sees each
+// exported there.
+var galeraOnly = map[string]string{"seckill_mysql_cluster_size": "TestChaosProgramsOnTheMySQLCluster"}
+
 // The operator's view of a sale, from the three programs running: the sale
 // answers counted by outcome and the stock left match what the buyers got;
 // and every metric the dashboard and the alert rules name is exported by a
@@ -97,6 +102,10 @@ func TestOperatorMetrics(t *testing.T) {
 				continue
 			}
 			seen[family] = true
+			if test, ok := galeraOnly[family]; ok && !exported[family] {
+				t.Logf("%s: exported on a Galera cluster only, which %s checks", family, test)
+				continue
+			}
 			if !exported[family] {
 				t.Errorf("%s names %s, which no running program exports", file, family)
 			}

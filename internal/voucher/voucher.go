@@ -152,7 +152,9 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("create voucher: %w", err)
+		if err := vs.madeAnyway(ctx, id, err); err != nil {
+			return 0, err
+		}
 	}
 	if v.Type == TypeSeckill {
 		if err := vs.Sale.WarmBuckets(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
@@ -160,6 +162,28 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 		}
 	}
 	return id, nil
+}
+
+// ErrNotCreated is a voucher the database did not take.
+var ErrNotCreated = apperr.New(apperr.Unavailable, "the database did not take the voucher: nothing was created, try again")
+
+// madeAnyway is nil when the commit of voucher id, which failed with
+// commitErr, was made all the same: a commit whose answer was lost (the
+// server, or a cluster's node, went away between the two) may have been.
+// The voucher's row says which, read on a connection of its own (behind
+// a cluster's proxy, from the node that took over, which has every
+// certified commit).
+func (vs *Vouchers) madeAnyway(ctx context.Context, id int64, commitErr error) error {
+	var n int
+	err := vs.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM tb_voucher WHERE id = ?", id).Scan(&n)
+	switch {
+	case err != nil:
+		return ErrStoresDisagree.With("the database's answer to the creation of voucher %d was lost, and whether it was made is unknown: if the shop's voucher list has it, `seckillctl reconcile %d` puts its sale on",
+			id, id).Wrap(errors.Join(commitErr, err))
+	case n == 0:
+		return ErrNotCreated.Wrap(commitErr)
+	}
+	return nil
 }
 
 // List is a shop's vouchers, flash-sale ones with their stock and window.
