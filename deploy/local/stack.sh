@@ -25,6 +25,10 @@
 #                      of the Kafka cluster; `up --kafka-brokers 3` restarts it
 #   stack.sh stop|kill mysql-node N   the same for node N (1-3) of the
 #                      MariaDB cluster; `up --mysql-cluster` restarts it
+#   stack.sh start mysql-cluster   start what is missing of the MariaDB
+#                      cluster and its HAProxy, and nothing else (the
+#                      failure tests' rejoin, without the other servers'
+#                      checks)
 #   stack.sh status    which of them run, and where
 #   stack.sh logs [redis|mariadb|kafka]   tail their logs
 #
@@ -487,9 +491,23 @@ mcluster_synced() {
 # (mariadbd writes the file itself only once it has joined, and a node
 # waiting for a Primary component must be seen by status and down too).
 mcluster_launch() {
-  local n=$1; shift
+  local n=$1 pos; shift
+  pos=$(mcluster_recovered_position "$n")
+  if [ -n "$pos" ]; then set -- "$@" --wsrep-start-position="$pos"; fi
   setsid mariadbd --defaults-file="$(mcluster_cnf "$n")" "$@" > /dev/null 2>&1 < /dev/null &
   echo $! > "$(mcluster_pid "$n")"
+}
+
+# The position a node that was killed had reached, recovered from its own
+# InnoDB log (what Debian's galera_recovery does before a service start):
+# given to the node, it asks the donor for the transactions it missed
+# (IST, a second) instead of a whole snapshot. A node stopped cleanly
+# has its position in grastate.dat already.
+mcluster_recovered_position() {
+  local n=$1 log=$mcluster_dir/$1/wsrep-recover.log
+  grep -qs '^seqno: *-1' "$mcluster_dir/$n/data/grastate.dat" || return 0
+  mariadbd --defaults-file="$(mcluster_cnf "$n")" --wsrep-recover --log-error="$log" > /dev/null 2>&1 < /dev/null || return 0
+  sed -n 's/.*WSREP: Recovered position: *\([^ ]*:[0-9-]*\).*/\1/p' "$log" | tail -n 1
 }
 
 mcluster_wait() {
@@ -1098,9 +1116,13 @@ case "${1:-}" in
     cmd_up ;;
   down) cmd_down ;;
   stop) shift; cmd_stop "$@" ;;
+  start)
+    [ "${2:-}" = mysql-cluster ] || die "start: only mysql-cluster (the others: up)"
+    installed || die "servers or Kafka jars missing: run '$0 install' (make does it for you)"
+    mariadb_cluster_up ;;
   kill) shift; cmd_kill "$@" ;;
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
   env) print_env ;;
-  *) echo "usage: $0 install|up|down|stop SERVER|kill kafka-node|mysql-node N|status|logs [SERVER]|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|up|down|stop SERVER|kill kafka-node|mysql-node N|start mysql-cluster|status|logs [SERVER]|env" >&2; exit 2 ;;
 esac

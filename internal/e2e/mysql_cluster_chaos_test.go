@@ -46,7 +46,7 @@ func activeNode(t *testing.T, m *testsupport.MySQL) int {
 // its three nodes.
 func rejoin(t *testing.T, m *testsupport.MySQL) {
 	t.Helper()
-	stackCtl(t, "up", "--mysql-cluster")
+	stackCtl(t, "start", "mysql-cluster")
 	waitFor(t, 60*time.Second, "the MariaDB cluster back to 3 nodes", func() bool {
 		var name, size string
 		return m.DB.QueryRow("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size) == nil && size == "3"
