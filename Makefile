@@ -18,7 +18,9 @@ SCHEMATHESIS_VENV := .stack/schemathesis
 SCHEMATHESIS := $(CURDIR)/$(SCHEMATHESIS_VENV)/bin/schemathesis
 
 # The test servers: the local stack that `make up` starts (make test: with
-# its Redis Cluster, its MariaDB cluster and its Kafka cluster).
+# its Redis Cluster and its Kafka cluster, and the MariaDB cluster for the
+# failure tests only, which are the ones that use it: its three nodes and
+# their health checks would share the two cores with every other test).
 KAFKA_CLUSTER_BROKERS ?= 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
 TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/' \
@@ -156,7 +158,6 @@ fuzz: go-check
 PHASE := deploy/local/phase.sh
 test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
-test: export SECKILL_MYSQL_TOPOLOGY := cluster
 test: export SECKILL_PHASES := $(CURDIR)/.stack/test-phases
 test: test-started migrate apicheck-tools image
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
@@ -166,8 +167,9 @@ test: test-started migrate apicheck-tools image
 	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m $(REDIS_PACKAGES)
 	$(PHASE) "bench/: the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) \
 	  bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 $(BENCH_REDIS_PACKAGES)'
-	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three"
-	$(PHASE) "failure tests (-tags chaos, -p 1)" env $(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
+	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three, one MariaDB and the Galera cluster"
+	$(PHASE) "the MariaDB Galera cluster (stack.sh start mysql-cluster)" $(STACK) start mysql-cluster
+	$(PHASE) "failure tests (-tags chaos, -p 1)" env SECKILL_MYSQL_TOPOLOGY=cluster $(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
 	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/
 	@echo; echo "make test: the phases"; $(PHASE) --print
 

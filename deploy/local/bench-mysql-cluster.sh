@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make bench: one MariaDB against the MariaDB Galera cluster (stack.sh up
-# --mysql-cluster, which make bench starts), the rest as on one node (one
-# Redis, one broker). The same accept-path run with the api, the
-# order-writer and the cache-invalidator on each (every process's CPU per
-# 1,000 orders, the accept→MySQL lag printed by the run), then the
-# order-writer's drain into each. Asserts no timing, only the audits.
+# --mysql-cluster, which make bench starts), the rest as production runs it
+# (the Redis Cluster, three brokers). The same accept-path run with the
+# api, the order-writer and the cache-invalidator on each (every
+# process's CPU per 1,000 orders, the accept→MySQL lag printed by the
+# run), then the order-writer's drain into each. Asserts no timing, only
+# the audits.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,6 +20,9 @@ stack=${SECKILL_STACK_DIR:-.stack}
 single="seckill:seckill@tcp(127.0.0.1:${SECKILL_MYSQL_PORT:-13306})/seckill"
 cluster_addr=127.0.0.1:${SECKILL_MYSQL_CLUSTER_PORT:-13310}
 cluster="seckill:seckill@tcp($cluster_addr)/seckill"
+redis_cluster=${BENCH_REDIS_CLUSTER:-127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003}
+kafka_cluster=${BENCH_KAFKA_CLUSTER:-127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392}
+on_cluster=(env -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$redis_cluster" SECKILL_KAFKA_BROKERS="$kafka_cluster")
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-bench-admin-token-0123456789}
 
 pids=()
@@ -33,13 +37,13 @@ trap cleanup EXIT
 # api_pid, writer_pid, invalidator_pid once all are ready.
 up() {
   local dsn=$1 binlog=$2 url
-  env SECKILL_MYSQL_DSN="$dsn" SECKILL_BINLOG_ADDR="$binlog" SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=$api_admin \
+  "${on_cluster[@]}" SECKILL_MYSQL_DSN="$dsn" SECKILL_BINLOG_ADDR="$binlog" SECKILL_API_ADDR=$api_addr SECKILL_ADMIN_ADDR=$api_admin \
     SECKILL_LOG_LEVEL=warn SECKILL_RATE_LOGIN_IP=off SECKILL_RATE_SECKILL_IP=1000000/1s bin/api &
   api_pid=$!
-  env SECKILL_MYSQL_DSN="$dsn" SECKILL_BINLOG_ADDR="$binlog" SECKILL_ADMIN_ADDR=$writer_admin SECKILL_LOG_LEVEL=warn bin/order-writer &
+  "${on_cluster[@]}" SECKILL_MYSQL_DSN="$dsn" SECKILL_BINLOG_ADDR="$binlog" SECKILL_ADMIN_ADDR=$writer_admin SECKILL_LOG_LEVEL=warn bin/order-writer &
   writer_pid=$!
   # A position file of its own: the two servers' binlogs are not one.
-  env SECKILL_MYSQL_DSN="$dsn" SECKILL_BINLOG_ADDR="$binlog" SECKILL_ADMIN_ADDR=$invalidator_admin SECKILL_LOG_LEVEL=warn \
+  "${on_cluster[@]}" SECKILL_MYSQL_DSN="$dsn" SECKILL_BINLOG_ADDR="$binlog" SECKILL_ADMIN_ADDR=$invalidator_admin SECKILL_LOG_LEVEL=warn \
     SECKILL_BINLOG_POSITION_FILE="$stack/bench-invalidator-$binlog.json" bin/cache-invalidator &
   invalidator_pid=$!
   pids+=("$api_pid" "$writer_pid" "$invalidator_pid")
@@ -55,7 +59,10 @@ SECKILL_MYSQL_DSN="$cluster" bin/seckillctl migrate
 runs=$(mktemp)
 drains=()
 for topology in "one MariaDB" "Galera, 3 nodes"; do
-  procs="redis=$(cat "$stack/redis/redis.pid"),kafka=$(cat "$stack/kafka/kafka.pid")"
+  procs=""
+  for pidfile in "$stack"/redis-cluster/*/redis.pid; do procs+="redis-$(basename "$(dirname "$pidfile")")=$(cat "$pidfile"),"; done
+  for n in 1 2 3; do procs+="kafka-$n=$(cat "$stack/kafka-cluster/$n/kafka.pid"),"; done
+  procs=${procs%,}
   if [ "$topology" = "one MariaDB" ]; then
     dsn=$single binlog=${single#*@tcp(} binlog=${binlog%%)*}
     procs+=",mariadb=$(cat "$stack/mariadb/mariadb.pid")"
@@ -67,13 +74,13 @@ for topology in "one MariaDB" "Galera, 3 nodes"; do
   up "$dsn" "$binlog"
   echo
   echo "== MySQL: $topology =="
-  SECKILL_MYSQL_DSN="$dsn" bin/loadgen sessions -varied MySQL -api "http://$api_addr" -label "$topology" -users "$users" -workers "$workers" \
+  "${on_cluster[@]}" SECKILL_MYSQL_DSN="$dsn" bin/loadgen sessions -varied MySQL -topology "the Redis Cluster, three brokers" -api "http://$api_addr" -label "$topology" -users "$users" -workers "$workers" \
     -procs "api=$api_pid,order-writer=$writer_pid,cache-invalidator=$invalidator_pid,$procs" \
     -writer-metrics "http://$writer_admin/metrics" -runs "$runs"
   cleanup
   echo
   echo "== MySQL: the order-writer's drain into $topology =="
-  drain=$(SECKILL_MYSQL_DSN="$dsn" bin/loadgen drain -writer-bin bin/order-writer)
+  drain=$("${on_cluster[@]}" SECKILL_MYSQL_DSN="$dsn" bin/loadgen drain -writer-bin bin/order-writer)
   echo "$drain"
   drains+=("$topology: $(tail -n 1 <<<"$drain")")
 done

@@ -54,9 +54,9 @@ type ShopFilter interface {
 
 // Metrics are the invalidator's and the retrier's counters.
 type Metrics struct {
-	lag                                  prometheus.Histogram
-	deletes, failures, retries, deadLets prometheus.Counter
-	following                            prometheus.Gauge
+	lag                                          prometheus.Histogram
+	deletes, failures, retries, deadLets, purges prometheus.Counter
+	following                                    prometheus.Gauge
 }
 
 // NewMetrics registers the invalidation metrics on reg.
@@ -71,10 +71,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failures: c("seckill_cache_invalidation_failures_total", "Cache key deletes that failed and went to the retry topic."),
 		retries:  c("seckill_cache_invalidation_retries_total", "Retried cache key deletes."),
 		deadLets: c("seckill_cache_invalidation_dead_letters_total", "Cache keys given up after the last retry."),
+		purges: c("seckill_binlog_positions_purged_total",
+			"Saved binlog positions the server no longer had: the cached families flushed, the follower continued from the current position."),
 		following: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_binlog_following",
 			Help: "1 while the follower is connected and reading the binlog, 0 while it is stopped or reconnecting."}),
 	}
-	reg.MustRegister(m.lag, m.deletes, m.failures, m.retries, m.deadLets, m.following)
+	reg.MustRegister(m.lag, m.deletes, m.failures, m.retries, m.deadLets, m.purges, m.following)
 	return m
 }
 
@@ -120,6 +122,7 @@ func (inv *Invalidator) Run(ctx context.Context) error {
 		}
 		if purges >= purgedAnswers {
 			purges = 0
+			inv.Metrics.purges.Inc()
 			inv.Logger.Error("the saved binlog position is no longer on the server; flushing the cached families and continuing from the current position", "err", firstLine(err))
 			if ferr := inv.flushFamilies(ctx); ferr != nil {
 				inv.Logger.Error("flushing the cached families failed", "err", ferr)

@@ -162,16 +162,26 @@ func TestInvalidatorDeletesKeysOfChangedRows(t *testing.T) {
 // following is the seckill_binlog_following gauge.
 func (g *rig) following(t *testing.T) float64 {
 	t.Helper()
+	return g.metric(t, "seckill_binlog_following")
+}
+
+// metric is the value of an unlabelled gauge or counter.
+func (g *rig) metric(t *testing.T, name string) float64 {
+	t.Helper()
 	families, err := g.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() == "seckill_binlog_following" {
-			return f.GetMetric()[0].GetGauge().GetValue()
+		if f.GetName() == name {
+			m := f.GetMetric()[0]
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
 		}
 	}
-	t.Fatal("seckill_binlog_following is not registered")
+	t.Fatalf("%s is not registered", name)
 	return 0
 }
 
@@ -354,6 +364,9 @@ func TestPurgedPositionFlushesAndContinues(t *testing.T) {
 	}
 	if g.r.Client.Exists(ctx, other).Val() != 1 {
 		t.Fatal("the flush deleted a key outside the cache families")
+	}
+	if n := g.metric(t, "seckill_binlog_positions_purged_total"); n != 1 {
+		t.Fatalf("seckill_binlog_positions_purged_total = %v after one purged position, want 1", n)
 	}
 }
 

@@ -45,9 +45,27 @@ type kafkaRig struct {
 	leader  int // leads every partition of the orders topic, coordinates the group
 	apis    []*testsupport.Process
 	writers []*testsupport.Process
+	// writerAdmins are the writers' admin addresses, for their goroutines
+	// when they fall silent.
+	writerAdmins []string
 	// inserted samples the test database's order count every 100 ms.
 	mu       sync.Mutex
 	inserted []sample
+}
+
+// logWriterGoroutines logs the writers' goroutines that are in kafka-go or
+// the consumer: where a writer that fell silent waits.
+func (r *kafkaRig) logWriterGoroutines(t *testing.T) {
+	for i, admin := range r.writerAdmins {
+		_, dump := testsupport.Get(context.Background(), "http://"+admin+"/debug/pprof/goroutine?debug=2")
+		var kept []string
+		for g := range strings.SplitSeq(dump, "\n\n") {
+			if strings.Contains(g, "segmentio/kafka-go") || strings.Contains(g, "internal/broker") {
+				kept = append(kept, g)
+			}
+		}
+		t.Logf("order-writer %d: %d goroutines in kafka-go or the consumer:\n%s", i+1, len(kept), strings.Join(kept, "\n\n"))
+	}
 }
 
 type sample struct {
@@ -62,11 +80,13 @@ func newKafkaRig(t *testing.T, apis, writers int) *kafkaRig {
 	st := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), k}
 	s := newSaleOn(t, st, map[string]string{"SECKILL_ORDERS_TOPIC": topic, "SECKILL_ORDER_GROUP": group,
 		"SECKILL_SOLDOUT_TTL": "1ms"}, nil)
-	r := &kafkaRig{sale: s, leader: leader, apis: []*testsupport.Process{s.apiProc}, writers: []*testsupport.Process{s.writer}}
+	r := &kafkaRig{sale: s, leader: leader, apis: []*testsupport.Process{s.apiProc}, writers: []*testsupport.Process{s.writer},
+		writerAdmins: []string{s.writerEnv["SECKILL_ADMIN_ADDR"]}}
 	for range writers - 1 {
 		s.writerEnv["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
 		s.startWriter(t)
 		r.writers = append(r.writers, s.writer)
+		r.writerAdmins = append(r.writerAdmins, s.writerEnv["SECKILL_ADMIN_ADDR"])
 	}
 	s.waitForGroupOf(t, writers)
 	if apis > 1 {
@@ -134,11 +154,17 @@ func (r *kafkaRig) run(t *testing.T, fault func(c *crowd)) (answers []attempt, v
 	// The writers' catch-up is sampled too: until MySQL holds every
 	// order the buyers were given.
 	orders, _ := ordersOf(answers)
-	testsupport.Wait(t, 90*time.Second, "every acknowledged order in MySQL", func() bool {
+	caughtUp := func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return len(r.inserted) > 0 && r.inserted[len(r.inserted)-1].n >= len(orders)
-	})
+	}
+	for deadline := time.Now().Add(90 * time.Second); !caughtUp(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.logWriterGoroutines(t)
+			t.Fatal("waited 90s for every acknowledged order in MySQL")
+		}
+	}
 	close(done)
 	return answers, vouchers
 }

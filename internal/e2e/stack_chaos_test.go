@@ -39,6 +39,12 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
+			logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+			for _, l := range logs {
+				raw, _ := os.ReadFile(l)
+				lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+				t.Logf("%s, its last lines:\n%s", filepath.Base(l), strings.Join(lines[max(0, len(lines)-25):], "\n"))
+			}
 			t.Fatalf("stack.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return string(out)

@@ -162,6 +162,14 @@ func (w *ClusterWatch) Check(ctx context.Context, db *sql.DB) error {
 	return err
 }
 
+// OutcomeUnknown is a statement sent whose answer never came: the
+// connection broke after the driver wrote it (a server or a cluster's node
+// gone), so it may or may not have been carried out. The driver's
+// ErrBadConn is not one: it means nothing was sent.
+func OutcomeUnknown(err error) bool {
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
 // ErrClosed is a connection closed before the server answered.
 var ErrClosed = errors.New("the connection was closed before the server answered (a proxy with no healthy server behind it, or a server going down)")
 

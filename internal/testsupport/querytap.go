@@ -23,8 +23,13 @@ type QueryTap struct {
 
 	mu      sync.Mutex
 	queries []string
-	// lose is armed by LoseNextCommitAnswer.
-	lose atomic.Pointer[func(txn []string)]
+	// lose is armed by LoseNextAnswer.
+	lose atomic.Pointer[loss]
+}
+
+type loss struct {
+	match    func(query string) bool
+	answered func(txn []string)
 }
 
 // LoseNextCommitAnswer arms the tap: the next COMMIT goes to the server,
@@ -33,7 +38,16 @@ type QueryTap struct {
 // and then closes both sides of that connection without passing the
 // answer on. The program saw its commit sent and no answer: it cannot
 // tell a commit made from one lost.
-func (t *QueryTap) LoseNextCommitAnswer(answered func(txn []string)) { t.lose.Store(&answered) }
+func (t *QueryTap) LoseNextCommitAnswer(answered func(txn []string)) {
+	t.LoseNextAnswer(func(q string) bool { return strings.EqualFold(strings.TrimSpace(q), "COMMIT") }, answered)
+}
+
+// LoseNextAnswer is LoseNextCommitAnswer for the next statement match
+// accepts (an UPDATE in autocommit is its own commit); txn is the
+// connection's statements since its last COMMIT, that one included.
+func (t *QueryTap) LoseNextAnswer(match func(query string) bool, answered func(txn []string)) {
+	t.lose.Store(&loss{match: match, answered: answered})
+}
 
 // comQuery is the protocol's COM_QUERY command byte.
 const comQuery = 0x03
@@ -132,15 +146,18 @@ func (t *QueryTap) forward(client net.Conn) {
 			// The client sends nothing more until it has the answer, and
 			// the server nothing unasked: the next bytes back are the
 			// COMMIT's answer.
-			if strings.EqualFold(strings.TrimSpace(string(payload[1:])), "COMMIT") {
-				if answered := t.lose.Swap(nil); answered != nil {
-					committed := txn
-					lost := func() { (*answered)(committed) }
-					drop.Store(&lost)
-				}
+			query := string(payload[1:])
+			commit := strings.EqualFold(strings.TrimSpace(query), "COMMIT")
+			if !commit {
+				txn = append(txn, query)
+			}
+			if l := t.lose.Load(); l != nil && l.match(query) && t.lose.CompareAndSwap(l, nil) {
+				committed := txn
+				lost := func() { l.answered(committed) }
+				drop.Store(&lost)
+			}
+			if commit {
 				txn = nil
-			} else {
-				txn = append(txn, string(payload[1:]))
 			}
 		}
 		if _, err := server.Write(append(header, payload...)); err != nil {

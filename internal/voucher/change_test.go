@@ -3,10 +3,15 @@ package voucher_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/sale"
@@ -100,4 +105,60 @@ func TestHalfDoneChangesAreUndone(t *testing.T) {
 			t.Fatalf("Redis stock %d after MySQL refused, want 5 (undone)", stock)
 		}
 	})
+}
+
+// A stock change whose UPDATE reached MySQL and whose answer never came
+// back (a node gone between the two): the api cannot tell whether MySQL
+// took it. Whatever happened, Redis must not be left with more units than
+// MySQL: a unit the gate sells must be in MySQL. The change is reported
+// half done, naming the reconcile that mends it.
+func TestChangesWhoseAnswerIsLostNeverLeaveRedisAbove(t *testing.T) {
+	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
+	ctx := context.Background()
+	tap := testsupport.MustQueryTap(t, m.Addr)
+	cfg, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = tap.Addr
+	db, err := mysqldb.Open(cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store := gate.NewStore(r.Client, r.Prefix)
+	vs := &voucher.Vouchers{DB: db, Sale: store}
+	update := func(q string) bool { return strings.HasPrefix(strings.TrimSpace(q), "UPDATE tb_seckill_voucher") }
+	for _, tc := range []struct {
+		name      string
+		id, delta int64
+		mysql     int64 // MySQL's stock after: the UPDATE was carried out
+	}{
+		{"Restock", 11, 3, 8},
+		{"Reduction", 12, -3, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m.MustSeedVoucher(t, tc.id, 5)
+			if err := store.Warm(ctx, tc.id, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			var lost atomic.Bool
+			tap.LoseNextAnswer(update, func([]string) { lost.Store(true) })
+			_, err := vs.ChangeSale(ctx, tc.id, voucher.Change{AddStock: tc.delta})
+			if !lost.Load() {
+				t.Fatal("the tap lost no UPDATE's answer")
+			}
+			if !errors.Is(err, voucher.ErrStoresDisagree) || !strings.Contains(err.Error(), "seckillctl reconcile") {
+				t.Fatalf("change whose answer was lost: %v, want ErrStoresDisagree naming the reconcile", err)
+			}
+			inMySQL := m.MustSaleState(t, tc.id).Stock
+			inRedis, _ := r.Client.HGet(ctx, store.KeysOf(tc.id).Voucher, "stock").Int64()
+			if inMySQL != tc.mysql {
+				t.Fatalf("MySQL stock %d, want %d: the UPDATE was carried out", inMySQL, tc.mysql)
+			}
+			if inRedis > inMySQL {
+				t.Fatalf("Redis stock %d above MySQL's %d: the gate would sell units MySQL does not have", inRedis, inMySQL)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/sale"
 )
 
@@ -290,6 +291,11 @@ type window struct{ begin, end time.Time }
 
 func (vs *Vouchers) restock(ctx context.Context, id, n int64, next, old window) (int64, error) {
 	if err := vs.changeMySQL(ctx, id, n, next); err != nil {
+		if mysqldb.OutcomeUnknown(err) {
+			// MySQL may have the units: Redis gets none, so that it never
+			// sells one MySQL does not have.
+			return 0, ErrStoresDisagree.With("the database's answer to adding %d units to voucher %d was lost: whether MySQL has them is unknown, and they are not on sale: run `seckillctl reconcile %d`", n, id, id).Wrap(err)
+		}
 		return 0, err
 	}
 	stock, err := vs.Sale.Adjust(ctx, id, n, next.begin, next.end)
@@ -314,6 +320,11 @@ func (vs *Vouchers) reduce(ctx context.Context, id, n int64, next, old window) (
 		return stock, err
 	}
 	if err := vs.changeMySQL(ctx, id, n, next); err != nil {
+		if mysqldb.OutcomeUnknown(err) {
+			// MySQL may have taken the units away: undone in Redis, they
+			// could be sold without MySQL having them.
+			return 0, ErrStoresDisagree.With("the database's answer to removing %d units of voucher %d was lost: Redis has them removed, so none is sold, and whether MySQL does is unknown: run `seckillctl reconcile %d`", -n, id, id).Wrap(err)
+		}
 		if _, undoErr := vs.Sale.Adjust(context.WithoutCancel(ctx), id, -n, old.begin, old.end); undoErr != nil {
 			return 0, ErrStoresDisagree.With("MySQL refused the change to voucher %d and undoing it in Redis failed: Redis has %d units fewer than MySQL (not on sale) or the old window: run `seckillctl reconcile %d`",
 				id, -n, id).Wrap(errors.Join(err, undoErr))

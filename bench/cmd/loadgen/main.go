@@ -64,6 +64,7 @@ func run(cmd string, args []string) error {
 	redisReqs := fs.Int("redis-requests", 200000, "bench: redis-benchmark requests")
 	label := fs.String("label", "one node", "spread: this topology's name in the table")
 	varied := fs.String("varied", "session mode", "sessions: what the runs compare, in the table's title")
+	topology := fs.String("topology", "one node", "sessions: where the rest runs, in the table's title")
 	vouchers := fs.Int("vouchers", 12, "spread: the vouchers the users are spread over")
 	save := fs.String("save", "", "spread: write this run's figures to this file")
 	beside := fs.String("beside", "", "spread: print the figures of an earlier run (-save) beside this one's")
@@ -170,7 +171,7 @@ func run(cmd string, args []string) error {
 		}
 		bench := loadgen.SessionBenchConfig{Label: *label, Users: *users, Workers: *workers,
 			Procs: measured, Keys: api.Sessions.Keys, Runs: *runs}
-		bench.Varied = *varied
+		bench.Varied, bench.Topology = *varied, *topology
 		if cmd == "tracing" {
 			bench.Varied, bench.Sink = "tracing", *sink
 		}

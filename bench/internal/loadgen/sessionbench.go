@@ -22,11 +22,14 @@ import (
 type SessionBenchConfig struct {
 	// Varied is what the runs compare, in the table's title and first
 	// column ("session mode" when empty).
-	Varied  string
-	Label   string // e.g. "jwt HS256"
-	Users   int
-	Workers uint64
-	Procs   Procs
+	Varied string
+	// Topology is where the rest runs, in the table's title ("one node"
+	// when empty).
+	Topology string
+	Label    string // e.g. "jwt HS256"
+	Users    int
+	Workers  uint64
+	Procs    Procs
 	// Keys sign the users' access tokens, as the API's login would; nil:
 	// redis sessions.
 	Keys *jwtauth.Keyring
@@ -124,7 +127,7 @@ func (s *Sale) SessionBench(ctx context.Context, out io.Writer, cfg SessionBench
 		return err
 	}
 	varied := cmp.Or(cfg.Varied, "session mode")
-	fmt.Fprintf(out, "\nThe accept path by %s (one node, %d orders each, %d clients; one machine, 2 cores)\n", varied, cfg.Users, cfg.Workers)
+	fmt.Fprintf(out, "\nThe accept path by %s (%s, %d orders each, %d clients; one machine, 2 cores)\n", varied, cmp.Or(cfg.Topology, "one node"), cfg.Users, cfg.Workers)
 	fmt.Fprintf(out, "%-22s %10s %10s %14s %14s %12s\n", varied, "req/s", "p99", "api CPU-ms/1k", "all CPU-ms/1k", "spans/order")
 	var cpus []CPU
 	for _, r := range runs {
