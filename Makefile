@@ -160,6 +160,7 @@ test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
 test: export SECKILL_PHASES := $(CURDIR)/.stack/test-phases
 test: test-started migrate apicheck-tools image
+	@$(STACK) stop mysql-cluster > /dev/null
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
 	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
 	$(PHASE) "bench/: go test -race ./..." env $(TEST_ENV) bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
@@ -171,6 +172,7 @@ test: test-started migrate apicheck-tools image
 	$(PHASE) "the MariaDB Galera cluster (stack.sh start mysql-cluster)" $(STACK) start mysql-cluster
 	$(PHASE) "failure tests (-tags chaos, -p 1)" env SECKILL_MYSQL_TOPOLOGY=cluster $(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
 	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/
+	@$(STACK) stop mysql-cluster > /dev/null
 	@echo; echo "make test: the phases"; $(PHASE) --print
 
 # The start of make test, before its prerequisites.

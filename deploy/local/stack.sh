@@ -506,8 +506,11 @@ mcluster_launch() {
 mcluster_recovered_position() {
   local n=$1 log=$mcluster_dir/$1/wsrep-recover.log
   grep -qs '^seqno: *-1' "$mcluster_dir/$n/data/grastate.dat" || return 0
+  # Emptied first: the server appends, and an earlier kill's position
+  # would replay what the node already has.
+  : > "$log"
   mariadbd --defaults-file="$(mcluster_cnf "$n")" --wsrep-recover --log-error="$log" > /dev/null 2>&1 < /dev/null || return 0
-  sed -n 's/.*WSREP: Recovered position: *\([^ ]*:[0-9-]*\).*/\1/p' "$log" | tail -n 1
+  sed -n 's/.*WSREP: Recovered position: *\([^ ]*:[0-9-]*\).*/\1/p' "$log" | tail -n 1 || true
 }
 
 mcluster_wait() {

@@ -57,7 +57,9 @@ type kafkaRig struct {
 // the consumer: where a writer that fell silent waits.
 func (r *kafkaRig) logWriterGoroutines(t *testing.T) {
 	for i, admin := range r.writerAdmins {
-		_, dump := testsupport.Get(context.Background(), "http://"+admin+"/debug/pprof/goroutine?debug=2")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, dump := testsupport.Get(ctx, "http://"+admin+"/debug/pprof/goroutine?debug=2")
+		cancel()
 		var kept []string
 		for g := range strings.SplitSeq(dump, "\n\n") {
 			if strings.Contains(g, "segmentio/kafka-go") || strings.Contains(g, "internal/broker") {

@@ -174,6 +174,9 @@ func TestChaosMySQLClusterBinlogNodeKilled(t *testing.T) {
 	node := activeNode(t, m)
 	st.redis.Client.Set(ctx, key(3), "fresh", 0)
 	change(2)
+	// What the resume relies on: the node that takes over has the same
+	// GTIDs in its binlog as the one that dies.
+	sameGTIDs(t, m, node)
 	stackCtl(t, "kill", "mysql-node", strconv.Itoa(node))
 	p = start()
 	waitFor(t, 60*time.Second, "the change made before the node died invalidated", func() bool { return gone(2) })
@@ -196,6 +199,30 @@ func TestChaosMySQLClusterBinlogNodeKilled(t *testing.T) {
 	}
 	t.Logf("resumed on node %d from %s (saved on node %d)", activeNode(t, m), before.GTID, node)
 	rejoin(t, m)
+}
+
+// sameGTIDs waits until every node's binlog holds the active node's last
+// GTIDs, and fails naming each node's when they do not.
+func sameGTIDs(t *testing.T, m *testsupport.MySQL, active int) {
+	t.Helper()
+	pos := func() map[int]string {
+		out := map[int]string{}
+		for n := 1; n <= 3; n++ {
+			var p string
+			if err := nodeDB(t, m, n).QueryRow("SELECT @@gtid_binlog_pos").Scan(&p); err != nil {
+				t.Fatal(err)
+			}
+			out[n] = p
+		}
+		return out
+	}
+	var last map[int]string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if last = pos(); last[1] == last[2] && last[2] == last[3] {
+			return
+		}
+	}
+	t.Fatalf("the nodes' binlogs hold different GTIDs (active node %d): %v; a follower resuming by GTID set on another node would be told its position is gone", active, last)
 }
 
 type position struct {

@@ -167,7 +167,8 @@ func (w *ClusterWatch) Check(ctx context.Context, db *sql.DB) error {
 // gone), so it may or may not have been carried out. The driver's
 // ErrBadConn is not one: it means nothing was sent.
 func OutcomeUnknown(err error) bool {
-	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, mysql.ErrMalformPkt) ||
+		errors.Is(err, mysql.ErrPktSync) || errors.Is(err, mysql.ErrPktSyncMul)
 }
 
 // ErrClosed is a connection closed before the server answered.

@@ -44,7 +44,8 @@ func (t *QueryTap) LoseNextCommitAnswer(answered func(txn []string)) {
 
 // LoseNextAnswer is LoseNextCommitAnswer for the next statement match
 // accepts (an UPDATE in autocommit is its own commit); txn is the
-// connection's statements since its last COMMIT, that one included.
+// connection's statements since its last COMMIT, the matched one included
+// unless it is a COMMIT.
 func (t *QueryTap) LoseNextAnswer(match func(query string) bool, answered func(txn []string)) {
 	t.lose.Store(&loss{match: match, answered: answered})
 }

@@ -5,10 +5,13 @@ package voucher
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/mysqldb"
@@ -152,8 +155,11 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 			return 0, fmt.Errorf("insert seckill voucher: %w", err)
 		}
 	}
+	// From the commit on, the admin's hanging up changes nothing: a
+	// voucher made is warmed, and one whose commit is in doubt looked up.
+	ctx = context.WithoutCancel(ctx)
 	if err := tx.Commit(); err != nil {
-		if err := vs.madeAnyway(ctx, id, err); err != nil {
+		if err := vs.madeAnyway(ctx, id, v, err); err != nil {
 			return 0, err
 		}
 	}
@@ -168,15 +174,16 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 // ErrNotCreated is a voucher the database did not take.
 var ErrNotCreated = apperr.New(apperr.Unavailable, "the database did not take the voucher: nothing was created, try again")
 
-// madeAnyway is nil when the commit of voucher id, which failed with
-// commitErr, was made all the same: a commit whose answer was lost (the
-// server, or a cluster's node, went away between the two) may have been.
-// The voucher's row says which, read on a connection of its own (behind
-// a cluster's proxy, from the node that took over, which has every
-// certified commit).
-func (vs *Vouchers) madeAnyway(ctx context.Context, id int64, commitErr error) error {
-	var n int
-	err := vs.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM tb_voucher WHERE id = ?", id).Scan(&n)
+// madeAnyway is nil when the commit of voucher v as id, which failed
+// with commitErr, was made all the same: a commit whose answer was lost
+// (the server, or a cluster's node, went away between the two) may have
+// been. The voucher's row says which, read on a connection of its own:
+// behind a cluster's proxy, from the node that took over, which has
+// certified every commit but may not have applied the last ones yet, so
+// the read waits for them (wsrep_sync_wait). The row must be v's own: a
+// cluster that changed its members may hand an id out again.
+func (vs *Vouchers) madeAnyway(ctx context.Context, id int64, v Voucher, commitErr error) error {
+	n, err := vs.countCausally(ctx, "SELECT COUNT(*) FROM tb_voucher WHERE id = ? AND shop_id = ? AND title = ?", id, v.ShopID, v.Title)
 	switch {
 	case err != nil:
 		return ErrStoresDisagree.With("the database's answer to the creation of voucher %d was lost, and whether it was made is unknown: if the shop's voucher list has it, `seckillctl reconcile %d` puts its sale on",
@@ -185,6 +192,30 @@ func (vs *Vouchers) madeAnyway(ctx context.Context, id int64, commitErr error) e
 		return ErrNotCreated.Wrap(commitErr)
 	}
 	return nil
+}
+
+// errUnknownVariable is ER_UNKNOWN_SYSTEM_VARIABLE: wsrep_sync_wait on a
+// server outside Galera.
+const errUnknownVariable = 1193
+
+// countCausally runs a COUNT query that sees every transaction the
+// cluster committed before it (a Galera node's wsrep_sync_wait), on a
+// connection of its own that is closed afterwards rather than returned to
+// the pool with the setting.
+func (vs *Vouchers) countCausally(ctx context.Context, query string, args ...any) (int, error) {
+	conn, err := vs.DB.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	defer func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }) }()
+	var me *mysql.MySQLError
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil && !(errors.As(err, &me) && me.Number == errUnknownVariable) {
+		return 0, err
+	}
+	var n int
+	err = conn.QueryRowContext(ctx, query, args...).Scan(&n)
+	return n, err
 }
 
 // List is a shop's vouchers, flash-sale ones with their stock and window.
@@ -290,7 +321,9 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 type window struct{ begin, end time.Time }
 
 func (vs *Vouchers) restock(ctx context.Context, id, n int64, next, old window) (int64, error) {
-	if err := vs.changeMySQL(ctx, id, n, next); err != nil {
+	// The admin's hanging up does not cut the UPDATE short: its outcome
+	// would be unknown without the driver saying so.
+	if err := vs.changeMySQL(context.WithoutCancel(ctx), id, n, next); err != nil {
 		if mysqldb.OutcomeUnknown(err) {
 			// MySQL may have the units: Redis gets none, so that it never
 			// sells one MySQL does not have.
@@ -319,7 +352,7 @@ func (vs *Vouchers) reduce(ctx context.Context, id, n int64, next, old window) (
 	if err != nil {
 		return stock, err
 	}
-	if err := vs.changeMySQL(ctx, id, n, next); err != nil {
+	if err := vs.changeMySQL(context.WithoutCancel(ctx), id, n, next); err != nil {
 		if mysqldb.OutcomeUnknown(err) {
 			// MySQL may have taken the units away: undone in Redis, they
 			// could be sold without MySQL having them.
