@@ -510,7 +510,9 @@ mcluster_recovered_position() {
   # would replay what the node already has.
   : > "$log"
   mariadbd --defaults-file="$(mcluster_cnf "$n")" --wsrep-recover --log-error="$log" > /dev/null 2>&1 < /dev/null || return 0
-  sed -n 's/.*WSREP: Recovered position: *\([^ ]*:[0-9-]*\).*/\1/p' "$log" | tail -n 1 || true
+  # The whole of it, the GTID after the seqno too: given the seqno
+  # alone, the node logs what IST brings under GTID domain 0.
+  sed -n 's/.*WSREP: Recovered position: *\([^ ]*\).*/\1/p' "$log" | tail -n 1 || true
 }
 
 mcluster_wait() {
