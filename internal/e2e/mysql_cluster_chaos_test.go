@@ -64,13 +64,8 @@ func TestChaosMySQLClusterWritersNodeKilled(t *testing.T) {
 	m := testsupport.MustMySQLCluster(t)
 	t.Cleanup(func() { rejoin(t, m) })
 	tap := testsupport.MustQueryTap(t, m.Addr)
-	cfg, err := mysql.ParseDSN(m.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = tap.Addr
 	s := newSaleOn(t, stack{testsupport.MustRedis(t), m, testsupport.MustKafka(t)},
-		map[string]string{"SECKILL_MYSQL_DSN": cfg.FormatDSN()}, nil)
+		map[string]string{"SECKILL_MYSQL_DSN": m.DSNThrough(tap)}, nil)
 	voucher := s.voucher(t, 2000, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	tokens := s.sessions(t, 1, 3000)
 	node := activeNode(t, m)

@@ -2,12 +2,18 @@ package testsupport
 
 import (
 	"bufio"
+	"database/sql"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/mysqldb"
 )
 
 // QueryTap stands between a program and MySQL and keeps the text of every
@@ -30,6 +36,28 @@ type QueryTap struct {
 type loss struct {
 	match    func(query string) bool
 	answered func(txn []string)
+}
+
+// DSNThrough is m's DSN with tap between the program and the server.
+func (m *MySQL) DSNThrough(tap *QueryTap) string {
+	cfg, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		panic(fmt.Sprintf("the test database's own DSN %q: %v", m.DSN, err))
+	}
+	cfg.Addr = tap.Addr
+	return cfg.FormatDSN()
+}
+
+// MustOpenThrough is a pool to m's database through tap, closed when the
+// test ends.
+func (m *MySQL) MustOpenThrough(tb testing.TB, tap *QueryTap) *sql.DB {
+	tb.Helper()
+	db, err := mysqldb.Open(m.DSNThrough(tap))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }
 
 // LoseNextCommitAnswer arms the tap: the next COMMIT goes to the server,

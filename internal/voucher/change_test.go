@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/seckill/seckill/internal/gate"
-	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/sale"
@@ -116,16 +113,7 @@ func TestChangesWhoseAnswerIsLostNeverLeaveRedisAbove(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	ctx := context.Background()
 	tap := testsupport.MustQueryTap(t, m.Addr)
-	cfg, err := mysql.ParseDSN(m.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = tap.Addr
-	db, err := mysqldb.Open(cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := m.MustOpenThrough(t, tap)
 	store := gate.NewStore(r.Client, r.Prefix)
 	vs := &voucher.Vouchers{DB: db, Sale: store}
 	update := func(q string) bool { return strings.HasPrefix(strings.TrimSpace(q), "UPDATE tb_seckill_voucher") }

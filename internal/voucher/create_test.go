@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/seckill/seckill/internal/gate"
-	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -21,16 +18,7 @@ import (
 func TestCreateWhoseCommitAnswerIsLostIsComplete(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	tap := testsupport.MustQueryTap(t, m.Addr)
-	cfg, err := mysql.ParseDSN(m.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = tap.Addr
-	db, err := mysqldb.Open(cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := m.MustOpenThrough(t, tap)
 	store := gate.NewStore(r.Client, r.Prefix)
 	vs := &voucher.Vouchers{DB: db, Sale: store}
 	var lost atomic.Bool
