@@ -227,12 +227,7 @@ func TestChaosMySQLRestartUnderTheInvalidator(t *testing.T) {
 	if err := schema.Seed(context.Background(), s.mysql.DB); err != nil {
 		t.Fatal(err)
 	}
-	env := s.env()
-	admin := testsupport.FreeAddr(t)
-	env["SECKILL_ADMIN_ADDR"] = admin
-	env["SECKILL_INVALIDATE_RETRY_TOPIC"] = s.kafka.MustTopic(t, 1)
-	env["SECKILL_INVALIDATE_DLQ_TOPIC"] = s.kafka.MustTopic(t, 1)
-	env["SECKILL_INVALIDATE_GROUP"] = testsupport.Group(t)
+	env, admin := s.invalidatorEnv(t)
 	testsupport.Start(t, testsupport.MustBuild(t, "../../cmd/cache-invalidator"), env)
 	testsupport.Eventually(t, "http://"+admin+"/readyz", 200, 30*time.Second)
 	ctx := context.Background()

@@ -44,6 +44,19 @@ func (s stack) env() map[string]string {
 	return env
 }
 
+// invalidatorEnv is a cache-invalidator's environment on s, with retry
+// and dead-letter topics and a group of the test's own, and its admin
+// address.
+func (s stack) invalidatorEnv(t *testing.T) (env map[string]string, admin string) {
+	env = s.env()
+	admin = testsupport.FreeAddr(t)
+	env["SECKILL_ADMIN_ADDR"] = admin
+	env["SECKILL_INVALIDATE_RETRY_TOPIC"] = s.kafka.MustTopic(t, 1)
+	env["SECKILL_INVALIDATE_DLQ_TOPIC"] = s.kafka.MustTopic(t, 1)
+	env["SECKILL_INVALIDATE_GROUP"] = testsupport.Group(t)
+	return env, admin
+}
+
 // programs are the three daemons: where they listen, and which dependency
 // the broken-dependency case takes away from each.
 var programs = []struct {

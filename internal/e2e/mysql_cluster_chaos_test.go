@@ -133,12 +133,7 @@ func TestChaosMySQLClusterBinlogNodeKilled(t *testing.T) {
 	if err := schema.Seed(ctx, m.DB); err != nil {
 		t.Fatal(err)
 	}
-	env := st.env()
-	admin := testsupport.FreeAddr(t)
-	env["SECKILL_ADMIN_ADDR"] = admin
-	env["SECKILL_INVALIDATE_RETRY_TOPIC"] = st.kafka.MustTopic(t, 1)
-	env["SECKILL_INVALIDATE_DLQ_TOPIC"] = st.kafka.MustTopic(t, 1)
-	env["SECKILL_INVALIDATE_GROUP"] = testsupport.Group(t)
+	env, admin := st.invalidatorEnv(t)
 	t.Cleanup(func() { os.Remove(env["SECKILL_BINLOG_POSITION_FILE"]) })
 	bin := testsupport.MustBuild(t, "../../cmd/cache-invalidator")
 	start := func() *testsupport.Process {
