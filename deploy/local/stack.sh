@@ -418,6 +418,7 @@ mcluster_sock() { echo "$mcluster_dir/$1/mariadb.sock"; }
 mcluster_root() { local n=$1; shift; mariadb --no-defaults --protocol=socket -S "$(mcluster_sock "$n")" -uroot "$@"; }
 mcluster_proxy_cfg=$mcluster_dir/haproxy.cfg
 mcluster_proxy_pid=$mcluster_dir/haproxy.pid
+mcluster_proxy_sock=$mcluster_dir/haproxy.sock
 mcluster_addresses() {
   local n out=()
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do out+=("127.0.0.1:$(mcluster_gcomm_port "$n")"); done
@@ -487,24 +488,26 @@ mcluster_synced() {
       (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_status'))" 2>/dev/null)" = 4/Primary ]
 }
 
-# mcluster_launch N [ARGS]: starts node N. Its pid is recorded at once
-# (mariadbd writes the file itself only once it has joined, and a node
-# waiting for a Primary component must be seen by status and down too).
+# mcluster_launch N [ARGS]: starts node N, from the position
+# mcluster_recover found for it. Its pid is recorded at once (mariadbd
+# writes the file itself only once it has joined, and a node waiting for
+# a Primary component must be seen by status and down too).
 mcluster_launch() {
-  local n=$1 pos; shift
-  pos=$(mcluster_recovered_position "$n")
-  if [ -n "$pos" ]; then set -- "$@" --wsrep-start-position="$pos"; fi
+  local n=$1 recovered=$mcluster_dir/$1/recovered-position; shift
+  if [ -s "$recovered" ]; then set -- "$@" --wsrep-start-position="$(cat "$recovered")"; fi
+  rm -f "$recovered"
   setsid mariadbd --defaults-file="$(mcluster_cnf "$n")" "$@" > /dev/null 2>&1 < /dev/null &
   echo $! > "$(mcluster_pid "$n")"
 }
 
 # The position a node that was killed had reached, recovered from its own
-# InnoDB log (what Debian's galera_recovery does before a service start):
-# given to the node, it asks the donor for the transactions it missed
-# (IST, a second) instead of a whole snapshot. A node stopped cleanly
-# has its position in grastate.dat already.
-mcluster_recovered_position() {
-  local n=$1 log=$mcluster_dir/$1/wsrep-recover.log
+# InnoDB log (what Debian's galera_recovery does before a service start)
+# into recovered-position: given to the node, it asks the donor for the
+# transactions it missed (IST, a second) instead of a whole snapshot. A
+# node stopped cleanly has its position in grastate.dat already.
+mcluster_recover() {
+  local n=$1 log=$mcluster_dir/$1/wsrep-recover.log recovered=$mcluster_dir/$1/recovered-position
+  rm -f "$recovered"
   grep -qs '^seqno: *-1' "$mcluster_dir/$n/data/grastate.dat" || return 0
   # Emptied first: the server appends, and an earlier kill's position
   # would replay what the node already has.
@@ -512,7 +515,21 @@ mcluster_recovered_position() {
   mariadbd --defaults-file="$(mcluster_cnf "$n")" --wsrep-recover --log-error="$log" > /dev/null 2>&1 < /dev/null || return 0
   # The whole of it, the GTID after the seqno too: given the seqno
   # alone, the node logs what IST brings under GTID domain 0.
-  sed -n 's/.*WSREP: Recovered position: *\([^ ]*\).*/\1/p' "$log" | tail -n 1 || true
+  sed -n 's/.*WSREP: Recovered position: *\([^ ]*\).*/\1/p' "$log" | tail -n 1 > "$recovered" || true
+}
+
+# The last transaction a node committed: asked when it runs, from
+# grastate.dat or its recovered position when it does not (-1: unknown).
+mcluster_seqno() {
+  local n=$1 seqno=""
+  if mcluster_running "$n"; then
+    seqno=$(mcluster_root "$n" -N -e "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_last_committed'" 2>/dev/null || true)
+  elif [ -s "$mcluster_dir/$n/recovered-position" ]; then
+    seqno=$(sed -n 's/^[^:]*:\(-\{0,1\}[0-9]*\).*/\1/p' "$mcluster_dir/$n/recovered-position")
+  else
+    seqno=$(sed -n 's/^seqno: *\(-\{0,1\}[0-9]*\).*/\1/p' "$mcluster_dir/$n/data/grastate.dat" 2>/dev/null)
+  fi
+  echo "${seqno:--1}"
 }
 
 mcluster_wait() {
@@ -528,22 +545,40 @@ mcluster_primary_somewhere() {
 }
 
 # After two nodes of three died, the survivor is a minority and stays out
-# of a Primary component even when the others come back, unless every
-# member of the last Primary component returns with its state (Galera's
-# own recovery). Otherwise an operator makes the most advanced node a new
-# Primary component (pc.bootstrap) and the others join it: the stack does
-# it, saying so.
+# of a Primary component. Galera recovers the last one by itself when
+# every member of it returns with its state, but the members that come
+# back that way log what they apply under GTID domain 0 (MariaDB 10.11),
+# and their binlogs no longer match the survivor's. So when the running
+# nodes hold every transaction the stopped ones had, the most advanced of
+# them becomes a new Primary component (pc.bootstrap, what an operator
+# does) and the others rejoin it by IST, as any restarted node does;
+# otherwise the stack leaves it to Galera, and bootstraps the most
+# advanced node only if no Primary component forms. Either way it says so.
 mcluster_bootstrap_running() {
   local n best="" seqno best_seqno=-1
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     mcluster_running "$n" || continue
-    seqno=$(mcluster_root "$n" -N -e "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_last_committed'" 2>/dev/null || echo -1)
-    if [ "${seqno:--1}" -gt "$best_seqno" ]; then best=$n best_seqno=$seqno; fi
+    seqno=$(mcluster_seqno "$n")
+    if [ "$seqno" -gt "$best_seqno" ]; then best=$n best_seqno=$seqno; fi
   done
   [ -n "$best" ] || return 0
   say "no node of the MariaDB cluster is in a Primary component: making node $best (the most advanced, seqno $best_seqno) a new one (pc.bootstrap)"
   mcluster_root "$best" -e "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'" \
     || die "could not bootstrap node $best; see $logs_dir/mariadb-cluster-$best.log"
+}
+
+# The running nodes hold every transaction a stopped one committed.
+mcluster_running_ahead() {
+  local n running=-1 stopped=-1 seqno
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    seqno=$(mcluster_seqno "$n")
+    if mcluster_running "$n"; then
+      [ "$seqno" -gt "$running" ] && running=$seqno
+    else
+      [ "$seqno" -gt "$stopped" ] && stopped=$seqno
+    fi
+  done
+  [ "$running" -ge 0 ] && [ "$running" -ge "$stopped" ]
 }
 
 # The node a cluster with none running starts from: the one Galera marked
@@ -565,7 +600,7 @@ mariadb_cluster_up() {
   local n first="" any=no
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     mcluster_node_config "$n"
-    if mcluster_running "$n"; then any=yes; fi
+    if mcluster_running "$n"; then any=yes; else mcluster_recover "$n"; fi
   done
   if [ "$any" = no ]; then
     first=$(mcluster_bootstrap_node)
@@ -581,6 +616,11 @@ CREATE USER IF NOT EXISTS '$MYSQL_CANAL_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_
 GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$MYSQL_CANAL_USER'@'127.0.0.1';
 CREATE USER IF NOT EXISTS '$MYSQL_CHECK_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_CHECK_PASSWORD';
 EOF
+  fi
+  if [ "$any" = yes ] && ! mcluster_primary_somewhere && mcluster_running_ahead; then
+    mcluster_bootstrap_running
+    wait_for "a Primary component in the MariaDB cluster" 30 mcluster_primary_somewhere \
+      || die "the MariaDB cluster has no Primary component after a bootstrap; see $logs_dir/mariadb-cluster-*.log"
   fi
   # The missing nodes start together: after a loss of quorum, the last
   # Primary component's members recover it only when all are back.
@@ -616,6 +656,7 @@ global
   maxconn 2000
   external-check
   insecure-fork-wanted
+  stats socket $mcluster_proxy_sock mode 600 level user
   log stderr format short local0 notice
 
 defaults
@@ -655,6 +696,20 @@ EOF
   wait_for "mariadb cluster through HAProxy 127.0.0.1:$MYSQL_CLUSTER_PORT" 30 \
     mariadb --no-defaults -h127.0.0.1 -P"$MYSQL_CLUSTER_PORT" -u"$MYSQL_APP_USER" -p"$MYSQL_APP_PASSWORD" -e 'SELECT 1' \
     || die "the MariaDB cluster did not answer through HAProxy on 127.0.0.1:$MYSQL_CLUSTER_PORT"
+  # A node that rejoined takes the connections only once HAProxy's checks
+  # see it Synced, and node 1 then cuts the backup's sessions: the cluster
+  # is up when that has happened, not seconds later under a client.
+  wait_for "HAProxy sending to every node of the MariaDB cluster" 30 mcluster_proxy_sees_all \
+    || die "HAProxy on 127.0.0.1:$MYSQL_CLUSTER_PORT does not see every node of the MariaDB cluster up; see $logs_dir/mariadb-cluster-haproxy.log"
+}
+
+# Every node HAProxy checks is up in its view (operational state 2 in
+# "show servers state": name in column 4, state in column 6).
+mcluster_proxy_sees_all() {
+  local up
+  up=$(echo "show servers state mysql" | socat -t 2 - "UNIX-CONNECT:$mcluster_proxy_sock" 2>/dev/null \
+    | awk '$4 ~ /^node[0-9]+$/ && $6 == 2 { n++ } END { print n + 0 }')
+  [ "$up" = "$MYSQL_CLUSTER_NODES" ]
 }
 
 # Node 1 last, so that node 1 is the one Galera marks safe to bootstrap

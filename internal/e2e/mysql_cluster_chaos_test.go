@@ -260,8 +260,8 @@ func nodeDB(t *testing.T, m *testsupport.MySQL, n int) *sql.DB {
 // The hot path needs no MySQL and goes on; the order-writer holds its
 // batch, commits no offset and says in its readiness that MySQL is down
 // and why; a pool straight to the survivor is told it is outside a
-// Primary component. The two come back, the cluster is Primary again, and
-// every order lands once.
+// Primary component. The two come back, the cluster is Primary again,
+// every order lands once, and every node's binlog has the same GTIDs.
 func TestChaosMySQLClusterLosesQuorum(t *testing.T) {
 	m := testsupport.MustMySQLCluster(t)
 	t.Cleanup(func() { rejoin(t, m) })
@@ -320,6 +320,10 @@ func TestChaosMySQLClusterLosesQuorum(t *testing.T) {
 	rejoin(t, m)
 	third, _, _ := s.buy(t, voucher, tokens[200:])
 	s.audit(t, voucher, append(append(first, second...), third...), 300, 0)
+	// The nodes that came back log the cluster's transactions under its
+	// GTIDs, as the survivor does: the binlog follower can still resume
+	// on any of them.
+	sameGTIDs(t, m, activeNode(t, m))
 }
 
 // On the MariaDB cluster, through its HAProxy: each program becomes ready;
