@@ -15,6 +15,7 @@ const testAdminToken = "test-admin-token-0123456789"
 // Every way a request can be wrong gets its status and a message that says
 // what is wrong, in the Result envelope, with a request id.
 func TestBadInputs(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_API_BODY_LIMIT": "1024", "SECKILL_ADMIN_TOKEN": testAdminToken})
 	valid := randomPhone()
 	unknownToken := strings.Repeat("ab", 16)
@@ -89,6 +90,7 @@ func TestBadInputs(t *testing.T) {
 }
 
 func TestAdminRoutes(t *testing.T) {
+	t.Parallel()
 	t.Run("RightToken", func(t *testing.T) {
 		a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
 		// Past the guard, the handler itself judges the (empty) voucher.
@@ -113,6 +115,7 @@ func TestAdminRoutes(t *testing.T) {
 // A server fault answers 500 with a generic message; the cause goes to the
 // log under the request id, never to the client.
 func TestServerFaultHidesInternals(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_CODE_COOLDOWN": "1ms"})
 	if _, err := a.MySQL.DB.Exec("DROP TABLE tb_user"); err != nil {
 		t.Fatal(err)
@@ -138,6 +141,7 @@ func TestServerFaultHidesInternals(t *testing.T) {
 // and the business accept: a 400 that names the field, never a 500 from
 // the database.
 func TestNumericInputsAreBounded(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
 	admin := map[string]string{"X-Admin-Token": testAdminToken}
 	now := time.Now()

@@ -17,6 +17,7 @@ func fromAddr(addr string) map[string]string { return map[string]string{"X-Forwa
 // code within that interval, and the pump is bounded to one code per
 // interval. Before, the fourth address was refused for the rest of the day.
 func TestOwnerAtANewAddressPastTheCeiling(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_API_TRUSTED_PROXIES": "127.0.0.1", "SECKILL_CODE_COOLDOWN": "1ms",
 		"SECKILL_CODE_PHONE_DAILY_MAX": "3"})
 	phone := randomPhone()
@@ -42,6 +43,7 @@ func TestOwnerAtANewAddressPastTheCeiling(t *testing.T) {
 // An IPv6 client is counted per /64, the block one subscriber gets: the
 // addresses of one /64 share a code's cooldown; another /64 does not.
 func TestIPv6IsCountedPer64(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_API_TRUSTED_PROXIES": "127.0.0.1"})
 	phone := randomPhone()
 	if res := call(t, "POST", a.URL+"/user/code?phone="+phone, fromAddr("2001:db8:1:2::1"), nil); res.Status != 200 {
@@ -60,6 +62,7 @@ func TestIPv6IsCountedPer64(t *testing.T) {
 // in SECKILL_API_ALLOWED_ORIGINS). Same-origin pages and clients that are
 // no browser (no such headers) get their code.
 func TestCrossSiteCodeRequestIsRefused(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_CODE_COOLDOWN": "1ms", "SECKILL_API_ALLOWED_ORIGINS": "https://shop.example"})
 	for _, tt := range []struct {
 		name   string
@@ -94,6 +97,7 @@ func TestCrossSiteCodeRequestIsRefused(t *testing.T) {
 // Behind a trusted proxy the API's site is the host the proxy forwards:
 // its own pages' origin is accepted, another site's still refused.
 func TestCodeRequestBehindATrustedProxy(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_CODE_COOLDOWN": "1ms", "SECKILL_API_TRUSTED_PROXIES": "127.0.0.1"})
 	for _, tt := range []struct {
 		name   string
@@ -117,6 +121,7 @@ func TestCodeRequestBehindATrustedProxy(t *testing.T) {
 // The site's daily budget of codes: past it no code is sent to anyone
 // (503 with Retry-After), and the metric shows the budget used.
 func TestSiteWideCodeBudget(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_CODE_COOLDOWN": "1ms", "SECKILL_CODE_SITE_DAILY_MAX": "3"})
 	for i := range 3 {
 		if res := call(t, "POST", a.URL+"/user/code?phone="+randomPhone(), nil, nil); res.Status != 200 {

@@ -23,6 +23,7 @@ func get(t *testing.T, url string) (*http.Response, string) {
 // The document is served as JSON at /openapi.json, and read at /docs
 // through Swagger UI, embedded in every build.
 func TestDocumentAndDocsPage(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, nil)
 	res, body := get(t, a.URL+"/openapi.json")
 	var doc struct {

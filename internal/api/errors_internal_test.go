@@ -8,6 +8,7 @@ import (
 )
 
 func TestRetryAfterSecondsRoundsUp(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		d    time.Duration
 		want int
@@ -21,6 +22,7 @@ func TestRetryAfterSecondsRoundsUp(t *testing.T) {
 // Every code has its status: a code missing from the table would answer
 // 500 for what is no server fault.
 func TestEveryCodeHasAStatus(t *testing.T) {
+	t.Parallel()
 	codes := []apperr.Code{apperr.Outcome, apperr.Invalid, apperr.Unauthorized, apperr.Forbidden, apperr.NotFound,
 		apperr.Conflict, apperr.Unprocessable, apperr.Unsupported, apperr.RateLimited, apperr.Unavailable, apperr.Internal}
 	if len(statusOf) != len(codes) {

@@ -12,6 +12,7 @@ import (
 // interval between them, while an address the owner has logged in from
 // still gets its codes.
 func TestOthersCannotLockAPhonesOwnerOut(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_API_TRUSTED_PROXIES": "127.0.0.1", "SECKILL_CODE_COOLDOWN": "1ms",
 		"SECKILL_CODE_DAILY_MAX": "10", "SECKILL_CODE_PHONE_DAILY_MAX": "30"})
 	phone := randomPhone()

@@ -17,6 +17,7 @@ import (
 // and by name ten; a user's details and public face; and what bad input
 // and a missing login get.
 func TestCoursePages(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, nil)
 	ctx := t.Context()
 	if err := schema.Seed(ctx, a.MySQL.DB); err != nil {

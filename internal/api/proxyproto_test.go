@@ -16,6 +16,7 @@ import (
 // connection (a balancer in TCP mode); from anyone else it is not HTTP,
 // and gets a 400 that changes nothing.
 func TestProxyHeaderOnlyFromTheProxy(t *testing.T) {
+	t.Parallel()
 	const client = "203.0.113.7"
 	for _, tt := range []struct {
 		name    string

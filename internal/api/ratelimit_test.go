@@ -17,6 +17,7 @@ func codeRequest(t *testing.T, a *testAPI, xff string) response {
 // X-Forwarded-For is believed only from a configured proxy, so a client
 // cannot dodge a per-IP limit by sending a new address each time.
 func TestPerIPLimitUsesTheRealClientIP(t *testing.T) {
+	t.Parallel()
 	t.Run("SpoofedHeaderFromAClientIsIgnored", func(t *testing.T) {
 		a := startAPI(t, map[string]string{"SECKILL_RATE_CODE_IP": "3/1m"})
 		for i := range 3 {
@@ -50,6 +51,7 @@ func TestPerIPLimitUsesTheRealClientIP(t *testing.T) {
 }
 
 func TestRateLimitedAnswer(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_RATE_LOGIN_IP": "2/1m"})
 	body := `{"phone":"123","code":"123456"}`
 	for range 2 {
@@ -68,6 +70,7 @@ func TestRateLimitedAnswer(t *testing.T) {
 // in a loop gets 429 with Retry-After, whichever route it polls, while
 // another user is still answered.
 func TestOrderLookupsShareAPerUserLimit(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_RATE_LOOKUP_USER": "4/1m"})
 	polling, other := a.loggedIn(t, randomPhone()), a.loggedIn(t, randomPhone())
 	paths := []string{"/voucher-order/123456789", "/voucher-order/of/voucher/987654321"}

@@ -37,6 +37,7 @@ func expiredCopy(t *testing.T, token string, hs jwtauth.KeySpec) string {
 // cookie alone. Before, /user/logout refused an expired token with 401 and
 // the 7-day login lived on.
 func TestLogoutAfterTheAccessTokenExpired(t *testing.T) {
+	t.Parallel()
 	keys, hs, _ := jwtKeys(t, "hs-1")
 	a := startAPI(t, map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": keys, "SECKILL_CODE_COOLDOWN": "1ms", "SECKILL_JWT_ACCESS_TTL": "1m"})
 
@@ -99,6 +100,7 @@ func TestLogoutAfterTheAccessTokenExpired(t *testing.T) {
 // really issued and retired counts as a reuse. Before, any unknown secret
 // deleted the family: anyone could log anyone out everywhere.
 func TestMadeUpRefreshCookieChangesNothing(t *testing.T) {
+	t.Parallel()
 	env := modeEnv(t, "jwt")
 	env["SECKILL_JWT_REFRESH_GRACE"] = "off"
 	a := startAPI(t, env)
@@ -129,6 +131,7 @@ func TestMadeUpRefreshCookieChangesNothing(t *testing.T) {
 // A validly signed token without iat is refused like any bad token; before,
 // reading its missing issue time panicked and the answer was a 500.
 func TestTokenWithoutIssueTime(t *testing.T) {
+	t.Parallel()
 	keys, hs, _ := jwtKeys(t, "hs-1")
 	a := startAPI(t, map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": keys, "SECKILL_CODE_COOLDOWN": "1ms"})
 	var c jwtauth.Claims
@@ -151,6 +154,7 @@ func TestTokenWithoutIssueTime(t *testing.T) {
 // not make the refresh cookie Secure nor the answers carry HSTS. Behind a
 // trusted proxy that terminates TLS it does.
 func TestForwardedProtoOnlyFromTheProxy(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		trusted string
@@ -181,6 +185,7 @@ func TestForwardedProtoOnlyFromTheProxy(t *testing.T) {
 // reports itself not ready, names why in /readyz, the log and the
 // dependency metric, and is ready again once the feed reads.
 func TestStaleRevocationFollowerIsNotReady(t *testing.T) {
+	t.Parallel()
 	env := modeEnv(t, "jwt")
 	env["SECKILL_JWT_REVOCATIONS_STALE"] = "1s"
 	a := startAPI(t, env)
@@ -214,6 +219,7 @@ func TestStaleRevocationFollowerIsNotReady(t *testing.T) {
 // would otherwise have taken the path (GET /voucher-order/seckill/1 was a
 // 400 about the order id from GET /voucher-order/:id).
 func TestWrongMethodIs405WithAllow(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, nil)
 	token := a.loggedIn(t, randomPhone())
 	for _, tt := range []struct{ method, path, allow string }{

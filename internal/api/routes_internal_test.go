@@ -15,6 +15,7 @@ import (
 // and the document has no route the server lacks: the contract covers the
 // whole API (the HTTP tests check what the routes answer against it).
 func TestEveryRouteIsInTheDocument(t *testing.T) {
+	t.Parallel()
 	s, err := Listen(Config{Addr: "127.0.0.1:0"}, Deps{Registry: prometheus.NewRegistry(), JWKS: []jwtauth.JWK{{KID: "k"}}})
 	if err != nil {
 		t.Fatal(err)

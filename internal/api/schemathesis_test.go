@@ -20,6 +20,7 @@ import (
 // check, a fixed seed; logout is left out, since it would end the session
 // the run uses. Run in both session modes.
 func TestAPIDocumentAgreesWithTheServer(t *testing.T) {
+	t.Parallel()
 	bin := os.Getenv("SECKILL_TEST_SCHEMATHESIS")
 	if bin == "" {
 		t.Fatal("SECKILL_TEST_SCHEMATHESIS must name the schemathesis program: make apicheck-tools installs it in .stack/schemathesis (make test sets it)")
@@ -30,6 +31,7 @@ func TestAPIDocumentAgreesWithTheServer(t *testing.T) {
 	}
 	for _, mode := range []string{"redis", "jwt"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			env := modeEnv(t, mode)
 			env["SECKILL_ADMIN_TOKEN"] = testAdminToken
 			// The run asks faster than any client may: the limits would

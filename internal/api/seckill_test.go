@@ -24,6 +24,7 @@ func (a *testAPI) createVoucher(t *testing.T, stock int, begin, end time.Time) s
 }
 
 func TestSeckillOutcomes(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off", "SECKILL_RATE_LOOKUP_USER": "off"})
 	now := time.Now()
 	open := a.createVoucher(t, 5, now.Add(-time.Hour), now.Add(time.Hour))
@@ -145,6 +146,7 @@ func TestSeckillOutcomes(t *testing.T) {
 }
 
 func TestCreateVoucherRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
 	admin := map[string]string{"X-Admin-Token": testAdminToken}
 	for body, field := range map[string]string{
@@ -175,6 +177,7 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 // An admin changes a running sale: the gate and MySQL see the same stock
 // and window.
 func TestChangeSale(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off", "SECKILL_RATE_LOOKUP_USER": "off"})
 	admin := map[string]string{"X-Admin-Token": testAdminToken}
 	now := time.Now()
@@ -235,6 +238,7 @@ func TestChangeSale(t *testing.T) {
 // no-op used to be taken for a refusal and answered 500. A change MySQL
 // really refuses is a 409 naming the bound.
 func TestSaleChangeThatChangesNothing(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
 	now := time.Now()
 	id := a.createVoucher(t, 5, now.Add(-time.Hour), now.Add(time.Hour))

@@ -12,6 +12,7 @@ import (
 // Without an SMS provider the API refuses to make a code rather than log
 // it: whoever reads the logs must not be able to log in as anyone.
 func TestLoginCodesAreNeverLoggedByDefault(t *testing.T) {
+	t.Parallel()
 	a := startAPIWith(t, nil, false, "http")
 	phone := randomPhone()
 	res := call(t, "POST", a.URL+"/user/code?phone="+phone, nil, nil)
@@ -25,6 +26,7 @@ func TestLoginCodesAreNeverLoggedByDefault(t *testing.T) {
 
 // Development mode logs the code, and says so loudly when it starts.
 func TestDevelopmentModeLogsCodesAndSaysSo(t *testing.T) {
+	t.Parallel()
 	a := startAPIWith(t, map[string]string{"SECKILL_DEV_MODE": "true"}, false, "http")
 	phone := randomPhone()
 	if res := call(t, "POST", a.URL+"/user/code?phone="+phone, nil, nil); res.Status != 200 || !res.Body.Success {
@@ -40,6 +42,7 @@ func TestDevelopmentModeLogsCodesAndSaysSo(t *testing.T) {
 // Metrics and profiles are served on the admin listener only, never on
 // the port that faces clients.
 func TestMetricsAndProfilesOnlyOnTheAdminListener(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, nil)
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/profile?seconds=1"} {
 		if res := call(t, "GET", a.URL+path, nil, nil); res.Status != http.StatusNotFound {

@@ -113,6 +113,7 @@ func waitLoggedOut(t *testing.T, api *testAPI, token, what string) time.Duration
 // with the session, 401 without it, with a bad one and after a logout;
 // "log out everywhere" ends a user's other sessions too.
 func TestAuthenticatedRoutesInBothModes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"redis", "jwt"} {
 		t.Run(mode, func(t *testing.T) {
 			env := modeEnv(t, mode)
@@ -179,6 +180,7 @@ func TestAuthenticatedRoutesInBothModes(t *testing.T) {
 
 // A token of one mode sent to an instance of the other is refused.
 func TestTokenOfTheOtherModeIsRefused(t *testing.T) {
+	t.Parallel()
 	r := startAPI(t, modeEnv(t, "redis"))
 	env := modeEnv(t, "jwt")
 	env["SECKILL_KEY_PREFIX"], env["SECKILL_MYSQL_DSN"] = r.Redis.Prefix, r.MySQL.DSN
@@ -195,6 +197,7 @@ func TestTokenOfTheOtherModeIsRefused(t *testing.T) {
 // is refused by the other within milliseconds, though neither asks Redis
 // about a token.
 func TestJWTLogoutReachesEveryInstance(t *testing.T) {
+	t.Parallel()
 	env, token := logoutOnOneInstance(t, modeEnv(t, "jwt"))
 	auth := map[string]string{"authorization": token}
 	// An instance started after the logout knows it too (it reads the feed
@@ -207,6 +210,7 @@ func TestJWTLogoutReachesEveryInstance(t *testing.T) {
 // cookies, and a reuse after the grace window revoking the family (the
 // access tokens with it). Nothing of any token reaches the log.
 func TestRefreshRotatesAndDetectsReuse(t *testing.T) {
+	t.Parallel()
 	env := modeEnv(t, "jwt")
 	env["SECKILL_JWT_REFRESH_GRACE"] = "300ms"
 	a := startAPI(t, env)
@@ -270,6 +274,7 @@ func TestRefreshRotatesAndDetectsReuse(t *testing.T) {
 // with no grace exactly one wins and the loser's reuse revokes the family,
 // the winner's new token with it.
 func TestRefreshRace(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		grace     string
 		bothServe bool
@@ -313,6 +318,7 @@ func TestRefreshRace(t *testing.T) {
 // Tokens that must not pass: each answered 401 in the Result envelope with
 // "log in again"; a well-made one passes (the control).
 func TestBadAccessTokens(t *testing.T) {
+	t.Parallel()
 	keys, hs, ed := jwtKeys(t, "hs-1")
 	a := startAPI(t, map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": keys, "SECKILL_CODE_COOLDOWN": "1ms"})
 	good := a.loggedIn(t, randomPhone())
@@ -440,6 +446,7 @@ func (a *testAPI) ctl(t *testing.T, args ...string) string {
 // With an EdDSA signing key the API publishes its public keys, and they
 // verify its access tokens; in the redis mode there is nothing to publish.
 func TestJWKSRoute(t *testing.T) {
+	t.Parallel()
 	keys, hs, ed := jwtKeys(t, "ed-1")
 	a := startAPI(t, map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": keys})
 	token := a.loggedIn(t, randomPhone())

@@ -34,6 +34,7 @@ func (a *testAPI) loads(t *testing.T, family string) int {
 }
 
 func TestShopRoutes(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
 	if err := schema.Seed(t.Context(), a.MySQL.DB); err != nil {
 		t.Fatal(err)
@@ -114,6 +115,7 @@ func TestShopRoutes(t *testing.T) {
 // the cache's own guard, tested without the filter of shop ids and the
 // per-address limit that stand before it.
 func TestMissingShopQueriesMySQLOnce(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_SHOP_FILTER_CAPACITY": "0", "SECKILL_RATE_PUBLIC_IP": "off"})
 	url := a.URL + "/shop/99999999"
 	before := a.loads(t, "shop")
@@ -161,6 +163,7 @@ func TestMissingShopQueriesMySQLOnce(t *testing.T) {
 
 // The public read routes share one budget per client address.
 func TestPublicReadsAreLimitedPerAddress(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_RATE_PUBLIC_IP": "4/1m"})
 	for _, path := range []string{"/shop/1", "/shop-type/list", "/voucher/list/1", "/shop/2"} {
 		if res := call(t, "GET", a.URL+path, nil, nil); res.Status != 200 {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestSameSite(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		origin, scheme, host string
 		want                 bool
@@ -39,6 +40,7 @@ func TestSameSite(t *testing.T) {
 
 // The host a proxy forwards counts only from a trusted proxy.
 func TestOwnHost(t *testing.T) {
+	t.Parallel()
 	_, trusted, _ := net.ParseCIDR("10.0.0.0/8")
 	for _, tt := range []struct {
 		name, remote string

@@ -46,6 +46,7 @@ func usedMemory(t *testing.T, r *testsupport.Redis) int64 {
 // count; the per-address limit is raised so that the filter of shop ids,
 // not the limit, is what stops them here.
 func TestUnknownShopsCannotFillRedis(t *testing.T) {
+	t.Parallel()
 	priv, _ := testsupport.MustPrivateRedis(t)
 	a := startAPI(t, map[string]string{"SECKILL_REDIS_ADDR": priv.Addr, "SECKILL_ADMIN_TOKEN": testAdminToken,
 		"SECKILL_RATE_SECKILL_USER": "off", "SECKILL_RATE_PUBLIC_IP": "1000000/1s",

@@ -16,6 +16,7 @@ import (
 // HSTS on the answers, TLS 1.1 refused, and a certificate replaced on disk
 // served without a restart.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	certFile, keyFile, err := tlscert.WriteDev(dir, time.Hour)
 	if err != nil {

@@ -17,6 +17,7 @@ func randomPhone() string {
 }
 
 func TestLoginFlow(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, nil)
 	phone := randomPhone()
 
@@ -81,6 +82,7 @@ func TestLoginFlow(t *testing.T) {
 }
 
 func TestCodeRulesOverHTTP(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_CODE_COOLDOWN": "1ms"})
 	phone, other := randomPhone(), randomPhone()
 
@@ -117,6 +119,7 @@ func TestCodeRulesOverHTTP(t *testing.T) {
 // cache (the default) Redis sees a user's session once per cache TTL, and
 // refreshes it then; this is the uncached contract, per request.
 func TestSessionTTLRefreshedOnUnprotectedRoute(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_SESSION_CACHE_TTL": "off"})
 	token := a.loggedIn(t, randomPhone())
 	key := user.Keys{Prefix: a.Redis.Prefix}.Session(token)
@@ -140,6 +143,7 @@ func TestSessionTTLRefreshedOnUnprotectedRoute(t *testing.T) {
 // effect on the other at once (the logout channel), not after the cache
 // TTL.
 func TestLogoutReachesEveryInstance(t *testing.T) {
+	t.Parallel()
 	logoutOnOneInstance(t, map[string]string{"SECKILL_SESSION_CACHE_TTL": "1m"})
 }
 
