@@ -489,13 +489,13 @@ mcluster_synced() {
 }
 
 # mcluster_launch N [ARGS]: starts node N, from the position
-# mcluster_recover found for it. Its pid is recorded at once (mariadbd
-# writes the file itself only once it has joined, and a node waiting for
-# a Primary component must be seen by status and down too).
+# mcluster_recover found for it (kept: until the node answers, it is what
+# the node holds). Its pid is recorded at once (mariadbd writes the file
+# itself only once it has joined, and a node waiting for a Primary
+# component must be seen by status and down too).
 mcluster_launch() {
   local n=$1 recovered=$mcluster_dir/$1/recovered-position; shift
   if [ -s "$recovered" ]; then set -- "$@" --wsrep-start-position="$(cat "$recovered")"; fi
-  rm -f "$recovered"
   setsid mariadbd --defaults-file="$(mcluster_cnf "$n")" "$@" > /dev/null 2>&1 < /dev/null &
   echo $! > "$(mcluster_pid "$n")"
 }
@@ -512,34 +512,61 @@ mcluster_recover() {
   # Emptied first: the server appends, and an earlier kill's position
   # would replay what the node already has.
   : > "$log"
-  mariadbd --defaults-file="$(mcluster_cnf "$n")" --wsrep-recover --log-error="$log" > /dev/null 2>&1 < /dev/null || return 0
+  mariadbd --defaults-file="$(mcluster_cnf "$n")" --wsrep-recover --log-error="$log" > /dev/null 2>&1 < /dev/null || true
   # The whole of it, the GTID after the seqno too: given the seqno
   # alone, the node logs what IST brings under GTID domain 0.
   sed -n 's/.*WSREP: Recovered position: *\([^ ]*\).*/\1/p' "$log" | tail -n 1 > "$recovered" || true
+  if [ ! -s "$recovered" ]; then
+    rm -f "$recovered"
+    say "could not recover the position of mariadb cluster node $n (see $log): it will ask for a whole snapshot, and no node is taken for ahead of it" >&2
+  fi
 }
 
-# The last transaction a node committed: asked when it runs, from
-# grastate.dat or its recovered position when it does not (-1: unknown).
+# The last transaction a node committed: asked when it answers,
+# otherwise from its recovered position or grastate.dat; "?" when a
+# stopped node that was killed has none of them (its recovery failed), -1
+# when it never ran.
 mcluster_seqno() {
   local n=$1 seqno=""
   if mcluster_running "$n"; then
     seqno=$(mcluster_root "$n" -N -e "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_last_committed'" 2>/dev/null || true)
-  elif [ -s "$mcluster_dir/$n/recovered-position" ]; then
+  fi
+  if [ -z "$seqno" ] && [ -s "$mcluster_dir/$n/recovered-position" ]; then
     seqno=$(sed -n 's/^[^:]*:\(-\{0,1\}[0-9]*\).*/\1/p' "$mcluster_dir/$n/recovered-position")
-  else
-    seqno=$(sed -n 's/^seqno: *\(-\{0,1\}[0-9]*\).*/\1/p' "$mcluster_dir/$n/data/grastate.dat" 2>/dev/null)
+  fi
+  if [ -z "$seqno" ]; then
+    seqno=$(sed -n 's/^seqno: *\(-\{0,1\}[0-9]*\).*/\1/p' "$mcluster_dir/$n/data/grastate.dat" 2>/dev/null || true)
+  fi
+  if [ "${seqno:--1}" = -1 ] && grep -qs '^seqno: *-1' "$mcluster_dir/$n/data/grastate.dat" && ! mcluster_running "$n"; then
+    seqno="?"
   fi
   echo "${seqno:--1}"
+}
+
+# The node that holds the most, among every node's (running or not), and
+# its seqno: "node seqno", or nothing when a node's position is unknown.
+mcluster_most_advanced() {
+  local n seqno best="" best_seqno=-1
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    seqno=$(mcluster_seqno "$n")
+    [ "$seqno" = "?" ] && return 0
+    if [ "$seqno" -gt "$best_seqno" ]; then best=$n best_seqno=$seqno; fi
+  done
+  [ -n "$best" ] && echo "$best $best_seqno"
+  return 0
 }
 
 mcluster_wait() {
   wait_for "mariadb cluster node $1 (Synced, Primary)" "$2" mcluster_synced "$1"
 }
 
+# Some running node is in a Primary component (Synced or not: a donor
+# and a joiner in a long snapshot are, too).
 mcluster_primary_somewhere() {
   local n
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-    mcluster_running "$n" && mcluster_synced "$n" && return 0
+    mcluster_running "$n" || continue
+    [ "$(mcluster_root "$n" -N -e "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_cluster_status'" 2>/dev/null)" = Primary ] && return 0
   done
   return 1
 }
@@ -555,43 +582,46 @@ mcluster_primary_somewhere() {
 # otherwise the stack leaves it to Galera, and bootstraps the most
 # advanced node only if no Primary component forms. Either way it says so.
 mcluster_bootstrap_running() {
-  local n best="" seqno best_seqno=-1
-  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-    mcluster_running "$n" || continue
-    seqno=$(mcluster_seqno "$n")
-    if [ "$seqno" -gt "$best_seqno" ]; then best=$n best_seqno=$seqno; fi
-  done
-  [ -n "$best" ] || return 0
-  say "no node of the MariaDB cluster is in a Primary component: making node $best (the most advanced, seqno $best_seqno) a new one (pc.bootstrap)"
-  mcluster_root "$best" -e "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'" \
-    || die "could not bootstrap node $best; see $logs_dir/mariadb-cluster-$best.log"
+  local best n seqno
+  best=$(mcluster_most_advanced)
+  [ -n "$best" ] || die "no node of the MariaDB cluster is in a Primary component, and the position of one is unknown: find the most advanced node (mariadbd --wsrep-recover), bootstrap it (SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'), start the others"
+  n=${best% *} seqno=${best#* }
+  mcluster_running "$n" && mcluster_root "$n" -e "SELECT 1" > /dev/null 2>&1 \
+    || die "no node of the MariaDB cluster is in a Primary component, and node $n, the most advanced (seqno $seqno), does not answer: bootstrapping another would discard its commits; see $logs_dir/mariadb-cluster-$n.log"
+  say "no node of the MariaDB cluster is in a Primary component: making node $n (the most advanced, seqno $seqno) a new one (pc.bootstrap)"
+  mcluster_root "$n" -e "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'" \
+    || die "could not bootstrap node $n; see $logs_dir/mariadb-cluster-$n.log"
 }
 
 # The running nodes hold every transaction a stopped one committed.
 mcluster_running_ahead() {
-  local n running=-1 stopped=-1 seqno
-  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-    seqno=$(mcluster_seqno "$n")
-    if mcluster_running "$n"; then
-      [ "$seqno" -gt "$running" ] && running=$seqno
-    else
-      [ "$seqno" -gt "$stopped" ] && stopped=$seqno
-    fi
-  done
-  [ "$running" -ge 0 ] && [ "$running" -ge "$stopped" ]
+  local best
+  best=$(mcluster_most_advanced)
+  [ -n "$best" ] && mcluster_running "${best% *}"
 }
 
 # The node a cluster with none running starts from: the one Galera marked
 # safe to bootstrap (the last to leave). After a crash of every node none
-# is, and this development stack takes node 1, saying so.
+# is: this development stack takes the most advanced by the positions
+# they recovered, node 1 when one is unknown, saying so.
 mcluster_bootstrap_node() {
   local n
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     if grep -qs '^safe_to_bootstrap: 1' "$mcluster_dir/$n/data/grastate.dat"; then echo "$n"; return; fi
   done
   if [ -f "$mcluster_dir/1/data/grastate.dat" ]; then
-    say "no node of the MariaDB cluster is marked safe to bootstrap (all were killed): bootstrapping from node 1, which may lack the others' last commits" >&2
-    sed -i 's/^safe_to_bootstrap: 0/safe_to_bootstrap: 1/' "$mcluster_dir/1/data/grastate.dat"
+    local best
+    best=$(mcluster_most_advanced)
+    n=${best%% *}
+    if [ -n "$best" ]; then
+      say "no node of the MariaDB cluster is marked safe to bootstrap (all were killed): bootstrapping from node $n, the most advanced (seqno ${best#* })" >&2
+    else
+      n=1
+      say "no node of the MariaDB cluster is marked safe to bootstrap (all were killed) and a node's position is unknown: bootstrapping from node 1, which may lack the others' last commits" >&2
+    fi
+    sed -i 's/^safe_to_bootstrap: 0/safe_to_bootstrap: 1/' "$mcluster_dir/$n/data/grastate.dat"
+    echo "$n"
+    return
   fi
   echo 1
 }

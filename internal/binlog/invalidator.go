@@ -98,8 +98,11 @@ func purged(err error) bool {
 
 // Run follows the binlog until ctx ends: from the saved position, or the
 // server's current one on a first start. It restarts the follower with
-// backoff after errors (a MySQL restart), and after a purged position
-// flushes the key families and continues from the current position.
+// backoff after errors (a MySQL restart). After a purged position it
+// saves the server's current position first, then flushes the key
+// families, and follows on from the position saved: a row changed during
+// the flush is in the binlog after it, so a reader that filled the cache
+// from the old row has its key deleted again.
 //
 // A position is taken for purged only when the server says so
 // purgedAnswers times in a row: right after a failover, the Galera node
@@ -124,13 +127,19 @@ func (inv *Invalidator) Run(ctx context.Context) error {
 			purges = 0
 			inv.Metrics.purges.Inc()
 			inv.Logger.Error("the saved binlog position is no longer on the server; flushing the cached families and continuing from the current position", "err", firstLine(err))
-			if ferr := inv.flushFamilies(ctx); ferr != nil {
-				inv.Logger.Error("flushing the cached families failed", "err", ferr)
+			cur, cerr := inv.currentPosition()
+			if cerr == nil {
+				cerr = inv.Positions.Save(inv.Source.Flavor, cur.File, cur.GTID, true)
 			}
-			if cerr := inv.Positions.Clear(); cerr != nil {
-				return cerr
+			if cerr == nil {
+				if ferr := inv.flushFamilies(ctx); ferr != nil {
+					inv.Logger.Error("flushing the cached families failed", "err", ferr)
+				}
+				continue
 			}
-			continue
+			// Not flushed: the position to follow on from is unknown yet,
+			// and the next purged answers try again.
+			err = cerr
 		}
 		wait := policy.NextBackOff()
 		inv.Logger.Warn("binlog follower stopped; restarting", "addr", inv.Source.Addr, "err", firstLine(err), "retry_in", wait, "purged_answers", purges)
@@ -185,16 +194,8 @@ func (inv *Invalidator) startAt(c *canal.Canal) (Position, error) {
 		inv.Logger.Warn("the saved binlog position has no GTID set: resuming it by file and offset, which name a place in this server's binlog only (after a failover they name another place); remove the position file to start by GTID set at the server's current position",
 			"file", pos.File.Name, "pos", pos.File.Pos, "path", inv.Positions.Path)
 	default:
-		set, err := c.GetMasterGTIDSet()
-		if err != nil {
-			return pos, fmt.Errorf("current binlog GTID set: %w", err)
-		}
-		if set.String() != "" {
-			pos.GTID = set
-			break
-		}
-		if pos.File, err = c.GetMasterPos(); err != nil {
-			return pos, fmt.Errorf("current binlog position: %w", err)
+		if pos, err = current(c); err != nil {
+			return pos, err
 		}
 	}
 	verb := "resuming the binlog"
@@ -207,6 +208,35 @@ func (inv *Invalidator) startAt(c *canal.Canal) (Position, error) {
 		inv.Logger.Info(verb, "file", pos.File.Name, "pos", pos.File.Pos, "server", inv.Source.Addr)
 	}
 	return pos, nil
+}
+
+// current is the server's current position, by GTID set whenever it
+// keeps one.
+func current(c *canal.Canal) (Position, error) {
+	var pos Position
+	set, err := c.GetMasterGTIDSet()
+	if err != nil {
+		return pos, fmt.Errorf("current binlog GTID set: %w", err)
+	}
+	if set.String() != "" {
+		pos.GTID = set
+		return pos, nil
+	}
+	if pos.File, err = c.GetMasterPos(); err != nil {
+		return pos, fmt.Errorf("current binlog position: %w", err)
+	}
+	return pos, nil
+}
+
+// currentPosition asks the server its current position on a connection
+// of its own.
+func (inv *Invalidator) currentPosition() (Position, error) {
+	c, err := inv.Source.NewCanal(inv.Logger.With("component", "canal"))
+	if err != nil {
+		return Position{}, err
+	}
+	defer c.Close()
+	return current(c)
 }
 
 // firstLine drops the stack trace go-mysql appends to its errors.

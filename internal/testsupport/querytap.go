@@ -36,6 +36,8 @@ type QueryTap struct {
 type loss struct {
 	match    func(query string) bool
 	answered func(txn []string)
+	// unsent: the statement itself never reaches the server.
+	unsent bool
 }
 
 // DSNThrough is m's DSN with tap between the program and the server.
@@ -76,6 +78,15 @@ func (t *QueryTap) LoseNextCommitAnswer(answered func(txn []string)) {
 // unless it is a COMMIT.
 func (t *QueryTap) LoseNextAnswer(match func(query string) bool, answered func(txn []string)) {
 	t.lose.Store(&loss{match: match, answered: answered})
+}
+
+// LoseNextCommit arms the tap: the next COMMIT never reaches the server.
+// The tap calls lost with the transaction's statements and closes both
+// sides of the connection, so the server rolls the transaction back while
+// the program, which sent its COMMIT, hears nothing: it cannot tell this
+// from a commit made whose answer was lost.
+func (t *QueryTap) LoseNextCommit(lost func(txn []string)) {
+	t.lose.Store(&loss{match: func(q string) bool { return strings.EqualFold(strings.TrimSpace(q), "COMMIT") }, answered: lost, unsent: true})
 }
 
 // comQuery is the protocol's COM_QUERY command byte.
@@ -176,11 +187,20 @@ func (t *QueryTap) forward(client net.Conn) {
 			// the server nothing unasked: the next bytes back are the
 			// COMMIT's answer.
 			query := string(payload[1:])
-			commit := strings.EqualFold(strings.TrimSpace(query), "COMMIT")
-			if !commit {
+			verb := strings.ToUpper(strings.TrimSpace(query))
+			commit := verb == "COMMIT"
+			if verb == "ROLLBACK" {
+				// What a rolled-back transaction sent is not the next one's.
+				txn = nil
+			} else if !commit {
 				txn = append(txn, query)
 			}
 			if l := t.lose.Load(); l != nil && l.match(query) && t.lose.CompareAndSwap(l, nil) {
+				if l.unsent {
+					l.answered(txn)
+					server.Close()
+					return
+				}
 				committed := txn
 				lost := func() { l.answered(committed) }
 				drop.Store(&lost)

@@ -2,6 +2,8 @@ package voucher_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,5 +43,37 @@ func TestCreateWhoseCommitAnswerIsLostIsComplete(t *testing.T) {
 	totals, err := store.Totals(ctx, id)
 	if err != nil || totals.Stock != 7 {
 		t.Fatalf("Redis of voucher %d: %+v, %v; want its sale on with 7 units", id, totals, err)
+	}
+}
+
+// The other side of a lost answer: the COMMIT never reached the server,
+// which rolled the transaction back. The lookup finds no row, and the
+// admin is told that nothing was created (503), with nothing on sale in
+// Redis.
+func TestCreateWhoseCommitNeverArrivedIsRefused(t *testing.T) {
+	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
+	tap := testsupport.MustQueryTap(t, m.Addr)
+	db := m.MustOpenThrough(t, tap)
+	store := gate.NewStore(r.Client, r.Prefix)
+	vs := &voucher.Vouchers{DB: db, Sale: store}
+	var lost atomic.Bool
+	tap.LoseNextCommit(func([]string) { lost.Store(true) })
+	stock := int64(7)
+	begin, end := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	title := "never committed " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, err := vs.Create(context.Background(), voucher.Voucher{ShopID: 1, Title: title, PayValue: 100, ActualValue: 200,
+		Type: voucher.TypeSeckill, Stock: &stock, BeginTime: &begin, EndTime: &end})
+	if !lost.Load() {
+		t.Fatal("the tap lost no COMMIT")
+	}
+	if !errors.Is(err, voucher.ErrNotCreated) {
+		t.Fatalf("Create whose COMMIT never arrived: %v; want ErrNotCreated", err)
+	}
+	var n int
+	if err := m.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher WHERE title = ?", title).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows titled %q, %v; want none", n, title, err)
+	}
+	if active, err := r.Client.SMembers(context.Background(), store.ActiveVouchers()).Result(); err != nil || len(active) != 0 {
+		t.Fatalf("active sales in Redis: %v, %v; want none", active, err)
 	}
 }
