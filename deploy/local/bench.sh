@@ -102,6 +102,18 @@ for mode in redis "jwt HS256" "jwt EdDSA"; do
 done
 rm -f "$session_runs"
 
+# The bot checks that need no person: the accept path on a sale with
+# botCheck none and on one with path (each buyer GETs its order path,
+# then orders at it), the same client loop, redis sessions, in one run.
+start_api SECKILL_SESSION_MODE=redis
+echo
+echo "== bot check: none against path =="
+bin/loadgen botcheck -api "http://$api_addr" -users "$spread_users" -workers "$workers" \
+  -procs "api=$api_pid,order-writer=$writer_pid,redis=$(cat "$stack/redis/redis.pid"),mariadb=$(cat "$stack/mariadb/mariadb.pid"),kafka=$(cat "$stack/kafka/kafka.pid")" \
+  -writer-metrics "http://$writer_admin/metrics"
+kill -TERM "$api_pid"
+wait "$api_pid" 2>/dev/null || true
+
 # The accept path traced: the api restarted with tracing off, then
 # exporting over OTLP/HTTP to a sink that counts the spans and keeps none
 # (the exporter's whole cost stays in the api), sampling 1 % of the orders,

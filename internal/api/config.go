@@ -54,4 +54,7 @@ type RoutePolicy struct {
 // budget per client address across them.
 type Limits struct {
 	Code, Login, Seckill, Public, Lookup RoutePolicy
+	// Challenge is the challenges of the sales that ask for one and the
+	// answers to them.
+	Challenge RoutePolicy
 }

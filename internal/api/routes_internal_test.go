@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/jwtauth"
 )
 
@@ -16,7 +17,8 @@ import (
 // whole API (the HTTP tests check what the routes answer against it).
 func TestEveryRouteIsInTheDocument(t *testing.T) {
 	t.Parallel()
-	s, err := Listen(Config{Addr: "127.0.0.1:0"}, Deps{Registry: prometheus.NewRegistry(), JWKS: []jwtauth.JWK{{KID: "k"}}})
+	s, err := Listen(Config{Addr: "127.0.0.1:0"}, Deps{Registry: prometheus.NewRegistry(), JWKS: []jwtauth.JWK{{KID: "k"}},
+		BotChecks: botcheck.New(nil, "", nil, nil, botcheck.DefaultConfig, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

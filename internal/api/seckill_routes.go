@@ -1,12 +1,17 @@
 package api
 
 import (
+	"encoding/base64"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -71,7 +76,9 @@ func (s *Server) listVouchers(c echo.Context) error {
 	return c.JSON(http.StatusOK, OK(list))
 }
 
-// POST /voucher-order/seckill/:id: the flash sale. The order id is a JSON
+// POST /voucher-order/seckill/:id and /voucher-order/seckill/:id/:path:
+// the flash sale, at the fixed route or at the buyer's order path (the
+// sales that ask for one take orders there only). The order id is a JSON
 // string: JavaScript numbers lose 64-bit integers.
 func (s *Server) seckillOrder(c echo.Context) error {
 	voucherID, err := pathID(c, "id", "voucher id")
@@ -79,6 +86,9 @@ func (s *Server) seckillOrder(c echo.Context) error {
 		return err
 	}
 	u, _ := currentUser(c)
+	if err := s.deps.BotChecks.CheckOrder(c.Request().Context(), u.ID, voucherID, c.Param("path")); err != nil {
+		return err
+	}
 	orderID, err := s.deps.Orders.Place(c.Request().Context(), u.ID, voucherID)
 	if err != nil {
 		return err
@@ -113,4 +123,103 @@ func (s *Server) getOrderOf(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, OK(st))
+}
+
+// OrderPath is an order path issued to a buyer: where to POST the order.
+type OrderPath struct {
+	Path      string    `json:"path"`
+	URL       string    `json:"url"` // the order route with the path, from the root
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+func orderPath(voucherID int64, path string, expires time.Time) OrderPath {
+	return OrderPath{Path: path, URL: "/voucher-order/seckill/" + strconv.FormatInt(voucherID, 10) + "/" + path, ExpiresAt: expires}
+}
+
+// GET /voucher-order/seckill/:id/path: the buyer's order path, once the
+// sale is open, on a sale that issues it without a challenge.
+func (s *Server) orderPath(c echo.Context) error {
+	voucherID, err := pathID(c, "id", "voucher id")
+	if err != nil {
+		return err
+	}
+	u, _ := currentUser(c)
+	path, expires, err := s.deps.BotChecks.IssuePath(c.Request().Context(), u.ID, voucherID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, OK(orderPath(voucherID, path, expires)))
+}
+
+// ChallengeShown is a challenge as the buyer sees it: its picture inline,
+// its reading at a link of its own.
+type ChallengeShown struct {
+	ChallengeID string    `json:"challengeId"`
+	Image       string    `json:"image"` // a data: URL of the PNG
+	Audio       string    `json:"audio"` // the digits read aloud (WAV), from the root
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
+
+// GET /voucher-order/seckill/:id/challenge: a challenge, once the sale is
+// open, on a sale that asks for one.
+func (s *Server) challenge(c echo.Context) error {
+	voucherID, err := pathID(c, "id", "voucher id")
+	if err != nil {
+		return err
+	}
+	u, _ := currentUser(c)
+	p, err := s.deps.BotChecks.NewChallenge(c.Request().Context(), u.ID, voucherID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, OK(ChallengeShown{
+		ChallengeID: p.ID,
+		Image:       "data:image/png;base64," + base64.StdEncoding.EncodeToString(p.PNG),
+		Audio:       "/voucher-order/challenge/" + p.ID + "/audio",
+		ExpiresAt:   p.ExpiresAt,
+	}))
+}
+
+// Answer is a buyer's answer to a challenge.
+type Answer struct {
+	ChallengeID string `json:"challengeId"`
+	Answer      string `json:"answer"`
+}
+
+// POST /voucher-order/seckill/:id/path: the order path for a solved
+// challenge. The challenge is used up, right or wrong.
+func (s *Server) solveChallenge(c echo.Context) error {
+	voucherID, err := pathID(c, "id", "voucher id")
+	if err != nil {
+		return err
+	}
+	var a Answer
+	if err := bindJSON(c, &a); err != nil {
+		return err
+	}
+	u, _ := currentUser(c)
+	path, expires, err := s.deps.BotChecks.Solve(c.Request().Context(), u.ID, voucherID, a.ChallengeID, a.Answer)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, OK(orderPath(voucherID, path, expires)))
+}
+
+// GET /voucher-order/challenge/:challengeId/audio?lang=en: the challenge's
+// digits read aloud, for a buyer who cannot see the picture. The id is
+// the key: 16 random bytes only its buyer was given.
+func (s *Server) challengeAudio(c echo.Context) error {
+	lang := c.QueryParam("lang")
+	if lang == "" {
+		lang = "en"
+	}
+	if !slices.Contains(botcheck.Languages, lang) {
+		return apperr.Errorf(apperr.Invalid, "lang must be one of %s", strings.Join(botcheck.Languages, ", "))
+	}
+	wav, err := s.deps.BotChecks.Audio(c.Request().Context(), c.Param("challengeId"), lang)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, "audio/wav", wav)
 }

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/blog"
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/order"
@@ -79,11 +80,27 @@ type Deps struct {
 	Vouchers *voucher.Vouchers
 	Orders   *order.Service
 	Lookup   *order.Lookup
+	// BotChecks keep bots from the sales that ask for it: order paths and
+	// challenges (botcheck.Store).
+	BotChecks BotChecks
+}
+
+// BotChecks issues and checks the order paths and challenges of the sales
+// that keep bots out (botcheck.Store).
+type BotChecks interface {
+	CheckOrder(ctx context.Context, userID, voucherID int64, path string) error
+	IssuePath(ctx context.Context, userID, voucherID int64) (string, time.Time, error)
+	NewChallenge(ctx context.Context, userID, voucherID int64) (botcheck.Puzzle, error)
+	Solve(ctx context.Context, userID, voucherID int64, id, answer string) (string, time.Time, error)
+	Audio(ctx context.Context, id, lang string) ([]byte, error)
 }
 
 // Listen binds cfg.Addr at once (so a taken port fails the start) and
 // builds the routes.
 func Listen(cfg Config, deps Deps) (*Server, error) {
+	if deps.BotChecks == nil {
+		return nil, errors.New("api: no bot checks: a sale that asks for order paths would take orders without one")
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("api listener on %s: %w", cfg.Addr, err)
@@ -124,6 +141,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	}
 	e.GET("/openapi.json", serveOpenAPI(doc))
 	routeDocs(e)
+	routeBuy(e)
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
 	e.GET("/readyz", echo.WrapHandler(deps.Monitor.ReadyHandler()))
 
@@ -155,7 +173,18 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	e.POST("/voucher/seckill", s.createVoucher(voucher.TypeSeckill), s.requireAdmin)
 	e.PUT("/voucher/seckill/:id", s.changeSale, s.requireAdmin)
 	e.GET("/voucher/list/:shopId", s.listVouchers, public)
-	e.POST("/voucher-order/seckill/:id", s.seckillOrder, s.requireUser, s.rateLimit("seckill", cfg.Limits.Seckill))
+	seckill := s.rateLimit("seckill", cfg.Limits.Seckill)
+	e.POST("/voucher-order/seckill/:id", s.seckillOrder, s.requireUser, seckill)
+	// The order paths: static "path" wins over :path in echo's router, and
+	// an issued path is never that word.
+	e.POST("/voucher-order/seckill/:id/:path", s.seckillOrder, s.requireUser, seckill)
+	e.GET("/voucher-order/seckill/:id/path", s.orderPath, s.requireUser, s.rateLimit("path", cfg.Limits.Seckill))
+	challenge := s.rateLimit("challenge", cfg.Limits.Challenge)
+	e.GET("/voucher-order/seckill/:id/challenge", s.challenge, s.requireUser, challenge)
+	// Answers count apart from the challenges asked for: a buyer who
+	// asked for their limit can still answer the last one.
+	e.POST("/voucher-order/seckill/:id/path", s.solveChallenge, s.requireUser, s.rateLimit("answer", cfg.Limits.Challenge))
+	e.GET("/voucher-order/challenge/:challengeId/audio", s.challengeAudio, public)
 	lookup := s.rateLimit("lookup", cfg.Limits.Lookup)
 	e.GET("/voucher-order/:id", s.getOrder, s.requireUser, lookup)
 	e.GET("/voucher-order/of/voucher/:voucherId", s.getOrderOf, s.requireUser, lookup)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/blog"
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/config"
@@ -114,15 +115,25 @@ func (m *API) Run(ctx context.Context) error {
 		tlsConfig = certs.ServerConfig()
 		workers = append(workers, daemon.Worker{Name: "tls certificate", Run: func(ctx context.Context) error { return certs.Run(ctx, time.Second) }})
 	}
+	vouchers := &voucher.Vouchers{DB: db, Sale: store}
+	bots := botcheck.New(b.rdb, c.Sale.KeyPrefix, vouchers, store, c.BotCheck, botcheck.NewMetrics(b.reg))
+	vouchers.BotChecks = bots
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = bots.Start(bctx)
+	cancel()
+	if err != nil {
+		return abandon(err, b.closers)
+	}
 	srv, err := api.Listen(c.HTTP, api.Deps{
 		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
 		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy).WithMetrics(user.NewCodeMetrics(b.reg)),
 			Users: user.NewUsers(db), Sender: sender},
 		Sessions: sessions, Refresher: refresher, JWKS: jwks, TLS: tlsConfig,
-		Limiter:  ratelimit.New(b.rdb, c.HTTP.RatePrefix, m.logger),
-		Shops:    shops,
-		Blogs:    blog.NewStore(db),
-		Vouchers: &voucher.Vouchers{DB: db, Sale: store},
+		Limiter:   ratelimit.New(b.rdb, c.HTTP.RatePrefix, m.logger),
+		Shops:     shops,
+		Blogs:     blog.NewStore(db),
+		Vouchers:  vouchers,
+		BotChecks: bots,
 		Orders: &order.Service{
 			IDs: orderIDs(b.rdb, c.Sale).WithReplicationStamp(), Gate: store, Publisher: publisher,
 			Durable: broker.OrderDurability{Topic: durability},

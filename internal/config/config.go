@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/binlog"
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/daemon"
@@ -74,6 +75,9 @@ type API struct {
 	AutoPipeline bool
 	Sessions     Sessions
 	TLS          TLS
+	// BotCheck is the lifetimes of the order paths and challenges of the
+	// sales that keep bots out.
+	BotCheck botcheck.Config
 }
 
 // The session modes.
@@ -139,7 +143,7 @@ func LoadAPI(lookup Lookup) (API, error) {
 	c := API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r),
 		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9100"), DevMode: r.Bool("SECKILL_DEV_MODE", false),
 		ShopFilter: shopFilter(r), AutoPipeline: r.Bool("SECKILL_REDIS_AUTOPIPELINE", true),
-		Sessions: loadSessions(r), TLS: loadTLS(r)}
+		Sessions: loadSessions(r), TLS: loadTLS(r), BotCheck: loadBotCheck(r)}
 	return c, r.Err()
 }
 
@@ -293,6 +297,16 @@ func loadSale(r *Reader) Sale {
 	}
 }
 
+// loadBotCheck reads the lifetimes of order paths and challenges.
+func loadBotCheck(r *Reader) botcheck.Config {
+	d := botcheck.DefaultConfig
+	return botcheck.Config{
+		PathTTL:      r.Duration("SECKILL_BOTCHECK_PATH_TTL", d.PathTTL),
+		ChallengeTTL: r.Duration("SECKILL_BOTCHECK_CHALLENGE_TTL", d.ChallengeTTL),
+		Digits:       d.Digits,
+	}
+}
+
 // loadHTTP reads the API's variables (docs/configuration.md).
 func loadHTTP(r *Reader) api.Config {
 	c := api.Config{
@@ -315,6 +329,9 @@ func loadHTTP(r *Reader) api.Config {
 			// second at most; the limit keeps one client in a loop from
 			// costing more.
 			Lookup: routePolicy(r, "LOOKUP", "200/1s", "5/1s", "open", "local"),
+			// Challenges and their answers: shared like login codes, so
+			// that wrong answers cannot be tried faster across instances.
+			Challenge: routePolicy(r, "CHALLENGE", "60/1m", "10/1m", "open", "shared"),
 		},
 		CodePolicy: user.DefaultCodePolicy,
 		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/user"
@@ -228,4 +229,87 @@ func TestBrowserThroughTheCoursesNginx(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A person buys on a sale with a challenge, in a real browser, on the
+// api's own page (GET /buy): logs in by phone code, clicks buy, is shown
+// the picture, types its digits (read where the api keeps them, as the
+// person reads the picture), and the order lands in MySQL. A wrong answer
+// first is refused, and the page shows a new picture.
+func TestBrowserSolvesTheChallengeAndBuys(t *testing.T) {
+	s := newSaleOn(t, stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}, nil,
+		map[string]string{"SECKILL_DEV_MODE": "true"})
+	voucher := s.voucherWith(t, 10, 1, "challenge", time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	ctx := newBrowser(t)
+	phone := fmt.Sprintf("138%08d", time.Now().UnixNano()%1e8)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/buy?voucher=%d", s.api, voucher)),
+		chromedp.SendKeys(chromedp.ID("phone"), phone),
+		chromedp.Click(chromedp.ID("send"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageSays(t, ctx, "code sent", "code failed"); got != "code sent" {
+		t.Fatalf("asking for a code: the page shows %q", got)
+	}
+	code, err := s.redis.Client.HGet(t.Context(), user.Keys{Prefix: s.redis.Prefix}.Code(phone, "127.0.0.1"), "code").Result()
+	if err != nil {
+		t.Fatalf("no code for %s in Redis: %v", phone, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("code"), code), chromedp.Click(chromedp.ID("login"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageSays(t, ctx, "logged in as", "login failed"); !strings.HasPrefix(got, "logged in as") {
+		t.Fatalf("logging in: the page shows %q", got)
+	}
+	shown := func() (id, digits string) {
+		t.Helper()
+		if got := pageSays(t, ctx, "challenge shown", "order refused"); got != "challenge shown" {
+			t.Fatalf("buying on a challenge sale: the page shows %q", got)
+		}
+		attr, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("challenge"), "data-id"))
+		if err != nil || !attr.Exists {
+			t.Fatalf("the challenge's id on the page: %v", err)
+		}
+		id = attr.Value
+		testsupport.Wait(t, 10*time.Second, "the challenge's picture drawn, 240 pixels wide", func() bool {
+			w, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`document.getElementById('picture').naturalWidth`))
+			return err == nil && w == 240
+		})
+		v, err := s.redis.Client.Get(t.Context(), s.redis.Prefix+"botcheck:challenge:"+id).Result()
+		if err != nil {
+			t.Fatalf("challenge %s in Redis: %v", id, err)
+		}
+		return id, v[strings.LastIndex(v, ":")+1:]
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
+		t.Fatal(err)
+	}
+	first, digits := shown()
+	wrong := []byte(digits)
+	wrong[0] = '0' + (wrong[0]-'0'+1)%10
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("answer"), string(wrong)), chromedp.Click(chromedp.ID("solve"))); err != nil {
+		t.Fatal(err)
+	}
+	refused := "answer refused: " + botcheck.ErrWrongAnswer.Error()
+	testsupport.Wait(t, 20*time.Second, "the page saying the answer was wrong", func() bool {
+		out, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("out")))
+		return err == nil && strings.Contains(out, refused+"\nchallenge shown")
+	})
+	second, digits := shown()
+	if second == first {
+		t.Fatal("after a wrong answer the page shows the same challenge")
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("answer"), digits), chromedp.Click(chromedp.ID("solve"))); err != nil {
+		t.Fatal(err)
+	}
+	m := orderLine.FindStringSubmatch(pageSays(t, ctx, "order "))
+	if m == nil {
+		t.Fatalf("buying: the page shows no order id")
+	}
+	testsupport.Wait(t, 30*time.Second, "the order in MySQL", func() bool {
+		var n int
+		err := s.mysql.DB.QueryRow(`SELECT COUNT(*) FROM tb_voucher_order o JOIN tb_user u ON u.id = o.user_id
+			WHERE o.id = ? AND o.voucher_id = ? AND u.phone = ?`, m[1], voucher, phone).Scan(&n)
+		return err == nil && n == 1
+	})
 }

@@ -144,8 +144,14 @@ func (s *sale) voucher(t *testing.T, stock int, begin, end time.Time) int64 {
 // voucherIn is voucher with its stock in buckets.
 func (s *sale) voucherIn(t *testing.T, stock, buckets int, begin, end time.Time) int64 {
 	t.Helper()
-	body := fmt.Sprintf(`{"shopId":1,"title":"e2e","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"stockBuckets":%d}`,
-		stock, begin.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), buckets)
+	return s.voucherWith(t, stock, buckets, "none", begin, end)
+}
+
+// voucherWith is voucherIn with a bot check (none, path, challenge).
+func (s *sale) voucherWith(t *testing.T, stock, buckets int, check string, begin, end time.Time) int64 {
+	t.Helper()
+	body := fmt.Sprintf(`{"shopId":1,"title":"e2e","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"stockBuckets":%d,"botCheck":%q}`,
+		stock, begin.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), buckets, check)
 	r := s.do(t, "POST", "/voucher/seckill", "", map[string]string{"X-Admin-Token": adminToken}, body)
 	id, ok := r.Data.(float64)
 	if r.Status != 200 || !r.Success || !ok {

@@ -178,3 +178,26 @@ func (s *Store) FindBuyerOrder(ctx context.Context, voucherID, userID int64) (or
 	}
 	return 0, false, live, nil
 }
+
+// Window is voucherID's sale window as the gate holds it (every bucket
+// has the same; bucket 0's is read): order.ErrUnknownVoucher when Redis
+// has no sale.
+func (s *Store) Window(ctx context.Context, voucherID int64) (begin, end time.Time, err error) {
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	v, err := s.rdb.HMGet(ctx, lay.bucketKeys(s.prefix, 0).Voucher, FieldBegin, FieldEnd).Result()
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("window of voucher %d: %w", voucherID, err)
+	}
+	if v[0] == nil || v[1] == nil {
+		return time.Time{}, time.Time{}, order.ErrUnknownVoucher
+	}
+	b, errB := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+	e, errE := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+	if errB != nil || errE != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("window of voucher %d: %q to %q", voucherID, v[0], v[1])
+	}
+	return time.UnixMilli(b), time.UnixMilli(e), nil
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/sale"
 )
@@ -37,6 +38,10 @@ type Voucher struct {
 	// from (1 when absent): more than one spreads one hot item's buyers
 	// over as many Redis masters. Fixed for the sale's life.
 	StockBuckets int `json:"stockBuckets,omitempty"`
+	// BotCheck is how a flash sale keeps bots from its stock: "none"
+	// (absent: the course's fixed order route), "path" or "challenge"
+	// (docs/bot-defence.md). Fixed for the sale's life.
+	BotCheck string `json:"botCheck,omitempty"`
 }
 
 // The voucher types of the course.
@@ -108,6 +113,9 @@ func (v Voucher) Validate() error {
 	case v.BeginTime.Before(minTime) || v.EndTime.After(maxTime):
 		return ErrWindow.With("beginTime and endTime must lie between 1970-01-02 and 2038-01-18 (a TIMESTAMP column)")
 	}
+	if _, err := botcheck.ParseMode(v.BotCheck); err != nil {
+		return bad(err.Error())
+	}
 	return nil
 }
 
@@ -122,10 +130,16 @@ type Sale interface {
 	Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error)
 }
 
+// BotChecks keeps a new sale's bot check where the order route reads it.
+type BotChecks interface {
+	SetMode(ctx context.Context, voucherID int64, m botcheck.Mode, end time.Time) error
+}
+
 // Vouchers is the voucher tables and the flash sale's state in the gate.
 type Vouchers struct {
-	DB   *sql.DB
-	Sale Sale
+	DB        *sql.DB
+	Sale      Sale
+	BotChecks BotChecks
 }
 
 // Create inserts v (tb_voucher, and tb_seckill_voucher for a flash-sale
@@ -149,9 +163,10 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("insert voucher: %w", err)
 	}
+	mode, _ := botcheck.ParseMode(v.BotCheck) // validated
 	if v.Type == TypeSeckill {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, stock_buckets) VALUES (?, ?, ?, ?, ?)",
-			id, *v.Stock, v.BeginTime.UTC(), v.EndTime.UTC(), max(v.StockBuckets, 1)); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, stock_buckets, bot_check) VALUES (?, ?, ?, ?, ?, ?)",
+			id, *v.Stock, v.BeginTime.UTC(), v.EndTime.UTC(), max(v.StockBuckets, 1), string(mode)); err != nil {
 			return 0, fmt.Errorf("insert seckill voucher: %w", err)
 		}
 	}
@@ -164,6 +179,13 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 		}
 	}
 	if v.Type == TypeSeckill {
+		// The mode first: a sale the gate can sell is one whose orders
+		// are checked.
+		if vs.BotChecks != nil {
+			if err := vs.BotChecks.SetMode(ctx, id, mode, *v.EndTime); err != nil {
+				return id, err
+			}
+		}
 		if err := vs.Sale.WarmBuckets(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
 			return id, err
 		}
@@ -221,7 +243,7 @@ func (vs *Vouchers) countCausally(ctx context.Context, query string, args ...any
 // List is a shop's vouchers, flash-sale ones with their stock and window.
 func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
 	rows, err := vs.DB.QueryContext(ctx, `SELECT v.id, v.shop_id, v.title, COALESCE(v.sub_title, ''), COALESCE(v.rules, ''),
-		v.pay_value, v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time
+		v.pay_value, v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.bot_check
 		FROM tb_voucher v LEFT JOIN tb_seckill_voucher sv ON sv.voucher_id = v.id
 		WHERE v.shop_id = ? ORDER BY v.id`, shopID)
 	if err != nil {
@@ -233,16 +255,35 @@ func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
 		var v Voucher
 		var stock sql.NullInt64
 		var begin, end sql.NullTime
+		var check sql.NullString
 		if err := rows.Scan(&v.ID, &v.ShopID, &v.Title, &v.SubTitle, &v.Rules, &v.PayValue, &v.ActualValue,
-			&v.Type, &v.Status, &stock, &begin, &end); err != nil {
+			&v.Type, &v.Status, &stock, &begin, &end, &check); err != nil {
 			return nil, fmt.Errorf("list vouchers of shop %d: %w", shopID, err)
 		}
 		if stock.Valid {
-			v.Stock, v.BeginTime, v.EndTime = &stock.Int64, &begin.Time, &end.Time
+			v.Stock, v.BeginTime, v.EndTime, v.BotCheck = &stock.Int64, &begin.Time, &end.Time, check.String
 		}
 		list = append(list, v)
 	}
 	return list, rows.Err()
+}
+
+// BotCheck is flash-sale voucher id's bot check as its row has it
+// (botcheck.Modes); found is false when there is no such row.
+func (vs *Vouchers) BotCheck(ctx context.Context, id int64) (botcheck.Mode, bool, error) {
+	var s string
+	err := vs.DB.QueryRowContext(ctx, "SELECT bot_check FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&s)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("bot check of voucher %d: %w", id, err)
+	}
+	m, err := botcheck.ParseMode(s)
+	if err != nil {
+		return "", false, fmt.Errorf("voucher %d's row: %w", id, err)
+	}
+	return m, true, nil
 }
 
 // Change is an admin's change to a flash-sale voucher: units added (or

@@ -36,7 +36,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|sessions|tracing|otlp-sink [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|sessions|tracing|botcheck|otlp-sink [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -155,6 +155,12 @@ func run(cmd string, args []string) error {
 		}
 		return sale.MultiNode(ctx, os.Stdout, loadgen.MultiNodeConfig{Label: *label, Users: *users, Workers: *workers,
 			Vouchers: *vouchers, Procs: measured, Runs: *runs, Single: *single})
+	case "botcheck":
+		measured, err := loadgen.ParseProcs(*procs)
+		if err != nil {
+			return err
+		}
+		return sale.BotCheckBench(ctx, os.Stdout, loadgen.BotCheckBenchConfig{Users: *users, Workers: int(*workers), Procs: measured})
 	case "sessions", "tracing":
 		measured, err := loadgen.ParseProcs(*procs)
 		if err != nil {

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -31,14 +32,16 @@ type Sale struct {
 	WriterMetrics string
 	// Buckets is the stock buckets of the vouchers the run creates (0: 1).
 	Buckets int
+	// BotCheck is the bot check of the vouchers the run creates ("": none).
+	BotCheck string
 }
 
 // CreateVoucher makes a flash-sale voucher, open from a minute ago for an
 // hour, through the admin API.
 func (s *Sale) CreateVoucher(ctx context.Context, stock int) (int64, error) {
 	now := time.Now().UTC()
-	body := fmt.Sprintf(`{"shopId":1,"title":"load %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"stockBuckets":%d}`,
-		stock, stock, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), max(s.Buckets, 1))
+	body := fmt.Sprintf(`{"shopId":1,"title":"load %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"stockBuckets":%d,"botCheck":%q}`,
+		stock, stock, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), max(s.Buckets, 1), cmp.Or(s.BotCheck, "none"))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.API+"/voucher/seckill", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Admin-Token", s.AdminToken)

@@ -1,0 +1,354 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/botcheck"
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// createSale is a flash sale with a bot check ("none", "path",
+// "challenge").
+func (a *testAPI) createSale(t *testing.T, stock int, begin, end time.Time, check string) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"shopId":1,"title":"t","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"botCheck":%q}`,
+		stock, begin.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), check)
+	res := call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": testAdminToken}, body)
+	if res.Status != 200 || !res.Body.Success {
+		t.Fatalf("create sale (%s): %d %s", check, res.Status, res.Raw)
+	}
+	return string(res.Body.Data)
+}
+
+type orderPathData struct {
+	Path      string    `json:"path"`
+	URL       string    `json:"url"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// path is the order path the api issues to token's user for voucher.
+func (a *testAPI) path(t *testing.T, token, voucher string) orderPathData {
+	t.Helper()
+	res := call(t, "GET", a.URL+"/voucher-order/seckill/"+voucher+"/path", map[string]string{"authorization": token}, nil)
+	var p orderPathData
+	if res.Status != 200 || !res.Body.Success || json.Unmarshal(res.Body.Data, &p) != nil || p.Path == "" {
+		t.Fatalf("order path of voucher %s: %d %s", voucher, res.Status, res.Raw)
+	}
+	if p.URL != "/voucher-order/seckill/"+voucher+"/"+p.Path {
+		t.Fatalf("order path's url %q, want the order route with the path", p.URL)
+	}
+	return p
+}
+
+func (a *testAPI) metric(t *testing.T, line string) bool {
+	t.Helper()
+	_, body := testsupport.Get(context.Background(), a.Admin+"/metrics")
+	return strings.Contains(body, "\n"+line+"\n")
+}
+
+// forged is a path of the right shape that this server never issued: a
+// MAC of zeros, an expiry an hour away.
+func forged() string {
+	raw := []byte{1}
+	raw = binary.BigEndian.AppendUint64(raw, uint64(time.Now().Add(time.Hour).UnixMilli()))
+	raw = append(raw, make([]byte, 16)...)
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// A sale with botCheck path takes orders only at a path issued to the
+// buyer once it is open: nothing prepared before it opens works, a path
+// is the buyer's and the voucher's only, and used twice gives one order.
+func TestPathSale(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_SECKILL_USER": "off"})
+	now := time.Now()
+	early := a.createSale(t, 5, now.Add(time.Hour), now.Add(2*time.Hour), "path")
+	open := a.createSale(t, 5, now.Add(-time.Hour), now.Add(time.Hour), "path")
+	other := a.createSale(t, 5, now.Add(-time.Hour), now.Add(time.Hour), "path")
+	ended := a.createSale(t, 5, now.Add(-2*time.Hour), now.Add(-time.Hour), "path")
+	alice, bob := a.loggedIn(t, randomPhone()), a.loggedIn(t, randomPhone())
+	auth := map[string]string{"authorization": alice}
+
+	// Before the opening: no path, and nothing a bot prepared takes.
+	res := call(t, "GET", a.URL+"/voucher-order/seckill/"+early+"/path", auth, nil)
+	if res.Status != 200 || res.Body.Success || res.Body.ErrorMsg != order.ErrNotStarted.Error() {
+		t.Fatalf("path before the opening: %d %s; want 200 %q and no path", res.Status, res.Raw, order.ErrNotStarted.Error())
+	}
+	res = call(t, "GET", a.URL+"/voucher-order/seckill/"+ended+"/path", auth, nil)
+	if res.Status != 200 || res.Body.Success || res.Body.ErrorMsg != order.ErrEnded.Error() {
+		t.Fatalf("path after the end: %d %s; want 200 %q", res.Status, res.Raw, order.ErrEnded.Error())
+	}
+	for _, route := range []string{"/voucher-order/seckill/" + open, "/voucher-order/seckill/" + open + "/" + forged()} {
+		res = call(t, "POST", a.URL+route, auth, nil)
+		if res.Status != 403 || res.Body.Success {
+			t.Fatalf("POST %s without an issued path: %d %s; want 403", route, res.Status, res.Raw)
+		}
+	}
+
+	p := a.path(t, alice, open)
+	if left := time.Until(p.ExpiresAt); left <= 0 || left > botcheck.DefaultConfig.PathTTL+time.Second {
+		t.Fatalf("path expires at %v (%v from now); want within %v", p.ExpiresAt, left, botcheck.DefaultConfig.PathTTL)
+	}
+	for name, tc := range map[string]struct {
+		token, route string
+		status       int
+	}{
+		"another buyer's path":   {bob, p.URL, 403},
+		"another voucher's path": {alice, "/voucher-order/seckill/" + other + "/" + p.Path, 403},
+		"a path too short":       {alice, "/voucher-order/seckill/" + open + "/" + p.Path[:20], 400},
+		"a path not base64url":   {alice, "/voucher-order/seckill/" + open + "/" + strings.Repeat("!", 34), 400},
+	} {
+		res := call(t, "POST", a.URL+tc.route, map[string]string{"authorization": tc.token}, nil)
+		if res.Status != tc.status || res.Body.Success {
+			t.Fatalf("%s: %d %s; want %d", name, res.Status, res.Raw, tc.status)
+		}
+	}
+
+	res = call(t, "POST", a.URL+p.URL, auth, nil)
+	var orderID string
+	if res.Status != 200 || !res.Body.Success || json.Unmarshal(res.Body.Data, &orderID) != nil {
+		t.Fatalf("order at the issued path: %d %s", res.Status, res.Raw)
+	}
+	// Used again (a client's retry): the same order, nothing more taken.
+	res = call(t, "POST", a.URL+p.URL, auth, nil)
+	var again string
+	if res.Status != 200 || res.Body.Success || res.Body.ErrorMsg != order.ErrAlreadyBought.Error() || json.Unmarshal(res.Body.Data, &again) != nil || again != orderID {
+		t.Fatalf("the path used twice: %d %s; want already bought with order %s", res.Status, res.Raw, orderID)
+	}
+	ensureStock(t, a, open, 4)
+	for _, line := range []string{
+		"seckill_botcheck_paths_issued_total 1",
+		`seckill_botcheck_orders_refused_total{reason="missing"} 1`,
+		`seckill_botcheck_orders_refused_total{reason="invalid"} 3`,
+		`seckill_botcheck_orders_refused_total{reason="malformed"} 2`,
+	} {
+		if !a.metric(t, line) {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+}
+
+// ensureStock fails unless voucher's sale has stock units left in Redis.
+func ensureStock(t *testing.T, a *testAPI, voucher string, stock int64) {
+	t.Helper()
+	var id int64
+	fmt.Sscan(voucher, &id)
+	totals, err := gate.NewStore(a.Redis.Client, a.Redis.Prefix).Totals(context.Background(), id)
+	if err != nil || totals.Stock != stock {
+		t.Fatalf("voucher %s in Redis: %+v, %v; want %d units left", voucher, totals, err, stock)
+	}
+}
+
+// 400 buyers of a path sale of 300 units each ask for a path and order
+// at it, at once: 300 orders, nobody twice, the stock at 0.
+func TestPathSaleCrowd(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken,
+		"SECKILL_RATE_CODE_IP": "off", "SECKILL_RATE_LOGIN_IP": "off", "SECKILL_RATE_SECKILL_IP": "off"})
+	now := time.Now()
+	voucher := a.createSale(t, 300, now.Add(-time.Minute), now.Add(time.Hour), "path")
+	tokens := make([]string, 400)
+	for i := range tokens {
+		tokens[i] = a.loggedIn(t, randomPhone())
+	}
+	var mu sync.Mutex
+	orders, soldOut := map[string]bool{}, 0
+	var wg sync.WaitGroup
+	for _, token := range tokens {
+		wg.Go(func() {
+			p := a.path(t, token, voucher)
+			res := call(t, "POST", a.URL+p.URL, map[string]string{"authorization": token}, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			var id string
+			switch {
+			case res.Status == 200 && res.Body.Success && json.Unmarshal(res.Body.Data, &id) == nil:
+				if orders[id] {
+					t.Errorf("order %s given twice", id)
+				}
+				orders[id] = true
+			case res.Status == 200 && res.Body.ErrorMsg == order.ErrSoldOut.Error():
+				soldOut++
+			default:
+				t.Errorf("order at the path: %d %s", res.Status, res.Raw)
+			}
+		})
+	}
+	wg.Wait()
+	if len(orders) != 300 || soldOut != 100 {
+		t.Fatalf("%d orders and %d sold out of 400 buyers on 300 units", len(orders), soldOut)
+	}
+	ensureStock(t, a, voucher, 0)
+}
+
+// challengeShown is GET .../challenge's data.
+type challengeShown struct {
+	ChallengeID string `json:"challengeId"`
+	Image       string `json:"image"`
+	Audio       string `json:"audio"`
+}
+
+func (a *testAPI) challenge(t *testing.T, token, voucher string) challengeShown {
+	t.Helper()
+	res := call(t, "GET", a.URL+"/voucher-order/seckill/"+voucher+"/challenge", map[string]string{"authorization": token}, nil)
+	var c challengeShown
+	if res.Status != 200 || !res.Body.Success || json.Unmarshal(res.Body.Data, &c) != nil {
+		t.Fatalf("challenge of voucher %s: %d %s", voucher, res.Status, res.Raw)
+	}
+	return c
+}
+
+// digits is what the picture of challenge id shows: read where the api
+// keeps it, as a person would read the picture.
+func (a *testAPI) digits(t *testing.T, id string) string {
+	t.Helper()
+	v, err := a.Redis.Client.Get(context.Background(), a.Redis.Key("botcheck:challenge:"+id)).Result()
+	if err != nil {
+		t.Fatalf("challenge %s in Redis: %v", id, err)
+	}
+	return v[strings.LastIndex(v, ":")+1:]
+}
+
+func (a *testAPI) answer(t *testing.T, token, voucher, id, answer string) response {
+	t.Helper()
+	return call(t, "POST", a.URL+"/voucher-order/seckill/"+voucher+"/path", map[string]string{"authorization": token},
+		fmt.Sprintf(`{"challengeId":%q,"answer":%q}`, id, answer))
+}
+
+// A sale with botCheck challenge issues a path only for a solved
+// challenge: a picture and its reading; a wrong answer uses it up and is
+// counted; a challenge is its buyer's and answered once; the limit on
+// challenges holds.
+func TestChallengeSale(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_RATE_CHALLENGE_USER": "5/1m"})
+	now := time.Now()
+	voucher := a.createSale(t, 5, now.Add(-time.Minute), now.Add(time.Hour), "challenge")
+	pathSale := a.createSale(t, 5, now.Add(-time.Minute), now.Add(time.Hour), "path")
+	alice, bob := a.loggedIn(t, randomPhone()), a.loggedIn(t, randomPhone())
+	auth := map[string]string{"authorization": alice}
+
+	res := call(t, "GET", a.URL+"/voucher-order/seckill/"+voucher+"/path", auth, nil)
+	if res.Status != 403 || !strings.Contains(res.Body.ErrorMsg, "challenge") {
+		t.Fatalf("a path without a challenge: %d %s; want 403 naming the challenge", res.Status, res.Raw)
+	}
+	res = call(t, "POST", a.URL+"/voucher-order/seckill/"+voucher, auth, nil)
+	if res.Status != 403 {
+		t.Fatalf("an order without a path: %d %s; want 403", res.Status, res.Raw)
+	}
+	res = call(t, "GET", a.URL+"/voucher-order/seckill/"+pathSale+"/challenge", map[string]string{"authorization": bob}, nil)
+	if res.Status != 409 {
+		t.Fatalf("a challenge of a sale without one: %d %s; want 409", res.Status, res.Raw)
+	}
+
+	c := a.challenge(t, alice, voucher) // 1
+	png, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(c.Image, "data:image/png;base64,"))
+	if !strings.HasPrefix(c.Image, "data:image/png;base64,") || err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("the challenge's picture is not a PNG data URL: %.60q", c.Image)
+	}
+	wav, err := http.Get(a.URL + c.Audio + "?lang=zh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 4)
+	_, _ = wav.Body.Read(head)
+	wav.Body.Close()
+	if wav.StatusCode != 200 || wav.Header.Get("Content-Type") != "audio/wav" || string(head) != "RIFF" {
+		t.Fatalf("the challenge's reading: %d %s %q; want a WAV", wav.StatusCode, wav.Header.Get("Content-Type"), head)
+	}
+	right := a.digits(t, c.ChallengeID)
+	if res := a.answer(t, bob, voucher, c.ChallengeID, right); res.Status != 403 {
+		t.Fatalf("another buyer answering alice's challenge: %d %s; want 403", res.Status, res.Raw)
+	}
+	c = a.challenge(t, alice, voucher) // 2
+	right = a.digits(t, c.ChallengeID)
+	wrong := fmt.Sprintf("%06d", (mustAtoi(t, right)+1)%1_000_000)
+	if res := a.answer(t, alice, voucher, c.ChallengeID, "12a456"); res.Status != 400 {
+		t.Fatalf("a malformed answer: %d %s; want 400", res.Status, res.Raw)
+	}
+	if res := a.answer(t, alice, voucher, c.ChallengeID, wrong); res.Status != 200 || res.Body.Success || res.Body.ErrorMsg != botcheck.ErrWrongAnswer.Error() {
+		t.Fatalf("a wrong answer: %d %s; want 200 %q", res.Status, res.Raw, botcheck.ErrWrongAnswer.Error())
+	}
+	if res := a.answer(t, alice, voucher, c.ChallengeID, right); res.Status != 403 {
+		t.Fatalf("the right answer after a wrong one: %d %s; want 403, the challenge used up", res.Status, res.Raw)
+	}
+
+	c = a.challenge(t, alice, voucher) // 3
+	right = a.digits(t, c.ChallengeID)
+	res = a.answer(t, alice, voucher, c.ChallengeID, right)
+	var p orderPathData
+	if res.Status != 200 || !res.Body.Success || json.Unmarshal(res.Body.Data, &p) != nil {
+		t.Fatalf("the right answer: %d %s; want the order path", res.Status, res.Raw)
+	}
+	if res := a.answer(t, alice, voucher, c.ChallengeID, right); res.Status != 403 {
+		t.Fatalf("a solved challenge answered again: %d %s; want 403", res.Status, res.Raw)
+	}
+	res = call(t, "POST", a.URL+p.URL, auth, nil)
+	if res.Status != 200 || !res.Body.Success {
+		t.Fatalf("order at the path a solved challenge gave: %d %s", res.Status, res.Raw)
+	}
+	ensureStock(t, a, voucher, 4)
+
+	a.challenge(t, alice, voucher) // 4
+	a.challenge(t, alice, voucher) // 5
+	res = call(t, "GET", a.URL+"/voucher-order/seckill/"+voucher+"/challenge", auth, nil)
+	if res.Status != 429 {
+		t.Fatalf("the sixth challenge in a minute: %d %s; want 429", res.Status, res.Raw)
+	}
+	for _, line := range []string{
+		`seckill_botcheck_challenges_total{outcome="issued"} 5`,
+		`seckill_botcheck_challenges_total{outcome="solved"} 1`,
+		`seckill_botcheck_challenges_total{outcome="wrong"} 1`,
+		`seckill_botcheck_challenges_total{outcome="gone"} 3`,
+		`seckill_botcheck_challenges_total{outcome="malformed"} 1`,
+	} {
+		if !a.metric(t, line) {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("digits %q: %v", s, err)
+	}
+	return n
+}
+
+// A sale without a bot check takes orders at the fixed route, as the
+// course's client sends them, and at a path too; a bot check the api does
+// not know is refused at creation.
+func TestSaleWithoutBotCheck(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
+	now := time.Now()
+	voucher := a.createSale(t, 5, now.Add(-time.Minute), now.Add(time.Hour), "none")
+	alice, bob := a.loggedIn(t, randomPhone()), a.loggedIn(t, randomPhone())
+	if res := call(t, "POST", a.URL+"/voucher-order/seckill/"+voucher, map[string]string{"authorization": alice}, nil); res.Status != 200 || !res.Body.Success {
+		t.Fatalf("order at the fixed route: %d %s", res.Status, res.Raw)
+	}
+	p := a.path(t, bob, voucher)
+	if res := call(t, "POST", a.URL+p.URL, map[string]string{"authorization": bob}, nil); res.Status != 200 || !res.Body.Success {
+		t.Fatalf("order at a path: %d %s", res.Status, res.Raw)
+	}
+	ensureStock(t, a, voucher, 3)
+	res := call(t, "POST", a.URL+"/voucher/seckill", map[string]string{"X-Admin-Token": testAdminToken},
+		`{"shopId":1,"title":"t","payValue":1,"actualValue":2,"stock":1,"beginTime":"2030-01-01T00:00:00Z","endTime":"2030-01-02T00:00:00Z","botCheck":"captcha"}`)
+	if res.Status != 400 || !strings.Contains(res.Body.ErrorMsg, "botCheck") {
+		t.Fatalf("a bot check the api does not know: %d %s; want 400 naming botCheck", res.Status, res.Raw)
+	}
+}

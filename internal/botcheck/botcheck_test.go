@@ -1,0 +1,158 @@
+package botcheck_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/botcheck"
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// clock is a test's time, moved by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type fixture struct {
+	r      *testsupport.Redis
+	vs     *voucher.Vouchers
+	gate   *gate.Store
+	clock  *clock
+	stores []*botcheck.Store
+}
+
+// store is an api instance's view of the bot checks, on the shared Redis
+// and MySQL, on the test's clock.
+func (f *fixture) store(t *testing.T) *botcheck.Store {
+	t.Helper()
+	s := botcheck.New(f.r.Client, f.r.Prefix, f.vs, f.gate, botcheck.DefaultConfig, nil)
+	s.Now = f.clock.Now
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newFixture(t *testing.T) *fixture {
+	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
+	f := &fixture{r: r, gate: gate.NewStore(r.Client, r.Prefix), clock: &clock{now: time.Now()}}
+	f.vs = &voucher.Vouchers{DB: m.DB, Sale: f.gate}
+	f.vs.BotChecks = f.store(t)
+	return f
+}
+
+func (f *fixture) sale(t *testing.T, check string, begin, end time.Time) int64 {
+	t.Helper()
+	stock := int64(10)
+	id, err := f.vs.Create(context.Background(), voucher.Voucher{ShopID: 1, Title: "bots", Type: voucher.TypeSeckill,
+		Stock: &stock, BeginTime: &begin, EndTime: &end, BotCheck: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// A path is good for its lifetime, to the millisecond, and no longer; a
+// sale's window decides when paths are issued, by the injected clock.
+func TestPathLifetimeAndWindow(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	id := f.sale(t, "path", now.Add(time.Minute), now.Add(time.Hour))
+	s := f.store(t)
+	if _, _, err := s.IssuePath(ctx, 7, id); !errors.Is(err, order.ErrNotStarted) {
+		t.Fatalf("a path before the opening: %v; want not started", err)
+	}
+	f.clock.add(time.Minute)
+	path, expires, err := s.IssuePath(ctx, 7, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := f.clock.Now().Add(botcheck.DefaultConfig.PathTTL); !expires.Equal(want.Truncate(time.Millisecond)) {
+		t.Fatalf("expires %v, want %v", expires, want)
+	}
+	f.clock.add(botcheck.DefaultConfig.PathTTL - time.Millisecond)
+	if err := s.CheckOrder(ctx, 7, id, path); err != nil {
+		t.Fatalf("a path in its last millisecond: %v", err)
+	}
+	f.clock.add(time.Millisecond)
+	if err := s.CheckOrder(ctx, 7, id, path); !errors.Is(err, botcheck.ErrPathExpired) {
+		t.Fatalf("a path at its expiry: %v; want expired", err)
+	}
+	f.clock.add(time.Hour)
+	if _, _, err := s.IssuePath(ctx, 7, id); !errors.Is(err, order.ErrEnded) {
+		t.Fatalf("a path after the end: %v; want ended", err)
+	}
+}
+
+// The mode is read from MySQL when Redis lost it (a failover, an
+// expiry), written back, and then remembered: a path sale never turns
+// into one without a defence.
+func TestModeOutlivesRedis(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	id := f.sale(t, "path", now.Add(-time.Minute), now.Add(time.Hour))
+	key := f.r.Key("botcheck:mode:{" + strconv.FormatInt(id, 10) + "}")
+	if got := f.r.Client.Get(ctx, key).Val(); got != "path" {
+		t.Fatalf("the mode in Redis after the creation: %q", got)
+	}
+	f.r.Client.Del(ctx, key)
+	s := f.store(t)
+	if err := s.CheckOrder(ctx, 7, id, ""); !errors.Is(err, botcheck.ErrNoPath) {
+		t.Fatalf("an order without a path, the mode gone from Redis: %v; want refused", err)
+	}
+	if got := f.r.Client.Get(ctx, key).Val(); got != "path" {
+		t.Fatalf("the mode in Redis after MySQL was read: %q; want written back", got)
+	}
+	if err := s.CheckOrder(ctx, 7, 987654321, ""); err != nil {
+		t.Fatalf("an order of a voucher with no sale: %v; want it left to the gate", err)
+	}
+}
+
+// The paths' key lives in Redis: every instance uses the first one made,
+// and when Redis lost it and another instance made a new one, an
+// instance holding the old key follows at the first path it cannot
+// check.
+func TestInstancesShareThePathKey(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	id := f.sale(t, "path", now.Add(-time.Minute), now.Add(time.Hour))
+	a, b := f.store(t), f.store(t)
+	path, _, err := a.IssuePath(ctx, 7, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CheckOrder(ctx, 7, id, path); err != nil {
+		t.Fatalf("a path issued by another instance: %v", err)
+	}
+	f.r.Client.Del(ctx, f.r.Key("botcheck:secret"))
+	c := f.store(t) // makes a new key
+	path, _, err = c.IssuePath(ctx, 8, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.add(time.Second)
+	if err := a.CheckOrder(ctx, 8, id, path); err != nil {
+		t.Fatalf("a path under the new key, at an instance holding the old one: %v", err)
+	}
+	if err := a.CheckOrder(ctx, 9, id, path); !errors.Is(err, botcheck.ErrPathInvalid) {
+		t.Fatalf("another buyer's path: %v; want invalid", err)
+	}
+}
