@@ -128,6 +128,9 @@ type Store struct {
 	mu    sync.RWMutex
 	known map[int64]Mode
 
+	windowsMu sync.Mutex
+	seen      map[int64]window
+
 	secret     atomic.Pointer[[]byte]
 	reloadedAt atomic.Int64 // unix ms of the last read of the secret
 }
@@ -135,8 +138,18 @@ type Store struct {
 // New keeps the package's keys under prefix.
 func New(rdb redis.UniversalClient, prefix string, modes Modes, windows Windows, cfg Config, metrics *Metrics) *Store {
 	return &Store{rdb: rdb, prefix: prefix, modes: modes, windows: windows, cfg: cfg, metrics: metrics,
-		Now: time.Now, known: map[int64]Mode{}}
+		Now: time.Now, known: map[int64]Mode{}, seen: map[int64]window{}}
 }
+
+// window is a sale's window as read at a time.
+type window struct{ begin, end, read time.Time }
+
+// windowTTL is how long an instance issues paths by a window it read:
+// under a crowd, the sale's buyers ask for their paths in the same
+// seconds, and one read a second serves them all. A window an admin moves
+// is followed within it; the gate checks every order against the window
+// it holds whatever path it comes with.
+const windowTTL = time.Second
 
 func (s *Store) modeKey(voucherID int64) string {
 	return s.prefix + "botcheck:mode:{" + strconv.FormatInt(voucherID, 10) + "}"
@@ -203,11 +216,21 @@ func (s *Store) ModeOf(ctx context.Context, voucherID int64) (Mode, error) {
 // open is nil while voucherID's sale is open: the gate's own answers
 // otherwise (not started, ended, no such sale).
 func (s *Store) open(ctx context.Context, voucherID int64) error {
-	begin, end, err := s.windows.Window(ctx, voucherID)
-	if err != nil {
-		return err
-	}
 	now := s.Now()
+	s.windowsMu.Lock()
+	w, ok := s.seen[voucherID]
+	s.windowsMu.Unlock()
+	if !ok || now.Sub(w.read) >= windowTTL || now.Before(w.read) {
+		begin, end, err := s.windows.Window(ctx, voucherID)
+		if err != nil {
+			return err
+		}
+		w = window{begin, end, now}
+		s.windowsMu.Lock()
+		s.seen[voucherID] = w
+		s.windowsMu.Unlock()
+	}
+	begin, end := w.begin, w.end
 	switch {
 	case now.Before(begin):
 		return order.ErrNotStarted
