@@ -34,11 +34,11 @@ TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 REDIS_CLUSTER_SEEDS ?= 127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
 REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # What the cluster's pass leaves to the first, among the heaviest of the
-# suite on two cores: tests whose subject is not where Redis runs (the API
-# document against the server, a browser's flow, the images), and tests
-# that start a Redis or a Redis Cluster of their own, the same in both
-# passes.
-CLUSTER_SKIP = ^(TestAPIDocumentAgreesWithTheServer|TestBrowserThroughTheCoursesNginx|TestBrowserSolvesTheChallengeAndBuys|TestProgramsRunFromTheirImages|TestUnknownShopsCannotFillRedis|TestAMasterKilledFailsNoCallOnTheOthers|TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls|TestOpenWaitsOutWhatMayPass|TestGatePausesASaleBuiltUnderAnotherReplicationID)$$
+# suite on two cores: tests that start a Redis or a Redis Cluster of their
+# own (the same in both passes), and whole-stack tests whose subject is
+# not Redis (a browser's flow, the images), whose Redis calls the other
+# tests make on the cluster.
+CLUSTER_SKIP = ^(TestBrowserThroughTheCoursesNginx|TestBrowserSolvesTheChallengeAndBuys|TestProgramsRunFromTheirImages|TestUnknownShopsCannotFillRedis|TestAMasterKilledFailsNoCallOnTheOthers|TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls|TestOpenWaitsOutWhatMayPass|TestGatePausesASaleBuiltUnderAnotherReplicationID)$$
 BENCH_REDIS_PACKAGES = $(shell cd $(BENCH_MODULE) && grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # make run SECKILL_REDIS_TOPOLOGY=cluster: the programs on the Redis Cluster.
 ifeq ($(SECKILL_REDIS_TOPOLOGY),cluster)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -133,6 +134,7 @@ func TestPathSale(t *testing.T) {
 		`seckill_botcheck_orders_refused_total{reason="missing"} 1`,
 		`seckill_botcheck_orders_refused_total{reason="invalid"} 3`,
 		`seckill_botcheck_orders_refused_total{reason="malformed"} 2`,
+		`seckill_botcheck_orders_refused_total{reason="used"} 1`,
 	} {
 		if !a.metric(t, line) {
 			t.Errorf("metrics lack %q", line)
@@ -152,43 +154,78 @@ func ensureStock(t *testing.T, a *testAPI, voucher string, stock int64) {
 }
 
 // 400 buyers of a path sale of 300 units each ask for a path and order
-// at it, at once: 300 orders, nobody twice, the stock at 0.
+// at it twice at once (a client's retry racing its first try): 300
+// orders, nobody twice, each buyer's two answers naming the same order,
+// the stock at 0.
 func TestPathSaleCrowd(t *testing.T) {
 	t.Parallel()
 	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken,
-		"SECKILL_RATE_CODE_IP": "off", "SECKILL_RATE_LOGIN_IP": "off", "SECKILL_RATE_SECKILL_IP": "off"})
+		"SECKILL_RATE_CODE_IP": "off", "SECKILL_RATE_LOGIN_IP": "off", "SECKILL_RATE_SECKILL_IP": "off", "SECKILL_RATE_SECKILL_USER": "off"})
 	now := time.Now()
 	voucher := a.createSale(t, 300, now.Add(-time.Minute), now.Add(time.Hour), "path")
 	tokens := make([]string, 400)
+	paths := make([]string, len(tokens))
 	for i := range tokens {
 		tokens[i] = a.loggedIn(t, randomPhone())
+		paths[i] = a.path(t, tokens[i], voucher).URL
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	// try is one try's answer: the order id (accepted, or already
+	// bought with the buyer's order), or "" when sold out.
+	try := func(token, url string) (string, error) {
+		req, _ := http.NewRequest("POST", a.URL+url, nil)
+		req.Header.Set("authorization", token)
+		res, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer res.Body.Close()
+		var e envelope
+		if err := json.NewDecoder(res.Body).Decode(&e); err != nil {
+			return "", err
+		}
+		var id string
+		switch {
+		case res.StatusCode == 200 && (e.Success || e.ErrorMsg == order.ErrAlreadyBought.Error()) && json.Unmarshal(e.Data, &id) == nil:
+			return id, nil
+		case res.StatusCode == 200 && e.ErrorMsg == order.ErrSoldOut.Error():
+			return "", nil
+		}
+		return "", fmt.Errorf("%d %s %s", res.StatusCode, e.ErrorMsg, e.Data)
 	}
 	var mu sync.Mutex
-	orders, soldOut := map[string]bool{}, 0
+	owner, soldOut := map[string]int{}, 0
 	var wg sync.WaitGroup
-	for _, token := range tokens {
+	for i := range tokens {
 		wg.Go(func() {
-			p := a.path(t, token, voucher)
-			res := call(t, "POST", a.URL+p.URL, map[string]string{"authorization": token}, nil)
+			var ids [2]string
+			var errs [2]error
+			var both sync.WaitGroup
+			for k := range 2 {
+				both.Go(func() { ids[k], errs[k] = try(tokens[i], paths[i]) })
+			}
+			both.Wait()
 			mu.Lock()
 			defer mu.Unlock()
-			var id string
 			switch {
-			case res.Status == 200 && res.Body.Success && json.Unmarshal(res.Body.Data, &id) == nil:
-				if orders[id] {
-					t.Errorf("order %s given twice", id)
-				}
-				orders[id] = true
-			case res.Status == 200 && res.Body.ErrorMsg == order.ErrSoldOut.Error():
+			case errs[0] != nil || errs[1] != nil:
+				t.Errorf("buyer %d: %v, %v", i, errs[0], errs[1])
+			case ids[0] == "" && ids[1] == "":
 				soldOut++
+			case ids[0] != ids[1] && ids[0] != "" && ids[1] != "":
+				t.Errorf("buyer %d got two orders, %s and %s", i, ids[0], ids[1])
 			default:
-				t.Errorf("order at the path: %d %s", res.Status, res.Raw)
+				id := max(ids[0], ids[1])
+				if o, taken := owner[id]; taken {
+					t.Errorf("order %s given to buyers %d and %d", id, o, i)
+				}
+				owner[id] = i
 			}
 		})
 	}
 	wg.Wait()
-	if len(orders) != 300 || soldOut != 100 {
-		t.Fatalf("%d orders and %d sold out of 400 buyers on 300 units", len(orders), soldOut)
+	if len(owner) != 300 || soldOut != 100 {
+		t.Fatalf("%d orders and %d buyers sold out, of 400 buyers on 300 units", len(owner), soldOut)
 	}
 	ensureStock(t, a, voucher, 0)
 }
@@ -210,11 +247,18 @@ func (a *testAPI) challenge(t *testing.T, token, voucher string) challengeShown 
 	return c
 }
 
-// digits is what the picture of challenge id shows: read where the api
-// keeps it, as a person would read the picture.
-func (a *testAPI) digits(t *testing.T, id string) string {
+// digits is what the picture of token's user's challenge id shows: read
+// where the api keeps it, as a person would read the picture.
+func (a *testAPI) digits(t *testing.T, token, id string) string {
 	t.Helper()
-	v, err := a.Redis.Client.Get(context.Background(), a.Redis.Key("botcheck:challenge:"+id)).Result()
+	res := call(t, "GET", a.URL+"/user/me", map[string]string{"authorization": token}, nil)
+	var me struct {
+		ID int64 `json:"id"`
+	}
+	if res.Status != 200 || json.Unmarshal(res.Body.Data, &me) != nil {
+		t.Fatalf("/user/me: %d %s", res.Status, res.Raw)
+	}
+	v, err := a.Redis.Client.Get(context.Background(), a.Redis.Key(fmt.Sprintf("botcheck:challenge:%d:%s", me.ID, id))).Result()
 	if err != nil {
 		t.Fatalf("challenge %s in Redis: %v", id, err)
 	}
@@ -258,22 +302,30 @@ func TestChallengeSale(t *testing.T) {
 	if !strings.HasPrefix(c.Image, "data:image/png;base64,") || err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		t.Fatalf("the challenge's picture is not a PNG data URL: %.60q", c.Image)
 	}
-	wav, err := http.Get(a.URL + c.Audio + "?lang=zh")
+	if res := call(t, "GET", a.URL+c.Audio, nil, nil); res.Status != 401 {
+		t.Fatalf("the reading without a session: %d %s; want 401", res.Status, res.Raw)
+	}
+	if res := call(t, "GET", a.URL+c.Audio, map[string]string{"authorization": bob}, nil); res.Status != 403 {
+		t.Fatalf("another buyer asking for alice's reading: %d %s; want 403", res.Status, res.Raw)
+	}
+	req, _ := http.NewRequest("GET", a.URL+c.Audio+"?lang=zh", nil)
+	req.Header.Set("authorization", alice)
+	wav, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	head := make([]byte, 4)
-	_, _ = wav.Body.Read(head)
+	_, _ = io.ReadFull(wav.Body, head)
 	wav.Body.Close()
 	if wav.StatusCode != 200 || wav.Header.Get("Content-Type") != "audio/wav" || string(head) != "RIFF" {
 		t.Fatalf("the challenge's reading: %d %s %q; want a WAV", wav.StatusCode, wav.Header.Get("Content-Type"), head)
 	}
-	right := a.digits(t, c.ChallengeID)
+	right := a.digits(t, alice, c.ChallengeID)
 	if res := a.answer(t, bob, voucher, c.ChallengeID, right); res.Status != 403 {
 		t.Fatalf("another buyer answering alice's challenge: %d %s; want 403", res.Status, res.Raw)
 	}
 	c = a.challenge(t, alice, voucher) // 2
-	right = a.digits(t, c.ChallengeID)
+	right = a.digits(t, alice, c.ChallengeID)
 	wrong := fmt.Sprintf("%06d", (mustAtoi(t, right)+1)%1_000_000)
 	if res := a.answer(t, alice, voucher, c.ChallengeID, "12a456"); res.Status != 400 {
 		t.Fatalf("a malformed answer: %d %s; want 400", res.Status, res.Raw)
@@ -286,7 +338,7 @@ func TestChallengeSale(t *testing.T) {
 	}
 
 	c = a.challenge(t, alice, voucher) // 3
-	right = a.digits(t, c.ChallengeID)
+	right = a.digits(t, alice, c.ChallengeID)
 	res = a.answer(t, alice, voucher, c.ChallengeID, right)
 	var p orderPathData
 	if res.Status != 200 || !res.Body.Success || json.Unmarshal(res.Body.Data, &p) != nil {
@@ -301,14 +353,17 @@ func TestChallengeSale(t *testing.T) {
 	}
 	ensureStock(t, a, voucher, 4)
 
-	a.challenge(t, alice, voucher) // 4
-	a.challenge(t, alice, voucher) // 5
+	a.challenge(t, alice, voucher) // 4: the reading above was her 2nd request
 	res = call(t, "GET", a.URL+"/voucher-order/seckill/"+voucher+"/challenge", auth, nil)
 	if res.Status != 429 {
-		t.Fatalf("the sixth challenge in a minute: %d %s; want 429", res.Status, res.Raw)
+		t.Fatalf("the sixth challenge or reading in a minute: %d %s; want 429", res.Status, res.Raw)
+	}
+	// Answers are counted apart: alice has given five, the limit.
+	if res := a.answer(t, alice, voucher, c.ChallengeID, right); res.Status != 429 {
+		t.Fatalf("the sixth answer in a minute: %d %s; want 429", res.Status, res.Raw)
 	}
 	for _, line := range []string{
-		`seckill_botcheck_challenges_total{outcome="issued"} 5`,
+		`seckill_botcheck_challenges_total{outcome="issued"} 4`,
 		`seckill_botcheck_challenges_total{outcome="solved"} 1`,
 		`seckill_botcheck_challenges_total{outcome="wrong"} 1`,
 		`seckill_botcheck_challenges_total{outcome="gone"} 3`,

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/botcheck"
+	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -86,10 +88,14 @@ func (s *Server) seckillOrder(c echo.Context) error {
 		return err
 	}
 	u, _ := currentUser(c)
-	if err := s.deps.BotChecks.CheckOrder(c.Request().Context(), u.ID, voucherID, c.Param("path")); err != nil {
+	path := c.Param("path")
+	if err := s.deps.BotChecks.CheckOrder(c.Request().Context(), u.ID, voucherID, path); err != nil {
 		return err
 	}
 	orderID, err := s.deps.Orders.Place(c.Request().Context(), u.ID, voucherID)
+	if path != "" && errors.Is(err, order.ErrAlreadyBought) {
+		s.deps.BotChecks.PathUsed()
+	}
 	if err != nil {
 		return err
 	}
@@ -205,9 +211,9 @@ func (s *Server) solveChallenge(c echo.Context) error {
 	return c.JSON(http.StatusOK, OK(orderPath(voucherID, path, expires)))
 }
 
-// GET /voucher-order/challenge/:challengeId/audio?lang=en: the challenge's
-// digits read aloud, for a buyer who cannot see the picture. The id is
-// the key: 16 random bytes only its buyer was given.
+// GET /voucher-order/challenge/:challengeId/audio?lang=en: the buyer's
+// challenge's digits read aloud, for a buyer who cannot see the picture;
+// limited like the challenges, since each reading costs a WAV's drawing.
 func (s *Server) challengeAudio(c echo.Context) error {
 	lang := c.QueryParam("lang")
 	if lang == "" {
@@ -216,7 +222,8 @@ func (s *Server) challengeAudio(c echo.Context) error {
 	if !slices.Contains(botcheck.Languages, lang) {
 		return apperr.Errorf(apperr.Invalid, "lang must be one of %s", strings.Join(botcheck.Languages, ", "))
 	}
-	wav, err := s.deps.BotChecks.Audio(c.Request().Context(), c.Param("challengeId"), lang)
+	u, _ := currentUser(c)
+	wav, err := s.deps.BotChecks.Audio(c.Request().Context(), u.ID, c.Param("challengeId"), lang)
 	if err != nil {
 		return err
 	}

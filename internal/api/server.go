@@ -92,7 +92,8 @@ type BotChecks interface {
 	IssuePath(ctx context.Context, userID, voucherID int64) (string, time.Time, error)
 	NewChallenge(ctx context.Context, userID, voucherID int64) (botcheck.Puzzle, error)
 	Solve(ctx context.Context, userID, voucherID int64, id, answer string) (string, time.Time, error)
-	Audio(ctx context.Context, id, lang string) ([]byte, error)
+	Audio(ctx context.Context, userID int64, id, lang string) ([]byte, error)
+	PathUsed()
 }
 
 // Listen binds cfg.Addr at once (so a taken port fails the start) and
@@ -184,7 +185,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	// Answers count apart from the challenges asked for: a buyer who
 	// asked for their limit can still answer the last one.
 	e.POST("/voucher-order/seckill/:id/path", s.solveChallenge, s.requireUser, s.rateLimit("answer", cfg.Limits.Challenge))
-	e.GET("/voucher-order/challenge/:challengeId/audio", s.challengeAudio, public)
+	e.GET("/voucher-order/challenge/:challengeId/audio", s.challengeAudio, s.requireUser, challenge)
 	lookup := s.rateLimit("lookup", cfg.Limits.Lookup)
 	e.GET("/voucher-order/:id", s.getOrder, s.requireUser, lookup)
 	e.GET("/voucher-order/of/voucher/:voucherId", s.getOrderOf, s.requireUser, lookup)

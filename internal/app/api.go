@@ -118,12 +118,6 @@ func (m *API) Run(ctx context.Context) error {
 	vouchers := &voucher.Vouchers{DB: db, Sale: store}
 	bots := botcheck.New(b.rdb, c.Sale.KeyPrefix, vouchers, store, c.BotCheck, botcheck.NewMetrics(b.reg))
 	vouchers.BotChecks = bots
-	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = bots.Start(bctx)
-	cancel()
-	if err != nil {
-		return abandon(err, b.closers)
-	}
 	srv, err := api.Listen(c.HTTP, api.Deps{
 		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
 		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy).WithMetrics(user.NewCodeMetrics(b.reg)),

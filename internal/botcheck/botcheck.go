@@ -132,6 +132,7 @@ type Store struct {
 	seen      map[int64]window
 
 	secret     atomic.Pointer[[]byte]
+	loading    sync.Mutex   // one first read of the secret at a time
 	reloadedAt atomic.Int64 // unix ms of the last read of the secret
 }
 
@@ -154,8 +155,13 @@ const windowTTL = time.Second
 func (s *Store) modeKey(voucherID int64) string {
 	return s.prefix + "botcheck:mode:{" + strconv.FormatInt(voucherID, 10) + "}"
 }
-func (s *Store) secretKey() string             { return s.prefix + "botcheck:secret" }
-func (s *Store) challengeKey(id string) string { return s.prefix + "botcheck:challenge:" + id }
+func (s *Store) secretKey() string { return s.prefix + "botcheck:secret" }
+
+// challengeKey names the buyer: another user who learnt a challenge's id
+// cannot use it up.
+func (s *Store) challengeKey(userID int64, id string) string {
+	return s.prefix + "botcheck:challenge:" + strconv.FormatInt(userID, 10) + ":" + id
+}
 
 // keepMode is how long a sale's mode stays in Redis after its end: past
 // that, a sale extended later has it read from MySQL again.
@@ -172,7 +178,8 @@ func (s *Store) SetMode(ctx context.Context, voucherID int64, m Mode, end time.T
 // ModeOf is voucherID's mode: remembered once read, since it never
 // changes; otherwise read from Redis, and from MySQL when Redis lost it
 // while the gate has the sale (then written back). A voucher with no sale
-// is None and not remembered: the gate answers it.
+// in Redis is order.ErrUnknownVoucher, the gate's own answer, and not
+// remembered: a sale a reconcile puts back has its mode read then.
 func (s *Store) ModeOf(ctx context.Context, voucherID int64) (Mode, error) {
 	s.mu.RLock()
 	m, ok := s.known[voucherID]
@@ -191,7 +198,7 @@ func (s *Store) ModeOf(ctx context.Context, voucherID int64) (Mode, error) {
 		// sale the gate has only when Redis lost it. No sale: the gate
 		// answers, and made-up voucher ids cost MySQL nothing.
 		if _, _, err := s.windows.Window(ctx, voucherID); errors.Is(err, order.ErrUnknownVoucher) {
-			return None, nil
+			return "", err
 		} else if err != nil {
 			return "", fmt.Errorf("bot check of voucher %d: %w", voucherID, err)
 		}
@@ -200,7 +207,7 @@ func (s *Store) ModeOf(ctx context.Context, voucherID int64) (Mode, error) {
 			return "", fmt.Errorf("bot check of voucher %d: %w", voucherID, err)
 		}
 		if !found {
-			return None, nil
+			return "", order.ErrUnknownVoucher
 		}
 		// Best effort: the next instance reads MySQL again if it fails.
 		_ = s.rdb.Set(ctx, s.modeKey(voucherID), string(m), keepMode).Err()

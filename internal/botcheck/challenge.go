@@ -55,7 +55,7 @@ func (s *Store) NewChallenge(ctx context.Context, userID, voucherID int64) (Puzz
 	id := base64.RawURLEncoding.EncodeToString(raw)
 	digits := captcha.RandomDigits(s.cfg.Digits)
 	value := fmt.Sprintf("%d:%d:%s", userID, voucherID, digitString(digits))
-	if err := s.rdb.Set(ctx, s.challengeKey(id), value, s.cfg.ChallengeTTL).Err(); err != nil {
+	if err := s.rdb.Set(ctx, s.challengeKey(userID, id), value, s.cfg.ChallengeTTL).Err(); err != nil {
 		return Puzzle{}, fmt.Errorf("challenge: %w", err)
 	}
 	var png bytes.Buffer
@@ -69,13 +69,13 @@ func (s *Store) NewChallenge(ctx context.Context, userID, voucherID int64) (Puzz
 // Languages are the readings a challenge's audio comes in.
 var Languages = []string{"en", "zh", "ru", "ja", "pt"}
 
-// Audio is challenge id's digits read aloud (WAV) in lang, while it is
-// live: ErrChallengeGone otherwise.
-func (s *Store) Audio(ctx context.Context, id, lang string) ([]byte, error) {
+// Audio is userID's challenge id's digits read aloud (WAV) in lang, while
+// it is live: ErrChallengeGone otherwise.
+func (s *Store) Audio(ctx context.Context, userID int64, id, lang string) ([]byte, error) {
 	if !wellFormedID(id) {
 		return nil, ErrAnswerMalformed
 	}
-	v, err := s.rdb.Get(ctx, s.challengeKey(id)).Result()
+	v, err := s.rdb.Get(ctx, s.challengeKey(userID, id)).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrChallengeGone
 	}
@@ -109,7 +109,7 @@ func (s *Store) Solve(ctx context.Context, userID, voucherID int64, id, answer s
 	if m != Challenge {
 		return "", time.Time{}, ErrNoChallenge
 	}
-	v, err := s.rdb.GetDel(ctx, s.challengeKey(id)).Result()
+	v, err := s.rdb.GetDel(ctx, s.challengeKey(userID, id)).Result()
 	if errors.Is(err, redis.Nil) {
 		s.metrics.challenge("gone")
 		return "", time.Time{}, ErrChallengeGone

@@ -27,13 +27,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_botcheck_orders_refused_total",
-			Help: "Orders refused by the bot check, by reason: missing (no path on a sale that asks for one), malformed, invalid (not issued to that buyer for that voucher), expired.",
+			Help: "Orders refused by the bot check, by reason: missing (no path on a sale that asks for one), malformed, invalid (not issued to that buyer for that voucher), expired, used (a path whose buyer has its order: answered with that order's id).",
 		}, []string{"reason"}),
 	}
 	for _, o := range []string{"issued", "solved", "wrong", "gone", "malformed"} {
 		m.challenges.WithLabelValues(o)
 	}
-	for _, r := range []string{"missing", "malformed", "invalid", "expired"} {
+	for _, r := range []string{"missing", "malformed", "invalid", "expired", "used"} {
 		m.refusals.WithLabelValues(r)
 	}
 	reg.MustRegister(m.paths, m.challenges, m.refusals)

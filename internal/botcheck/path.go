@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/apperr"
 )
 
 // An order path is a token that names no state: version (1 byte), expiry
@@ -32,21 +34,26 @@ const (
 // has another instance make a new one, and the others follow it.
 const secretReloadEvery = time.Second
 
-// Start reads the secret the paths' MACs are made under, making it when no
-// instance has yet.
-func (s *Store) Start(ctx context.Context) error {
-	return s.loadSecret(ctx)
-}
+// ErrUnavailable is a path that cannot be issued or checked now: the
+// paths' key is not read yet and Redis does not answer.
+var ErrUnavailable = apperr.New(apperr.Unavailable, "order paths are not available right now: try again shortly").Retry(time.Second)
 
+// loadSecret reads the key the paths' MACs are made under, making it when
+// no instance has yet. It is read at the first path, not at the start: an
+// api starts, unready, while Redis does not answer.
 func (s *Store) loadSecret(ctx context.Context) error {
-	fresh := make([]byte, 32)
-	if _, err := rand.Read(fresh); err != nil {
-		return err
-	}
-	if err := s.rdb.SetNX(ctx, s.secretKey(), fresh, 0).Err(); err != nil {
-		return fmt.Errorf("bot check secret: %w", err)
-	}
 	secret, err := s.rdb.Get(ctx, s.secretKey()).Bytes()
+	if errors.Is(err, redis.Nil) {
+		fresh := make([]byte, 32)
+		if _, err := rand.Read(fresh); err != nil {
+			return err
+		}
+		// Whoever sets it first, every instance reads the same key.
+		secret, err = s.rdb.SetArgs(ctx, s.secretKey(), fresh, redis.SetArgs{Mode: "NX", Get: true}).Bytes()
+		if errors.Is(err, redis.Nil) {
+			secret, err = fresh, nil
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("bot check secret: %w", err)
 	}
@@ -69,12 +76,19 @@ func (s *Store) mac(secret []byte, userID, voucherID int64, expiry int64) []byte
 	return h.Sum(nil)[:16]
 }
 
-func (s *Store) loadedSecret() ([]byte, error) {
-	p := s.secret.Load()
-	if p == nil {
-		return nil, errors.New("bot check: Start was not called")
+func (s *Store) loadedSecret(ctx context.Context) ([]byte, error) {
+	if p := s.secret.Load(); p != nil {
+		return *p, nil
 	}
-	return *p, nil
+	s.loading.Lock()
+	defer s.loading.Unlock()
+	if p := s.secret.Load(); p != nil {
+		return *p, nil
+	}
+	if err := s.loadSecret(ctx); err != nil {
+		return nil, ErrUnavailable.Wrap(err)
+	}
+	return *s.secret.Load(), nil
 }
 
 // IssuePath is userID's order path for voucherID, while the sale is open
@@ -95,7 +109,7 @@ func (s *Store) issue(ctx context.Context, userID, voucherID int64) (string, tim
 	if err := s.open(ctx, voucherID); err != nil {
 		return "", time.Time{}, err
 	}
-	secret, err := s.loadedSecret()
+	secret, err := s.loadedSecret(ctx)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -136,6 +150,10 @@ func (s *Store) CheckOrder(ctx context.Context, userID, voucherID int64, path st
 	return err
 }
 
+// PathUsed counts an order at a path whose buyer already had the sale's
+// order: the gate answered it with that order, and took nothing.
+func (s *Store) PathUsed() { s.metrics.refused("used") }
+
 func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string) error {
 	if !base64URL(path, pathLen) {
 		return ErrPathMalformed
@@ -148,7 +166,7 @@ func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string
 		return ErrPathInvalid
 	}
 	expiry := int64(binary.BigEndian.Uint64(raw[1:9]))
-	secret, err := s.loadedSecret()
+	secret, err := s.loadedSecret(ctx)
 	if err != nil {
 		return err
 	}
@@ -156,10 +174,11 @@ func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string
 		if !s.reloadDue() {
 			return ErrPathInvalid
 		}
-		if err := s.loadSecret(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("order path: %w", err)
+		if err := s.loadSecret(ctx); err != nil {
+			// The path is refused as it stands; the next one tries again.
+			return ErrPathInvalid
 		}
-		if secret, err = s.loadedSecret(); err != nil || !hmac.Equal(raw[9:], s.mac(secret, userID, voucherID, expiry)) {
+		if secret, err = s.loadedSecret(ctx); err != nil || !hmac.Equal(raw[9:], s.mac(secret, userID, voucherID, expiry)) {
 			return ErrPathInvalid
 		}
 	}

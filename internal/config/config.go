@@ -331,7 +331,9 @@ func loadHTTP(r *Reader) api.Config {
 			Lookup: routePolicy(r, "LOOKUP", "200/1s", "5/1s", "open", "local"),
 			// Challenges and their answers: shared like login codes, so
 			// that wrong answers cannot be tried faster across instances.
-			Challenge: routePolicy(r, "CHALLENGE", "60/1m", "10/1m", "open", "shared"),
+			// Per address, room for a crowd behind one address (a carrier's
+			// NAT, a campus) at the opening.
+			Challenge: routePolicy(r, "CHALLENGE", "300/1m", "10/1m", "open", "shared"),
 		},
 		CodePolicy: user.DefaultCodePolicy,
 		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),

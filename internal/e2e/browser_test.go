@@ -258,7 +258,9 @@ func TestBrowserSolvesTheChallengeAndBuys(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("code"), code), chromedp.Click(chromedp.ID("login"))); err != nil {
 		t.Fatal(err)
 	}
-	if got := pageSays(t, ctx, "logged in as", "login failed"); !strings.HasPrefix(got, "logged in as") {
+	got := pageSays(t, ctx, "logged in as", "login failed")
+	userID, ok := strings.CutPrefix(got, "logged in as ")
+	if !ok {
 		t.Fatalf("logging in: the page shows %q", got)
 	}
 	shown := func() (id, digits string) {
@@ -275,7 +277,7 @@ func TestBrowserSolvesTheChallengeAndBuys(t *testing.T) {
 			w, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`document.getElementById('picture').naturalWidth`))
 			return err == nil && w == 240
 		})
-		v, err := s.redis.Client.Get(t.Context(), s.redis.Prefix+"botcheck:challenge:"+id).Result()
+		v, err := s.redis.Client.Get(t.Context(), s.redis.Prefix+"botcheck:challenge:"+userID+":"+id).Result()
 		if err != nil {
 			t.Fatalf("challenge %s in Redis: %v", id, err)
 		}
