@@ -170,6 +170,7 @@ test: test-started migrate apicheck-tools image
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
 	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
 	$(PHASE) "bench/: go test -race ./..." env $(TEST_ENV) bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
+	$(PHASE) "deploy/kubernetes: the manifests" bash -c 'cd deploy/kubernetes && $(GO) test -count=1 ./...'
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
 	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m \
 	  -skip '$(CLUSTER_SKIP)' $(REDIS_PACKAGES)
@@ -193,6 +194,7 @@ lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./internal/e2e/
+	cd deploy/kubernetes && $(GO) vet ./...
 	cd $(BENCH_MODULE) && $(GO) vet ./...
 
 # make bench compares one Redis node with the Redis Cluster, then runs the
