@@ -99,7 +99,7 @@ done
 for n in 1 2 3; do production+="kafka-$n=$(cat "$stack/kafka-cluster/$n/kafka.pid"),"; done
 on_production=(-u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$cluster_seeds" SECKILL_KAFKA_BROKERS="$kafka_cluster")
 ! wanted production || topology "production" "${production%,}" "${on_production[@]}"
-# The balancer's lever (issue 29): HAProxy in HTTP mode (X-Forwarded-For)
+# The balancer's lever: HAProxy in HTTP mode (X-Forwarded-For)
 # and in TCP mode (PROXY v2) in front of the same api.
 for balancer in http tcp; do
   ! wanted "production+haproxy-$balancer" || topology "production, HAProxy $balancer" "${production%,}" "${on_production[@]}"

@@ -30,7 +30,7 @@
 # and a connection is retried only when it could not be made, before any
 # byte of a request was sent. It balances connections, not requests, and
 # its own errors are a closed connection, not the JSON answers below.
-# docs/performance.md (issue 29, lever 4) measures the two; run.sh and the
+# docs/performance.md measures the two; run.sh and the
 # bench use HTTP mode.
 set -euo pipefail
 

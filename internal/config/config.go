@@ -37,7 +37,7 @@ type Sale struct {
 	PublishBatchWait time.Duration
 	// PublishCompression is the order events' codec: none, lz4 or zstd.
 	// None by default: measured, lz4 did not pay on ~100-byte events
-	// (docs/performance.md, issue 29).
+	// (docs/performance.md).
 	PublishCompression string
 	SoldOutTTL         time.Duration // how long an API instance remembers a sell-out
 	// DurabilityInterval is how often the API reads which partitions of
