@@ -70,7 +70,7 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: apicheck-tools fuzz test-started help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image
+.PHONY: apicheck-tools fuzz test-started help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image config-docs
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -189,6 +189,16 @@ test: test-started migrate apicheck-tools image
 # The start of make test, before its prerequisites.
 test-started:
 	@mkdir -p .stack && rm -f $(SECKILL_PHASES) && date +%s > $(SECKILL_PHASES).start
+
+# docs/configuration.md's table, regenerated from internal/config (make
+# test fails while the page and the code differ).
+config-docs: go-check
+	@mkdir -p .stack
+	@$(GO) run ./cmd/seckillctl config --markdown > .stack/config-table.md
+	@awk '/TestConfigurationPageIsTheCodes fails/ { print; print ""; while ((getline l < ".stack/config-table.md") > 0) print l; skip = 1; next } \
+	  /<!-- end of the generated table -->/ { print ""; skip = 0 } !skip { print }' docs/configuration.md > .stack/configuration.md
+	@mv .stack/configuration.md docs/configuration.md
+	@echo "docs/configuration.md: the table regenerated"
 
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

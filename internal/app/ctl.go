@@ -30,7 +30,7 @@ import (
 )
 
 // CtlUsage lists seckillctl's commands.
-const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile|logout-user|jwt-key|dev-cert|dlq ...
+const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile|logout-user|jwt-key|dev-cert|dlq|config ...
   migrate      apply every migration not yet applied
   version      the schema version applied and the newest known
   seed         load the demo shop types, shops, and notes with their authors (idempotent)
@@ -52,6 +52,9 @@ const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile|logout-
                signing one, keep the old key until its tokens expire
   dev-cert DIR write a self-signed certificate for localhost (cert.pem,
                key.pem; a year) into DIR: development TLS only
+  config --markdown
+               print the table of every variable the programs read, with
+               their defaults as the code has them (docs/configuration.md)
   dlq list orders|cache
                print every message of seckill.orders.dlq (orders) or
                cache.invalidate.dlq (cache), one JSON line each: its place
@@ -98,6 +101,13 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 			return fmt.Errorf("jwt-key: %w", err)
 		}
 		return json.NewEncoder(out).Encode(spec)
+	case len(args) == 2 && args[0] == "config" && args[1] == "--markdown":
+		table, err := config.Markdown()
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		_, err = io.WriteString(out, table)
+		return err
 	case len(args) == 2 && args[0] == "dev-cert":
 		cert, key, err := tlscert.WriteDev(args[1], 365*24*time.Hour)
 		if err != nil {

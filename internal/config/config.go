@@ -140,17 +140,26 @@ type CacheInvalidator struct {
 // LoadAPI reads the api's variables.
 func LoadAPI(lookup Lookup) (API, error) {
 	r := NewFrom(lookup)
-	c := API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r),
+	c := loadAPI(r)
+	return c, r.Err()
+}
+
+func loadAPI(r *Reader) API {
+	return API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r),
 		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9100"), DevMode: r.Bool("SECKILL_DEV_MODE", false),
 		ShopFilter: shopFilter(r), AutoPipeline: r.Bool("SECKILL_REDIS_AUTOPIPELINE", true),
 		Sessions: loadSessions(r), TLS: loadTLS(r), BotCheck: loadBotCheck(r)}
-	return c, r.Err()
 }
 
 // LoadOrderWriter reads the order-writer's variables.
 func LoadOrderWriter(lookup Lookup) (OrderWriter, error) {
 	r := NewFrom(lookup)
-	c := OrderWriter{
+	c := loadOrderWriter(r)
+	return c, r.Err()
+}
+
+func loadOrderWriter(r *Reader) OrderWriter {
+	return OrderWriter{
 		Common:     loadCommon(r),
 		Sale:       loadSale(r),
 		AdminAddr:  r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9101"),
@@ -161,13 +170,17 @@ func LoadOrderWriter(lookup Lookup) (OrderWriter, error) {
 		SaleChecks: r.Duration("SECKILL_SALE_CHECK_INTERVAL", 30*time.Second),
 		StuckAfter: r.Duration("SECKILL_ORDER_STUCK_AFTER", broker.DefaultStuckAfter),
 	}
-	return c, r.Err()
 }
 
 // LoadCacheInvalidator reads the cache-invalidator's variables.
 func LoadCacheInvalidator(lookup Lookup) (CacheInvalidator, error) {
 	r := NewFrom(lookup)
-	c := CacheInvalidator{
+	c := loadCacheInvalidator(r)
+	return c, r.Err()
+}
+
+func loadCacheInvalidator(r *Reader) CacheInvalidator {
+	return CacheInvalidator{
 		Common:    loadCommon(r),
 		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9102"),
 		Binlog: binlog.Source{
@@ -187,7 +200,6 @@ func LoadCacheInvalidator(lookup Lookup) (CacheInvalidator, error) {
 		DeleteTimeout: r.Duration("SECKILL_INVALIDATE_DELETE_TIMEOUT", time.Second),
 		ShopFilter:    shopFilter(r),
 	}
-	return c, r.Err()
 }
 
 // MySQLDSN is the one variable seckillctl needs.
@@ -213,11 +225,15 @@ type Ctl struct {
 // LoadCtl reads seckillctl's variables.
 func LoadCtl(lookup Lookup) (Ctl, error) {
 	r := NewFrom(lookup)
-	c := Ctl{Common: loadCommon(r), Sale: loadSale(r), Group: r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
+	c := loadCtl(r)
+	return c, r.Err()
+}
+
+func loadCtl(r *Reader) Ctl {
+	return Ctl{Common: loadCommon(r), Sale: loadSale(r), Group: r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
 		Sessions:        loadSessions(r),
 		CacheRetryTopic: r.String("SECKILL_INVALIDATE_RETRY_TOPIC", "cache.invalidate.retry"),
 		CacheDLQTopic:   r.String("SECKILL_INVALIDATE_DLQ_TOPIC", "cache.invalidate.dlq")}
-	return c, r.Err()
 }
 
 // LoadCommon reads the variables every program shares, with the flash

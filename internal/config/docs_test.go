@@ -84,3 +84,68 @@ func realVariable(known map[string]bool, v string) bool {
 	}
 	return false
 }
+
+// docs/configuration.md's table is what the code reads: every variable,
+// the programs that read it and their defaults, generated from the
+// loaders themselves (seckillctl config --markdown). A default changed in
+// the code, a variable added or renamed, and the page differs.
+func TestConfigurationPageIsTheCodes(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(raw)
+	const begin, end = "TestConfigurationPageIsTheCodes fails while they differ. -->\n\n", "\n<!-- end of the generated table -->"
+	i, j := strings.Index(page, begin), strings.Index(page, end)
+	if i < 0 || j < i {
+		t.Fatal("docs/configuration.md lost the markers around its generated table")
+	}
+	onPage := page[i+len(begin) : j]
+	want, err := config.Markdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onPage == want {
+		return
+	}
+	got, wanted := strings.Split(onPage, "\n"), strings.Split(want, "\n")
+	for k := range max(len(got), len(wanted)) {
+		g, w := "", ""
+		if k < len(got) {
+			g = got[k]
+		}
+		if k < len(wanted) {
+			w = wanted[k]
+		}
+		if g != w {
+			t.Fatalf("docs/configuration.md differs from the code at the table's line %d:\n page: %s\n code: %s\n"+
+				"regenerate it: make config-docs (seckillctl config --markdown, between the markers)", k+1, g, w)
+		}
+	}
+}
+
+// The defaults the table shows are the ones the programs start with.
+func TestVariablesKnowEachProgramsDefault(t *testing.T) {
+	vars := config.Variables()
+	for _, tc := range []struct{ name, program, want string }{
+		{"SECKILL_ADMIN_ADDR", "api", "127.0.0.1:9100"},
+		{"SECKILL_ADMIN_ADDR", "order-writer", "127.0.0.1:9101"},
+		{"SECKILL_ADMIN_ADDR", "cache-invalidator", "127.0.0.1:9102"},
+		{"SECKILL_SHUTDOWN_TIMEOUT", "api", "15s"},
+		{"SECKILL_JWT_REFRESH_TTL", "api", "168h"},
+		{"SECKILL_ORDER_BATCH_SIZE", "order-writer", "2000"},
+		{"SECKILL_RATE_SECKILL_SCOPE", "api", "local"},
+		{"SECKILL_REDIS_CLUSTER", "api", ""},
+	} {
+		if got, ok := vars[tc.name].Defaults[tc.program]; !ok || got != tc.want {
+			t.Errorf("%s in %s: %q (read: %v), want %q", tc.name, tc.program, got, ok, tc.want)
+		}
+	}
+	cfg, err := config.LoadAPI(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vars["SECKILL_SESSION_TTL"].Defaults["api"]; got != cfg.HTTP.SessionTTL.String() && got+"0s" != cfg.HTTP.SessionTTL.String() {
+		t.Errorf("SECKILL_SESSION_TTL's recorded default %q, the loaded one %v", got, cfg.HTTP.SessionTTL)
+	}
+}

@@ -15,6 +15,19 @@ import (
 type Reader struct {
 	lookup func(string) (string, bool)
 	errs   []error
+	// defaults, when set, records every variable asked for with its
+	// default as the page of variables writes it (Variables).
+	defaults map[string]string
+}
+
+// note records key's default: a typed read's wins over a bare look.
+func (r *Reader) note(key, def string, typed bool) {
+	if r.defaults == nil {
+		return
+	}
+	if _, seen := r.defaults[key]; typed || !seen {
+		r.defaults[key] = def
+	}
 }
 
 // NewFrom reads through lookup; tests pass a map's lookup.
@@ -29,6 +42,7 @@ func (r *Reader) Fail(key, value, reason string) {
 }
 
 func (r *Reader) raw(key string) (string, bool) {
+	r.note(key, "", false)
 	v, ok := r.lookup(key)
 	if !ok {
 		return "", false
@@ -39,6 +53,7 @@ func (r *Reader) raw(key string) (string, bool) {
 
 // String is the variable's value, or def when it is unset or empty.
 func (r *Reader) String(key, def string) string {
+	defer r.note(key, def, true)
 	if v, ok := r.raw(key); ok {
 		return v
 	}
@@ -59,6 +74,7 @@ func (r *Reader) OneOf(key, def string, choices ...string) string {
 
 // Int is an integer within [min, max].
 func (r *Reader) Int(key string, def, min, max int) int {
+	defer r.note(key, strconv.Itoa(def), true)
 	v, ok := r.raw(key)
 	if !ok {
 		return def
@@ -77,6 +93,7 @@ func (r *Reader) Int(key string, def, min, max int) int {
 
 // Duration is a Go duration ("500ms", "10s") greater than zero.
 func (r *Reader) Duration(key string, def time.Duration) time.Duration {
+	defer r.note(key, shortDuration(def), true)
 	v, ok := r.raw(key)
 	if !ok {
 		return def
@@ -95,6 +112,7 @@ func (r *Reader) Duration(key string, def time.Duration) time.Duration {
 
 // Bool accepts what strconv.ParseBool does (1, true, 0, false, ...).
 func (r *Reader) Bool(key string, def bool) bool {
+	defer r.note(key, strconv.FormatBool(def), true)
 	v, ok := r.raw(key)
 	if !ok {
 		return def
@@ -149,4 +167,19 @@ func checkHostPort(v string) error {
 		return errors.New("port must be a number from 0 to 65535")
 	}
 	return nil
+}
+
+// shortDuration writes d as the page does: 10m, not 10m0s; 0 as empty.
+func shortDuration(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
