@@ -60,7 +60,6 @@ MYSQL_CLUSTER_GCOMM_PORT=${SECKILL_MYSQL_CLUSTER_GCOMM_PORT:-14567}
 KAFKA_PORT=${SECKILL_KAFKA_PORT:-19092}
 KAFKA_CONTROLLER_PORT=${SECKILL_KAFKA_CONTROLLER_PORT:-19093}
 KAFKA_HEAP=${SECKILL_KAFKA_HEAP:-512m}
-ORDER_PARTITIONS=${SECKILL_ORDER_PARTITIONS:-3}
 KAFKA_TOPOLOGY=${SECKILL_KAFKA_TOPOLOGY:-single}
 # The Kafka cluster's first client port: node n listens on it + 100 (n-1),
 # its controller on the next port (19192/19193, 19292/19293, 19392/19393).
@@ -80,13 +79,16 @@ MYSQL_DATABASE=seckill
 MYSQL_CHECK_USER=galera_check
 MYSQL_CHECK_PASSWORD=galera_check
 
-# topic:partitions, the defaults the daemons are configured with.
-TOPICS=(
-  "seckill.orders:$ORDER_PARTITIONS"
-  "seckill.orders.dlq:1"
-  "cache.invalidate.retry:3"
-  "cache.invalidate.dlq:1"
-)
+# topic:partitions, from deploy/topics (the compose file's too); the
+# orders topic's, the first, may have its partitions set apart
+# (SECKILL_ORDER_PARTITIONS).
+TOPICS=()
+while read -r t; do
+  case $t in ''|'#'*) continue ;; esac
+  if [ ${#TOPICS[@]} -eq 0 ]; then t="${t%%:*}:${SECKILL_ORDER_PARTITIONS:-${t##*:}}"; fi
+  TOPICS+=("$t")
+done < "$here/../topics"
+[ ${#TOPICS[@]} -gt 0 ] || { echo "stack: error: no topics in $here/../topics" >&2; exit 1; }
 
 logs_dir=$STACK_DIR/logs
 kafka_libs=$STACK_DIR/kafka/libs

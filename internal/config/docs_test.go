@@ -149,3 +149,60 @@ func TestVariablesKnowEachProgramsDefault(t *testing.T) {
 		t.Errorf("SECKILL_SESSION_TTL's recorded default %q, the loaded one %v", got, cfg.HTTP.SessionTTL)
 	}
 }
+
+// deploy/topics is the one list of the Kafka topics the stack and the
+// compose file create: its names are the programs' default topics, every
+// one of them, and neither the stack nor the compose file writes a topic
+// out again.
+func TestTopicsFileNamesTheProgramsTopics(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/topics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFile := map[string]bool{}
+	var first string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, parts, ok := strings.Cut(line, ":")
+		if first == "" {
+			first = name
+		}
+		if !ok || parts == "" || strings.Trim(parts, "0123456789") != "" {
+			t.Errorf("deploy/topics: %q is not name:partitions", line)
+		}
+		inFile[name] = true
+	}
+	vars := config.Variables()
+	topics := map[string]bool{}
+	for _, v := range []string{"SECKILL_ORDERS_TOPIC", "SECKILL_ORDERS_DLQ_TOPIC", "SECKILL_INVALIDATE_RETRY_TOPIC", "SECKILL_INVALIDATE_DLQ_TOPIC"} {
+		for _, def := range vars[v].Defaults {
+			topics[def] = true
+		}
+	}
+	if want := vars["SECKILL_ORDERS_TOPIC"].Defaults["api"]; first != want {
+		t.Errorf("deploy/topics starts with %s; the orders topic, %s, comes first (stack.sh sets its partitions apart)", first, want)
+	}
+	for name := range topics {
+		if !inFile[name] {
+			t.Errorf("the programs' topic %s is not in deploy/topics", name)
+		}
+	}
+	for name := range inFile {
+		if !topics[name] {
+			t.Errorf("deploy/topics has %s, which no program uses by default", name)
+		}
+	}
+	for _, f := range []string{"../../deploy/local/stack.sh", "../../deploy/docker-compose.yml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range topics {
+			if strings.Contains(string(b), name+":") {
+				t.Errorf("%s writes the topic %s out again: read deploy/topics", filepath.Base(f), name)
+			}
+		}
+	}
+}
