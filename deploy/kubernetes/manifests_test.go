@@ -9,23 +9,31 @@
 package kubernetes_test
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/seckill/seckill/internal/config"
+	"github.com/seckill/seckill/internal/jwtauth"
+	"github.com/seckill/seckill/internal/tlscert"
 )
 
 // objects are the manifests' objects by kind and name.
@@ -37,37 +45,50 @@ type objects struct {
 	secrets      map[string]*corev1.Secret
 	budgets      map[string]*policyv1.PodDisruptionBudget
 	autoscalers  map[string]*autoscalingv2.HorizontalPodAutoscaler
+	jobs         map[string]*batchv1.Job
 	namespaces   int
 }
 
-// strict decodes one document into out, refusing any field its type
-// does not have (a misspelt field would be dropped by a lenient decoder
-// and by kubectl apply without --validate=strict).
+// strict decodes one document into out as the API server's strict
+// field validation does: a field its type does not have, a field written
+// in another case, a field given twice are each an error (a lenient
+// decoder, and kubectl apply without --validate=strict, would drop or
+// merge them).
 func strict(doc []byte, out any) error {
 	raw, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(out)
+	strictErrs, err := kjson.UnmarshalStrict(raw, out)
+	return errors.Join(append(strictErrs, err)...)
 }
 
 func load(t *testing.T) objects {
 	t.Helper()
 	o := objects{deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
 		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
-		budgets: map[string]*policyv1.PodDisruptionBudget{}, autoscalers: map[string]*autoscalingv2.HorizontalPodAutoscaler{}}
+		budgets: map[string]*policyv1.PodDisruptionBudget{}, autoscalers: map[string]*autoscalingv2.HorizontalPodAutoscaler{},
+		jobs: map[string]*batchv1.Job{}}
 	files, err := filepath.Glob("*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
 	}
+	// kubectl apply -f takes .yml and .json too: all of them are .yaml
+	// here, so that this test sees every one.
+	for _, pattern := range []string{"*.yml", "*.json"} {
+		if other, _ := filepath.Glob(pattern); len(other) > 0 {
+			t.Fatalf("%v: name manifests .yaml, which this test reads", other)
+		}
+	}
+	// The Secrets' shapes, which kubectl apply -f on the directory leaves
+	// alone, decoded all the same.
+	files = append(files, "secrets.yaml.example")
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(raw), -1) {
+		for i, doc := range regexp.MustCompile(`(?m)^---.*$`).Split(string(raw), -1) {
 			if strings.TrimSpace(regexp.MustCompile(`(?m)^#.*$`).ReplaceAllString(doc, "")) == "" {
 				continue
 			}
@@ -107,6 +128,9 @@ func load(t *testing.T) objects {
 			case "policy/v1 PodDisruptionBudget":
 				b := &policyv1.PodDisruptionBudget{}
 				into, o.budgets[head.Metadata.Name] = b, b
+			case "batch/v1 Job":
+				j := &batchv1.Job{}
+				into, o.jobs[head.Metadata.Name] = j, j
 			case "autoscaling/v2 HorizontalPodAutoscaler":
 				h := &autoscalingv2.HorizontalPodAutoscaler{}
 				into, o.autoscalers[head.Metadata.Name] = h, h
@@ -148,6 +172,9 @@ func (o objects) pods() map[string]corev1.PodTemplateSpec {
 	for name, s := range o.statefulSets {
 		pods[name] = s.Spec.Template
 	}
+	for name, j := range o.jobs {
+		pods[name] = j.Spec.Template
+	}
 	return pods
 }
 
@@ -179,6 +206,9 @@ func TestManifestsSetOnlyVariablesTheProgramsRead(t *testing.T) {
 		for k := range s.StringData {
 			check("Secret "+name, k)
 		}
+		for k := range s.Data {
+			check("Secret "+name, k)
+		}
 	}
 	for program, p := range o.pods() {
 		for _, c := range p.Spec.Containers {
@@ -195,17 +225,124 @@ func TestManifestsSetOnlyVariablesTheProgramsRead(t *testing.T) {
 			}
 		}
 	}
-	// And the values the programs would refuse at start.
-	env := map[string]string{}
-	for _, c := range o.configMaps {
-		for k, v := range c.Data {
-			env[k] = v
+	for program, load := range loaders(t) {
+		env := o.env(t, program)
+		if err := load(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+			t.Errorf("%s with the manifests' configuration (the Secrets' placeholders filled in): %v", program, err)
 		}
 	}
-	env["SECKILL_SESSION_MODE"] = "redis" // the keys file is a placeholder
-	if _, err := config.LoadOrderWriter(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
-		t.Errorf("the ConfigMap's values: %v", err)
+}
+
+// loaders are each workload's configuration loader: what the program
+// reads at start, and refuses.
+func loaders(t *testing.T) map[string]func(config.Lookup) error {
+	return map[string]func(config.Lookup) error{
+		"api":               func(l config.Lookup) error { _, err := config.LoadAPI(l); return err },
+		"order-writer":      func(l config.Lookup) error { _, err := config.LoadOrderWriter(l); return err },
+		"cache-invalidator": func(l config.Lookup) error { _, err := config.LoadCacheInvalidator(l); return err },
+		"migrate":           func(l config.Lookup) error { _, err := config.MySQLDSN(l); return err },
 	}
+}
+
+// env is what program's container sees: its ConfigMaps and Secrets, then
+// its own variables; the Secrets' placeholders replaced by what a deployer
+// puts there (an admin token of 32 characters, a JWT keyring, a
+// certificate), the mounted files' paths by the test's own files.
+func (o objects) env(t *testing.T, program string) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	spec, err := jwtauth.NewKeySpec("k8s-test", jwtauth.HS256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := json.Marshal(map[string]any{"sign": "k8s-test", "keys": []any{spec}})
+	keyFile := filepath.Join(dir, "keys.json")
+	if err := os.WriteFile(keyFile, keys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := tlscert.WriteDev(dir, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := map[string]string{"SECKILL_ADMIN_TOKEN": strings.Repeat("x", 32),
+		"/etc/seckill/jwt/keys.json": keyFile, "/etc/seckill/tls/tls.crt": cert, "/etc/seckill/tls/tls.key": key}
+	fill := func(v string) string {
+		if r, ok := real[v]; ok {
+			return r
+		}
+		return v
+	}
+	env := map[string]string{}
+	c := o.pods()[program].Spec.Containers[0]
+	for _, from := range c.EnvFrom {
+		if r := from.ConfigMapRef; r != nil && o.configMaps[r.Name] != nil {
+			for k, v := range o.configMaps[r.Name].Data {
+				env[k] = v
+			}
+		}
+		if r := from.SecretRef; r != nil && o.secrets[r.Name] != nil {
+			for k, v := range o.secrets[r.Name].StringData {
+				env[k] = v
+			}
+		}
+	}
+	if token, ok := env["SECKILL_ADMIN_TOKEN"]; ok && len(token) >= 16 {
+		t.Errorf("%s: the admin token's placeholder %q would be taken: keep it short, so that a forgotten one stops the api", program, token)
+	}
+	if _, ok := env["SECKILL_ADMIN_TOKEN"]; ok {
+		env["SECKILL_ADMIN_TOKEN"] = real["SECKILL_ADMIN_TOKEN"]
+	}
+	for _, e := range c.Env {
+		env[e.Name] = fill(e.Value)
+	}
+	return env
+}
+
+// checkProbe fails unless probe asks one of the container's declared
+// ports that the program listens on, by the scheme it serves there.
+func checkProbe(t *testing.T, program, what string, c corev1.Container, probe *corev1.Probe, env map[string]string) {
+	t.Helper()
+	if probe == nil || probe.HTTPGet == nil {
+		return // the path checks below say so
+	}
+	var port int32
+	for _, p := range c.Ports {
+		if p.Name == probe.HTTPGet.Port.String() || probe.HTTPGet.Port.IntVal == p.ContainerPort {
+			port = p.ContainerPort
+		}
+	}
+	if port == 0 {
+		t.Errorf("%s: the %s probe asks port %s, which the container does not declare", program, what, probe.HTTPGet.Port.String())
+		return
+	}
+	listens := map[string]string{"SECKILL_ADMIN_ADDR": "HTTP"}
+	if program == "api" {
+		listens["SECKILL_API_ADDR"] = "HTTP"
+		if env["SECKILL_TLS_CERT"] != "" {
+			listens["SECKILL_API_ADDR"] = "HTTPS"
+		}
+	}
+	for name, scheme := range listens {
+		host, p, err := net.SplitHostPort(env[name])
+		if err != nil || p != strconv.Itoa(int(port)) {
+			continue
+		}
+		if host != "" && host != "0.0.0.0" && host != "::" {
+			t.Errorf("%s: the %s probe asks port %d, where %s=%s listens on %s only", program, what, port, name, env[name], host)
+		}
+		if got := string(probe.HTTPGet.Scheme); cmpOr(got, "HTTP") != scheme {
+			t.Errorf("%s: the %s probe asks port %d by %s, which serves %s", program, what, port, cmpOr(got, "HTTP"), scheme)
+		}
+		return
+	}
+	t.Errorf("%s: the %s probe asks port %d, where the program does not listen", program, what, port)
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // images are the images make image builds: localhost/seckill/<program>
@@ -237,7 +374,11 @@ func TestManifestsNameTheImagesMakeImageBuilds(t *testing.T) {
 			if !built[c.Image] {
 				t.Errorf("%s runs image %q, which make image does not build (%v)", program, c.Image, built)
 			}
-			if c.Image != "localhost/seckill/"+program {
+			want := program
+			if program == "migrate" {
+				want = "seckillctl"
+			}
+			if c.Image != "localhost/seckill/"+want {
 				t.Errorf("%s runs %q, another program's image", program, c.Image)
 			}
 		}
@@ -248,7 +389,13 @@ func TestManifestsShapes(t *testing.T) {
 	o := load(t)
 	drain := 15 * time.Second // SECKILL_SHUTDOWN_TIMEOUT's default
 	for program, p := range o.pods() {
+		if program == "migrate" {
+			continue
+		}
 		c := p.Spec.Containers[0]
+		env := o.env(t, program)
+		checkProbe(t, program, "readiness", c, c.ReadinessProbe, env)
+		checkProbe(t, program, "liveness", c, c.LivenessProbe, env)
 		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 			t.Errorf("%s: no /readyz readiness probe", program)
 		}
@@ -283,8 +430,17 @@ func TestManifestsShapes(t *testing.T) {
 	if api.Spec.Template.Spec.Containers[0].Lifecycle == nil {
 		t.Error("api: no preStop pause for the endpoints to drop the pod before it stops taking requests")
 	}
-	if b := o.budgets["api"]; b == nil || b.Spec.Selector == nil || b.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "api" {
+	for name, b := range o.budgets {
+		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+		if d := o.deployments[name]; err != nil || d == nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("PodDisruptionBudget %s does not select the pods of Deployment %s (%v)", name, name, err)
+		}
+	}
+	if o.budgets["api"] == nil {
 		t.Error("no PodDisruptionBudget for the api")
+	}
+	if api.Spec.Replicas != nil {
+		t.Error("api: replicas set beside its autoscaler: every apply resets the count")
 	}
 	if h := o.autoscalers["api"]; h == nil || h.Spec.ScaleTargetRef.Kind != "Deployment" || h.Spec.ScaleTargetRef.Name != "api" {
 		t.Error("no HorizontalPodAutoscaler for the api Deployment")
