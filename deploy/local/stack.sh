@@ -227,11 +227,8 @@ redis_replica_up() {
 
 # A Redis Cluster as operators run it: three masters, each with a replica
 # that the cluster promotes by itself when its master fails (no proxy, no
-# REPLICAOF by hand). cluster-node-timeout 2000: a master silent for 2 s is
-# failed over (about 3 s in all with the election); shorter makes a busy
-# machine's hiccup a failover. cluster-require-full-coverage no: while one
-# shard fails over, the others keep serving their slots. Each node keeps an
-# AOF, as the single node does.
+# REPLICAOF by hand), with the node settings of redis-cluster-node.conf,
+# which the tests' private clusters read too.
 cluster_dir=$STACK_DIR/redis-cluster
 
 cluster_ports() { seq "$REDIS_CLUSTER_PORT" $((REDIS_CLUSTER_PORT + REDIS_CLUSTER_NODES - 1)); }
@@ -254,11 +251,7 @@ daemonize yes
 pidfile $(cluster_pid "$port")
 logfile $logs_dir/redis-cluster-$port.log
 dir $dir
-cluster-enabled yes
-cluster-config-file nodes.conf
-cluster-node-timeout 2000
-cluster-require-full-coverage no
-appendonly yes
+include $here/redis-cluster-node.conf
 appendfsync everysec
 save ""
 maxmemory 128mb

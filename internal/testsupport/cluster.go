@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,8 +29,9 @@ type Cluster struct {
 	Nodes map[string]*exec.Cmd // by address
 }
 
-// MustPrivateCluster starts six cluster-enabled redis-servers (AOF on, a
-// node timeout of 2 s, as deploy/local runs them), makes them a cluster of
+// MustPrivateCluster starts six cluster-enabled redis-servers with the
+// node settings the stack's cluster has (deploy/local/redis-cluster-node.conf:
+// AOF on, a node timeout of 2 s), makes them a cluster of
 // three masters with a replica each, and waits until every node says
 // cluster_state:ok and every replica is linked. They are killed when the
 // test ends.
@@ -37,8 +41,7 @@ func MustPrivateCluster(tb testing.TB) *Cluster {
 	var addrs []string
 	for range 6 {
 		port := freeClusterPort(tb)
-		node, cmd := mustRedisAt(tb, loopbackHost(), port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no", "--appendonly", "yes")
+		node, cmd := mustRedisAt(tb, loopbackHost(), port, clusterNodeArgs(tb)...)
 		c.Nodes[node.Addr] = cmd
 		addrs = append(addrs, node.Addr)
 	}
@@ -205,4 +208,29 @@ func busPort(tb testing.TB, port string) string {
 		tb.Fatal(err)
 	}
 	return strconv.Itoa(p + 10000)
+}
+
+// clusterNodeArgs are deploy/local/redis-cluster-node.conf's settings as
+// redis-server's command-line arguments.
+func clusterNodeArgs(tb testing.TB) []string {
+	tb.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	path := filepath.Join(filepath.Dir(here), "..", "..", "deploy", "local", "redis-cluster-node.conf")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatalf("the cluster nodes' settings: %v", err)
+	}
+	var args []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, _ := strings.Cut(line, " ")
+		args = append(args, "--"+key, strings.TrimSpace(value))
+	}
+	if len(args) == 0 {
+		tb.Fatalf("%s: no settings", path)
+	}
+	return args
 }
