@@ -7,11 +7,15 @@ SHELL := /bin/bash
 
 STACK := deploy/local/stack.sh
 GO ?= go
-REDIS_PORT ?= $(or $(SECKILL_REDIS_PORT),16379)
-MYSQL_PORT ?= $(or $(SECKILL_MYSQL_PORT),13306)
-KAFKA_PORT ?= $(or $(SECKILL_KAFKA_PORT),19092)
+# The stack's ports, as stack.sh has them (deploy/local/ports).
+include deploy/local/ports
+REDIS_PORT ?= $(or $(SECKILL_REDIS_PORT),$(REDIS_PORT_DEFAULT))
+MYSQL_PORT ?= $(or $(SECKILL_MYSQL_PORT),$(MYSQL_PORT_DEFAULT))
+KAFKA_PORT ?= $(or $(SECKILL_KAFKA_PORT),$(KAFKA_PORT_DEFAULT))
 # HAProxy in front of the MariaDB cluster (stack.sh up --mysql-cluster).
-MYSQL_CLUSTER_PORT ?= $(or $(SECKILL_MYSQL_CLUSTER_PORT),13310)
+MYSQL_CLUSTER_PORT ?= $(or $(SECKILL_MYSQL_CLUSTER_PORT),$(MYSQL_CLUSTER_PORT_DEFAULT))
+REDIS_CLUSTER_PORT ?= $(or $(SECKILL_REDIS_CLUSTER_PORT),$(REDIS_CLUSTER_PORT_DEFAULT))
+KAFKA_CLUSTER_PORT ?= $(or $(SECKILL_KAFKA_CLUSTER_PORT),$(KAFKA_CLUSTER_PORT_DEFAULT))
 # Schemathesis, which checks the API document against a running api in
 # make test: pinned, in a virtualenv of the stack's.
 SCHEMATHESIS_VENV := .stack/schemathesis
@@ -21,7 +25,7 @@ SCHEMATHESIS := $(CURDIR)/$(SCHEMATHESIS_VENV)/bin/schemathesis
 # its Redis Cluster and its Kafka cluster, and the MariaDB cluster for the
 # failure tests only, which are the ones that use it: its three nodes and
 # their health checks would share the two cores with every other test).
-KAFKA_CLUSTER_BROKERS ?= 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
+KAFKA_CLUSTER_BROKERS ?= $(shell p=$(KAFKA_CLUSTER_PORT); echo 127.0.0.1:$$p,127.0.0.1:$$((p + 100)),127.0.0.1:$$((p + 200)))
 TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:$(MYSQL_PORT))/' \
 	SECKILL_TEST_MYSQL_FLAVOR=mariadb \
@@ -31,7 +35,7 @@ TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_TEST_SCHEMATHESIS=$(SCHEMATHESIS)
 # The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
 # and the packages whose tests use Redis, which make test runs on it too.
-REDIS_CLUSTER_SEEDS ?= 127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
+REDIS_CLUSTER_SEEDS ?= $(shell p=$(REDIS_CLUSTER_PORT); echo 127.0.0.1:$$p,127.0.0.1:$$((p + 1)),127.0.0.1:$$((p + 2)))
 REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # What the cluster's pass leaves to the first, among the heaviest of the
 # suite on two cores: tests that start a Redis or a Redis Cluster of their

@@ -206,3 +206,43 @@ func TestTopicsFileNamesTheProgramsTopics(t *testing.T) {
 		}
 	}
 }
+
+// deploy/local/ports is the one place of the stack's default ports: the
+// programs' default addresses point at them, and neither stack.sh nor the
+// Makefile writes one out again.
+func TestDefaultAddressesAreTheStacksPorts(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/local/ports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+			ports[strings.TrimSuffix(k, "_DEFAULT")] = v
+		}
+	}
+	vars := config.Variables()
+	for _, tc := range []struct{ variable, want string }{
+		{"SECKILL_REDIS_ADDR", "127.0.0.1:" + ports["REDIS_PORT"]},
+		{"SECKILL_MYSQL_DSN", "seckill:seckill@tcp(127.0.0.1:" + ports["MYSQL_PORT"] + ")/seckill"},
+		{"SECKILL_BINLOG_ADDR", "127.0.0.1:" + ports["MYSQL_PORT"]},
+		{"SECKILL_KAFKA_BROKERS", "127.0.0.1:" + ports["KAFKA_PORT"]},
+	} {
+		for program, got := range vars[tc.variable].Defaults {
+			if got != tc.want {
+				t.Errorf("%s's default in %s is %s; deploy/local/ports makes it %s", tc.variable, program, got, tc.want)
+			}
+		}
+	}
+	for _, f := range []string{"../../deploy/local/stack.sh", "../../Makefile"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, port := range ports {
+			if regexp.MustCompile(`\b` + port + `\b`).Match(b) {
+				t.Errorf("%s writes %s's port %s out again: read deploy/local/ports", filepath.Base(f), name, port)
+			}
+		}
+	}
+}
