@@ -85,6 +85,7 @@ help:
 	@echo "make build|lint|bench"
 	@echo "make image    the programs' images (podman; deploy/image/Containerfile, the Dockerfile's final stages)"
 	@echo "make webcheck WEB=<the course's html/hmdp>   the course's web client in Chromium, in both session modes"
+	@echo "make config-docs   docs/configuration.md's table, regenerated from internal/config"
 
 go-check:
 	@command -v $(GO) >/dev/null || { echo "make: Go is not installed; install Go 1.26 from https://go.dev/dl/ (see README)" >&2; exit 1; }
