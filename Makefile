@@ -8,7 +8,7 @@ SHELL := /bin/bash
 STACK := deploy/local/stack.sh
 GO ?= go
 # The stack's ports, as stack.sh has them (deploy/local/ports).
-include deploy/local/ports
+include $(dir $(lastword $(MAKEFILE_LIST)))deploy/local/ports
 REDIS_PORT ?= $(or $(SECKILL_REDIS_PORT),$(REDIS_PORT_DEFAULT))
 MYSQL_PORT ?= $(or $(SECKILL_MYSQL_PORT),$(MYSQL_PORT_DEFAULT))
 KAFKA_PORT ?= $(or $(SECKILL_KAFKA_PORT),$(KAFKA_PORT_DEFAULT))

@@ -16,6 +16,10 @@
 # "production" alone for a lever's before and after.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=deploy/local/ports
+. deploy/local/ports
+# seeds FIRST STEP: three addresses on loopback from port FIRST, STEP apart.
+seeds() { echo "127.0.0.1:$1,127.0.0.1:$(($1 + $2)),127.0.0.1:$(($1 + 2 * $2))"; }
 
 rate=${BENCH_FIXED_RATE:-800}
 duration=${BENCH_FIXED_DURATION:-60s}
@@ -25,8 +29,8 @@ lb_addr=${BENCH_LB_ADDR:-127.0.0.1:18090}
 api_admin=${BENCH_API_ADMIN:-127.0.0.1:19100}
 writer_admin=${BENCH_WRITER_ADMIN:-127.0.0.1:19101}
 invalidator_admin=${BENCH_INVALIDATOR_ADMIN:-127.0.0.1:19102}
-cluster_seeds=${BENCH_REDIS_CLUSTER:-127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003}
-kafka_cluster=${BENCH_KAFKA_CLUSTER:-127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392}
+cluster_seeds=${BENCH_REDIS_CLUSTER:-$(seeds "${SECKILL_REDIS_CLUSTER_PORT:-$REDIS_CLUSTER_PORT_DEFAULT}" 1)}
+kafka_cluster=${BENCH_KAFKA_CLUSTER:-$(seeds "${SECKILL_KAFKA_CLUSTER_PORT:-$KAFKA_CLUSTER_PORT_DEFAULT}" 100)}
 stack=${SECKILL_STACK_DIR:-.stack}
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-bench-admin-token-0123456789}
 
@@ -89,8 +93,8 @@ topologies=${BENCH_FIXED_TOPOLOGIES:-one-node production production+haproxy-http
 wanted() { [[ " $topologies " == *" $1 "* ]]; }
 
 single="redis=$(cat "$stack/redis/redis.pid"),kafka=$(cat "$stack/kafka/kafka.pid")"
-! wanted one-node || topology "one node" "$single" -u SECKILL_REDIS_CLUSTER SECKILL_REDIS_ADDR="${BENCH_REDIS_ADDR:-127.0.0.1:16379}" \
-  SECKILL_KAFKA_BROKERS="${BENCH_KAFKA_BROKERS:-127.0.0.1:19092}"
+! wanted one-node || topology "one node" "$single" -u SECKILL_REDIS_CLUSTER SECKILL_REDIS_ADDR="${BENCH_REDIS_ADDR:-127.0.0.1:${SECKILL_REDIS_PORT:-$REDIS_PORT_DEFAULT}}" \
+  SECKILL_KAFKA_BROKERS="${BENCH_KAFKA_BROKERS:-127.0.0.1:${SECKILL_KAFKA_PORT:-$KAFKA_PORT_DEFAULT}}"
 
 production=""
 for pidfile in "$stack"/redis-cluster/*/redis.pid; do

@@ -8,6 +8,10 @@
 # the audits.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=deploy/local/ports
+. deploy/local/ports
+# seeds FIRST STEP: three addresses on loopback from port FIRST, STEP apart.
+seeds() { echo "127.0.0.1:$1,127.0.0.1:$(($1 + $2)),127.0.0.1:$(($1 + 2 * $2))"; }
 
 api_addr=${BENCH_API_ADDR:-127.0.0.1:18081}
 api_admin=${BENCH_API_ADMIN:-127.0.0.1:19100}
@@ -17,11 +21,11 @@ users=${BENCH_SPREAD_USERS:-20000}
 workers=${BENCH_WORKERS:-64}
 stack=${SECKILL_STACK_DIR:-.stack}
 # The stack's own servers, whatever SECKILL_MYSQL_DSN the caller runs on.
-single="seckill:seckill@tcp(127.0.0.1:${SECKILL_MYSQL_PORT:-13306})/seckill"
-cluster_addr=127.0.0.1:${SECKILL_MYSQL_CLUSTER_PORT:-13310}
+single="seckill:seckill@tcp(127.0.0.1:${SECKILL_MYSQL_PORT:-$MYSQL_PORT_DEFAULT})/seckill"
+cluster_addr=127.0.0.1:${SECKILL_MYSQL_CLUSTER_PORT:-$MYSQL_CLUSTER_PORT_DEFAULT}
 cluster="seckill:seckill@tcp($cluster_addr)/seckill"
-redis_cluster=${BENCH_REDIS_CLUSTER:-127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003}
-kafka_cluster=${BENCH_KAFKA_CLUSTER:-127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392}
+redis_cluster=${BENCH_REDIS_CLUSTER:-$(seeds "${SECKILL_REDIS_CLUSTER_PORT:-$REDIS_CLUSTER_PORT_DEFAULT}" 1)}
+kafka_cluster=${BENCH_KAFKA_CLUSTER:-$(seeds "${SECKILL_KAFKA_CLUSTER_PORT:-$KAFKA_CLUSTER_PORT_DEFAULT}" 100)}
 on_cluster=(env -u SECKILL_REDIS_ADDR SECKILL_REDIS_CLUSTER="$redis_cluster" SECKILL_KAFKA_BROKERS="$kafka_cluster")
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-bench-admin-token-0123456789}
 

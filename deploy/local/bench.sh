@@ -4,6 +4,10 @@
 # machines are shared and noisy), only the audits' invariants.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=deploy/local/ports
+. deploy/local/ports
+# seeds FIRST STEP: three addresses on loopback from port FIRST, STEP apart.
+seeds() { echo "127.0.0.1:$1,127.0.0.1:$(($1 + $2)),127.0.0.1:$(($1 + 2 * $2))"; }
 
 api_addr=${BENCH_API_ADDR:-127.0.0.1:18081}
 writer_admin=${BENCH_WRITER_ADMIN:-127.0.0.1:19101}
@@ -58,7 +62,7 @@ echo "bench: latency plots in $plots/*.html"
 # --redis-cluster, which make bench starts), the same runs with every
 # cluster node's CPU in the tables, and the comparison: a hot voucher, the
 # users spread over twelve vouchers, the gate's ceiling on one master.
-cluster_seeds=${BENCH_REDIS_CLUSTER:-127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003}
+cluster_seeds=${BENCH_REDIS_CLUSTER:-$(seeds "${SECKILL_REDIS_CLUSTER_PORT:-$REDIS_CLUSTER_PORT_DEFAULT}" 1)}
 spread_users=${BENCH_SPREAD_USERS:-20000}
 figures=$(mktemp)
 echo
@@ -180,7 +184,7 @@ pids=()
 # three api instances, two order-writers and the cache-invalidator; the
 # same spread load through HAProxy in front of 1, 2, then 3 of the api
 # instances, every process's CPU in the table, beside the one-node run.
-kafka_cluster=${BENCH_KAFKA_CLUSTER:-127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392}
+kafka_cluster=${BENCH_KAFKA_CLUSTER:-$(seeds "${SECKILL_KAFKA_CLUSTER_PORT:-$KAFKA_CLUSTER_PORT_DEFAULT}" 100)}
 multi_env=("${cluster_env[@]}" SECKILL_KAFKA_BROKERS="$kafka_cluster")
 api_addrs=() procs=""
 for i in 1 2 3; do

@@ -77,7 +77,7 @@ MYSQL_CHECK_PASSWORD=galera_check
 # orders topic's, the first, may have its partitions set apart
 # (SECKILL_ORDER_PARTITIONS).
 TOPICS=()
-while read -r t; do
+while read -r t || [ -n "$t" ]; do
   case $t in ''|'#'*) continue ;; esac
   if [ ${#TOPICS[@]} -eq 0 ]; then t="${t%%:*}:${SECKILL_ORDER_PARTITIONS:-${t##*:}}"; fi
   TOPICS+=("$t")

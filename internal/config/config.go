@@ -202,10 +202,13 @@ func loadCacheInvalidator(r *Reader) CacheInvalidator {
 	}
 }
 
+// defaultMySQLDSN is the local stack's database (deploy/local/ports).
+const defaultMySQLDSN = "seckill:seckill@tcp(127.0.0.1:13306)/seckill"
+
 // MySQLDSN is the one variable seckillctl needs.
 func MySQLDSN(lookup Lookup) (string, error) {
 	r := NewFrom(lookup)
-	dsn := r.String("SECKILL_MYSQL_DSN", "seckill:seckill@tcp(127.0.0.1:13306)/seckill")
+	dsn := r.String("SECKILL_MYSQL_DSN", defaultMySQLDSN)
 	return dsn, r.Err()
 }
 
@@ -249,7 +252,7 @@ func loadCommon(r *Reader) daemon.Common {
 	c := daemon.Common{
 		LogFormat:       r.OneOf("SECKILL_LOG_FORMAT", "text", "text", "json"),
 		Redis:           loadRedis(r),
-		MySQLDSN:        r.String("SECKILL_MYSQL_DSN", "seckill:seckill@tcp(127.0.0.1:13306)/seckill"),
+		MySQLDSN:        r.String("SECKILL_MYSQL_DSN", defaultMySQLDSN),
 		KafkaBrokers:    r.HostPorts("SECKILL_KAFKA_BROKERS", "127.0.0.1:19092"),
 		ShutdownTimeout: r.Duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second),
 	}

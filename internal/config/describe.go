@@ -4,7 +4,23 @@ package config
 // programs read, in the page's order: the page's table is generated from
 // them with each variable's programs and defaults as the code reads them
 // (Markdown, seckillctl config --markdown).
-var descriptions = []struct{ name, meaning string }{
+type description struct{ name, meaning string }
+
+// The variables whose use is narrower than their reading, and the
+// defaults that stand for something else.
+var (
+	usedBy = map[string][]string{
+		"SECKILL_RELAY_AGE": {"order-writer"}, "SECKILL_RELAY_INTERVAL": {"order-writer"}, "SECKILL_RELAY_LEASE": {"order-writer"},
+		"SECKILL_SALE_KEEP": {"order-writer"}, "SECKILL_REDIS_EPOCH_INTERVAL": {"order-writer"},
+		"SECKILL_SOLDOUT_TTL": {"api"}, "SECKILL_PUBLISH_BATCH_WAIT": {"api"}, "SECKILL_PUBLISH_COMPRESSION": {"api"},
+		"SECKILL_KAFKA_DURABILITY_INTERVAL": {"api"}, "SECKILL_ORDER_STATUS_TTL": {"api"},
+	}
+	standsFor = map[string]string{
+		"SECKILL_PUBLISH_BATCH_WAIT": "chosen at start by the topic's replication: 5ms on one replica, 20ms on more",
+		"SECKILL_ADMIN_TOKEN":        "the admin routes off",
+	}
+)
+var descriptions = []description{
 	{"SECKILL_LOG_FORMAT", "`text` or `json` (log/slog)"},
 	{"SECKILL_LOG_LEVEL", "`debug`, `info`, `warn`, `error`"},
 	{"SECKILL_REDIS_ADDR", "one Redis node, host:port; its default applies when `SECKILL_REDIS_CLUSTER` is unset"},
@@ -38,7 +54,7 @@ var descriptions = []struct{ name, meaning string }{
 	{"SECKILL_TLS_CERT", "PEM certificate (chain) and key: the API serves HTTPS (TLS 1.2+, HTTP/2, HSTS); the files are re-read when they change. Both or neither"},
 	{"SECKILL_TLS_KEY", "PEM certificate (chain) and key: the API serves HTTPS (TLS 1.2+, HTTP/2, HSTS); the files are re-read when they change. Both or neither"},
 	{"SECKILL_RATE_PREFIX", "Redis key prefix of the rate-limit counters (shared by all API instances)"},
-	{"SECKILL_RATE_CODE_IP", "`POST /user/code` limits: `N/period` or `off`; `open` or `closed` when Redis is unreachable (per client address; IPv6: per /64)"},
+	{"SECKILL_RATE_CODE_IP", "`POST /user/code` limits: `N/period` or `off` (per client address; IPv6: per /64)"},
 	{"SECKILL_RATE_CODE_USER", "the same limit per logged-in user (`SECKILL_RATE_CODE_IP` names the routes): `N/period` or `off`"},
 	{"SECKILL_RATE_CODE_FAIL", "`SECKILL_RATE_CODE_*` when Redis cannot be reached: `open` lets the requests through, `closed` answers 503"},
 	{"SECKILL_RATE_CODE_SCOPE", "`shared`: the counts live in Redis and the limit holds across every API instance (one Redis round trip per limit per request); `local`: each instance keeps its own token buckets (golang.org/x/time/rate), no round trip, and the deployment allows at most N × the limit with N instances: for limits that guard the servers against floods where the rule itself is enforced elsewhere (the gate allows one order per user)"},
@@ -77,8 +93,8 @@ var descriptions = []struct{ name, meaning string }{
 	{"SECKILL_SOLDOUT_TTL", "how long an API instance answers \"sold out\" without asking Redis"},
 	{"SECKILL_REDIS_AUTOPIPELINE", "send the gate's decisions and session lookups through go-redis's autopipeliner, so that concurrent requests share Redis round trips; `false`: a round trip per command. On a Redis Cluster one pipeline per master, so that a frozen master holds only its own slots' calls (docs/redis-cluster.md)"},
 	{"SECKILL_ID_BLOCK", "order ids leased from Redis per round trip"},
-	{"SECKILL_RELAY_AGE", "a reservation still pending this long after its acceptance, once the writer has consumed everything published until then, is republished (keep it above the API's `SECKILL_PUBLISH_TIMEOUT`, or a slow publish may be sent twice: harmless, counted); how often the relay looks"},
-	{"SECKILL_RELAY_INTERVAL", "a reservation still pending this long after its acceptance, once the writer has consumed everything published until then, is republished (keep it above the API's `SECKILL_PUBLISH_TIMEOUT`, or a slow publish may be sent twice: harmless, counted); how often the relay looks"},
+	{"SECKILL_RELAY_AGE", "a reservation still pending this long after its acceptance, once the writer has consumed everything published until then, is republished (keep it above the API's `SECKILL_PUBLISH_TIMEOUT`, or a slow publish may be sent twice: harmless, counted)"},
+	{"SECKILL_RELAY_INTERVAL", "how often the relay looks for such reservations"},
 	{"SECKILL_SALE_CHECK_INTERVAL", "how often every voucher on sale or yet to start is compared between Redis and MySQL (sale present, stamped with Redis's present replication id, stock not above MySQL's, at least as many buyers as orders); a violation freezes the voucher and reconciles it from MySQL. Each batch is also checked right after its commit"},
 	{"SECKILL_ORDER_STUCK_AFTER", "a batch still failing this long after its first try is reported: an error in the log and `seckill_consumer_batches_stuck_total` (alert `SeckillConsumerStuck`)"},
 	{"SECKILL_SALE_KEEP", "how long an ended sale's Redis keys stay once every order is settled; the relay gives them this expiry and stops scanning the voucher"},
@@ -86,13 +102,13 @@ var descriptions = []struct{ name, meaning string }{
 	{"SECKILL_SHOP_FILTER_CAPACITY", "shop ids the Bloom filter of shop ids is sized for at 1 % false positives (1.2 MB); must be the same for both programs; `0`: no filter"},
 	{"SECKILL_RELAY_LEASE", "the relay's lease (`internal/lock`, watchdog-extended): one order-writer's relay works at a time; when its holder dies another takes over within this"},
 	{"SECKILL_ORDER_GROUP", "the Kafka consumer group (run more writers with the same group to scale out)"},
-	{"SECKILL_ORDER_BATCH_SIZE", "events per MySQL transaction; how long a batch waits to fill after its first event"},
-	{"SECKILL_ORDER_BATCH_WAIT", "events per MySQL transaction; how long a batch waits to fill after its first event"},
+	{"SECKILL_ORDER_BATCH_SIZE", "events per MySQL transaction"},
+	{"SECKILL_ORDER_BATCH_WAIT", "how long a batch waits to fill after its first event"},
 	{"SECKILL_ORDER_FETCH_WAIT", "how long a fetch of a partition waits for 64 KB of events; also how often an idle partition is polled (200 ms was tried: no broker saving we could measure, lag p99 up to 0.45–2 s). The reader itself waits a second longer for the answer (`broker.FetchMaxWait`): kafka-go gave it only a quarter of this wait beyond the broker's, and an answer 12.5 ms late reconnected"},
 	{"SECKILL_CACHE_SHOP_MODE", "shops: `ttl` (cache-aside with TTL + 10 % jitter) or `logical` (hot keys: logical expiry)"},
-	{"SECKILL_CACHE_SHOP_TTL", "shops: `ttl` (cache-aside with TTL + 10 % jitter) or `logical` (hot keys: logical expiry)"},
-	{"SECKILL_CACHE_SHOP_TYPE_MODE", "the shop-type list (the home page's hot key)"},
-	{"SECKILL_CACHE_SHOP_TYPE_TTL", "the shop-type list (the home page's hot key)"},
+	{"SECKILL_CACHE_SHOP_TTL", "shops: the TTL, or the logical expiry"},
+	{"SECKILL_CACHE_SHOP_TYPE_MODE", "the shop-type list (the home page's hot key): `ttl` or `logical`"},
+	{"SECKILL_CACHE_SHOP_TYPE_TTL", "the shop-type list: the TTL, or the logical expiry"},
 	{"SECKILL_BINLOG_DATABASE", "the database whose tables are followed"},
 	{"SECKILL_BINLOG_POSITION_FILE", "where the handled binlog position is kept (written atomically, at most once a second and at rotations/shutdown)"},
 	{"SECKILL_INVALIDATE_RETRY_TOPIC", "failed deletes"},
@@ -102,8 +118,8 @@ var descriptions = []struct{ name, meaning string }{
 	{"SECKILL_INVALIDATE_DELETE_TIMEOUT", "one delete's deadline"},
 	{"SECKILL_ADMIN_ADDR", "admin listen address, loopback by default: `/healthz`, `/readyz`, `/metrics`, `/debug/pprof/`. The API's client port serves `/healthz` and `/readyz` too, but never metrics or profiles"},
 	{"SECKILL_BINLOG_ADDR", "the MySQL/MariaDB whose binlog is followed"},
-	{"SECKILL_BINLOG_USER", "replication user"},
-	{"SECKILL_BINLOG_PASSWORD", "replication user"},
+	{"SECKILL_BINLOG_USER", "the replication user"},
+	{"SECKILL_BINLOG_PASSWORD", "the replication user's password"},
 	{"SECKILL_BINLOG_FLAVOR", "`mariadb` or `mysql`"},
 	{"SECKILL_BINLOG_SERVER_ID", "replica server id, unique among the server's replicas"},
 }

@@ -200,7 +200,7 @@ func TestTopicsFileNamesTheProgramsTopics(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name := range topics {
-			if strings.Contains(string(b), name+":") {
+			if regexp.MustCompile(`(^|[^\w.])` + regexp.QuoteMeta(name) + `([^\w.]|$)`).Match(b) {
 				t.Errorf("%s writes the topic %s out again: read deploy/topics", filepath.Base(f), name)
 			}
 		}
@@ -228,6 +228,9 @@ func TestDefaultAddressesAreTheStacksPorts(t *testing.T) {
 		{"SECKILL_BINLOG_ADDR", "127.0.0.1:" + ports["MYSQL_PORT"]},
 		{"SECKILL_KAFKA_BROKERS", "127.0.0.1:" + ports["KAFKA_PORT"]},
 	} {
+		if len(vars[tc.variable].Defaults) == 0 {
+			t.Errorf("no program reads %s", tc.variable)
+		}
 		for program, got := range vars[tc.variable].Defaults {
 			if got != tc.want {
 				t.Errorf("%s's default in %s is %s; deploy/local/ports makes it %s", tc.variable, program, got, tc.want)

@@ -66,7 +66,22 @@ func Markdown() (string, error) {
 			return "", fmt.Errorf("%s is described, and no program reads it", d.name)
 		}
 		described[d.name] = true
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", d.name, programsOf(v), defaultsOf(v), d.meaning)
+		if only, ok := usedBy[d.name]; ok {
+			used := Variable{Name: v.Name, Defaults: map[string]string{}}
+			for _, p := range only {
+				def, read := v.Defaults[p]
+				if !read {
+					return "", fmt.Errorf("%s: said to be used by %s, which does not read it", d.name, p)
+				}
+				used.Defaults[p] = def
+			}
+			v = used
+		}
+		def := defaultsOf(v)
+		if means, ok := standsFor[d.name]; ok {
+			def += ": " + means
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", d.name, programsOf(v), def, d.meaning)
 	}
 	b.WriteString(devTLSRow + "\n")
 	var missing []string

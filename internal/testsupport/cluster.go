@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+
 	"strconv"
 	"strings"
 	"sync"
@@ -214,8 +214,22 @@ func busPort(tb testing.TB, port string) string {
 // redis-server's command-line arguments.
 func clusterNodeArgs(tb testing.TB) []string {
 	tb.Helper()
-	_, here, _, _ := runtime.Caller(0)
-	path := filepath.Join(filepath.Dir(here), "..", "..", "deploy", "local", "redis-cluster-node.conf")
+	// From the test's package directory up to the module's root.
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("the cluster nodes' settings: no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+	path := filepath.Join(dir, "deploy", "local", "redis-cluster-node.conf")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatalf("the cluster nodes' settings: %v", err)
