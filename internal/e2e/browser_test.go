@@ -172,26 +172,7 @@ func TestBrowserThroughTheCoursesNginx(t *testing.T) {
 			}
 			ctx := newBrowser(t, opts...)
 			phone := fmt.Sprintf("139%08d", time.Now().UnixNano()%1e8+int64(i))
-			if err := chromedp.Do(ctx,
-				chromedp.Navigate(fmt.Sprintf("%s/index.html?voucher=%d", front, voucher)),
-				chromedp.SendKeys(chromedp.ID("phone"), phone),
-				chromedp.Click(chromedp.ID("send"))); err != nil {
-				t.Fatal(err)
-			}
-			if got := pageSays(t, ctx, "code sent", "code failed"); got != "code sent" {
-				t.Fatalf("asking for a code: the page shows %q", got)
-			}
-			// nginx connects from 127.0.0.1: the code is kept under that address.
-			code, err := s.redis.Client.HGet(t.Context(), user.Keys{Prefix: s.redis.Prefix}.Code(phone, "127.0.0.1"), "code").Result()
-			if err != nil {
-				t.Fatalf("no code for %s in Redis: %v", phone, err)
-			}
-			if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("code"), code), chromedp.Click(chromedp.ID("login"))); err != nil {
-				t.Fatal(err)
-			}
-			if got := pageSays(t, ctx, "logged in as", "login failed"); !strings.HasPrefix(got, "logged in as") {
-				t.Fatalf("logging in: the page shows %q", got)
-			}
+			s.logInOnPage(t, ctx, fmt.Sprintf("%s/index.html?voucher=%d", front, voucher), phone)
 			if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
 				t.Fatal(err)
 			}
@@ -242,27 +223,7 @@ func TestBrowserSolvesTheChallengeAndBuys(t *testing.T) {
 	voucher := s.voucherWith(t, 10, 1, "challenge", time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	ctx := newBrowser(t)
 	phone := fmt.Sprintf("138%08d", time.Now().UnixNano()%1e8)
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(fmt.Sprintf("%s/buy?voucher=%d", s.api, voucher)),
-		chromedp.SendKeys(chromedp.ID("phone"), phone),
-		chromedp.Click(chromedp.ID("send"))); err != nil {
-		t.Fatal(err)
-	}
-	if got := pageSays(t, ctx, "code sent", "code failed"); got != "code sent" {
-		t.Fatalf("asking for a code: the page shows %q", got)
-	}
-	code, err := s.redis.Client.HGet(t.Context(), user.Keys{Prefix: s.redis.Prefix}.Code(phone, "127.0.0.1"), "code").Result()
-	if err != nil {
-		t.Fatalf("no code for %s in Redis: %v", phone, err)
-	}
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("code"), code), chromedp.Click(chromedp.ID("login"))); err != nil {
-		t.Fatal(err)
-	}
-	got := pageSays(t, ctx, "logged in as", "login failed")
-	userID, ok := strings.CutPrefix(got, "logged in as ")
-	if !ok {
-		t.Fatalf("logging in: the page shows %q", got)
-	}
+	userID := s.logInOnPage(t, ctx, fmt.Sprintf("%s/buy?voucher=%d", s.api, voucher), phone)
 	shown := func() (id, digits string) {
 		t.Helper()
 		if got := pageSays(t, ctx, "challenge shown", "order refused"); got != "challenge shown" {
@@ -314,4 +275,34 @@ func TestBrowserSolvesTheChallengeAndBuys(t *testing.T) {
 			WHERE o.id = ? AND o.voucher_id = ? AND u.phone = ?`, m[1], voucher, phone).Scan(&n)
 		return err == nil && n == 1
 	})
+}
+
+// logInOnPage opens page and logs phone in there as a person does: asks
+// for a code, reads it (where the api keeps it: the code is kept under the
+// client's address, 127.0.0.1 directly or through nginx), types it. It
+// returns the user id the page shows.
+func (s *sale) logInOnPage(t *testing.T, ctx context.Context, page, phone string) string {
+	t.Helper()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(page),
+		chromedp.SendKeys(chromedp.ID("phone"), phone),
+		chromedp.Click(chromedp.ID("send"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageSays(t, ctx, "code sent", "code failed"); got != "code sent" {
+		t.Fatalf("asking for a code: the page shows %q", got)
+	}
+	code, err := s.redis.Client.HGet(t.Context(), user.Keys{Prefix: s.redis.Prefix}.Code(phone, "127.0.0.1"), "code").Result()
+	if err != nil {
+		t.Fatalf("no code for %s in Redis: %v", phone, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("code"), code), chromedp.Click(chromedp.ID("login"))); err != nil {
+		t.Fatal(err)
+	}
+	got := pageSays(t, ctx, "logged in as", "login failed")
+	id, ok := strings.CutPrefix(got, "logged in as ")
+	if !ok {
+		t.Fatalf("logging in: the page shows %q", got)
+	}
+	return id
 }
