@@ -12,8 +12,9 @@
 // The package owns its Redis keys, all under the deployment's prefix:
 //
 //	botcheck:mode:{<voucher id>}   the sale's mode; written at its creation
-//	                               (voucher.Vouchers.Create), rewritten from
-//	                               MySQL when missing
+//	                               (voucher.Vouchers.Create, after the sale
+//	                               is warmed), rewritten from MySQL when
+//	                               missing
 //	botcheck:secret                the key of the path tokens' MACs, made by
 //	                               the first api instance that needs one
 //	botcheck:challenge:<id>        a challenge's "user:voucher:digits", until
@@ -194,9 +195,10 @@ func (s *Store) ModeOf(ctx context.Context, voucherID int64) (Mode, error) {
 			return "", fmt.Errorf("bot check of voucher %d in Redis: %w", voucherID, err)
 		}
 	case errors.Is(err, redis.Nil):
-		// Written before the sale is warmed, the mode is missing from a
-		// sale the gate has only when Redis lost it. No sale: the gate
-		// answers, and made-up voucher ids cost MySQL nothing.
+		// The mode is missing from a sale the gate has in the moment
+		// between the sale's warming and the mode's writing, or when
+		// Redis lost it: MySQL says. No sale: the gate answers, and
+		// made-up voucher ids cost MySQL nothing.
 		if _, _, err := s.windows.Window(ctx, voucherID); errors.Is(err, order.ErrUnknownVoucher) {
 			return "", err
 		} else if err != nil {
