@@ -176,16 +176,7 @@ func TestBrowserThroughTheCoursesNginx(t *testing.T) {
 			if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
 				t.Fatal(err)
 			}
-			m := orderLine.FindStringSubmatch(pageSays(t, ctx, "order "))
-			if m == nil {
-				t.Fatalf("buying: the page shows no order id")
-			}
-			testsupport.Wait(t, 30*time.Second, "the order in MySQL", func() bool {
-				var n int
-				err := s.mysql.DB.QueryRow(`SELECT COUNT(*) FROM tb_voucher_order o JOIN tb_user u ON u.id = o.user_id
-					WHERE o.id = ? AND o.voucher_id = ? AND u.phone = ?`, m[1], voucher, phone).Scan(&n)
-				return err == nil && n == 1
-			})
+			s.orderLands(t, ctx, voucher, phone)
 			if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
 				t.Fatal(err)
 			}
@@ -265,16 +256,7 @@ func TestBrowserSolvesTheChallengeAndBuys(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("answer"), digits), chromedp.Click(chromedp.ID("solve"))); err != nil {
 		t.Fatal(err)
 	}
-	m := orderLine.FindStringSubmatch(pageSays(t, ctx, "order "))
-	if m == nil {
-		t.Fatalf("buying: the page shows no order id")
-	}
-	testsupport.Wait(t, 30*time.Second, "the order in MySQL", func() bool {
-		var n int
-		err := s.mysql.DB.QueryRow(`SELECT COUNT(*) FROM tb_voucher_order o JOIN tb_user u ON u.id = o.user_id
-			WHERE o.id = ? AND o.voucher_id = ? AND u.phone = ?`, m[1], voucher, phone).Scan(&n)
-		return err == nil && n == 1
-	})
+	s.orderLands(t, ctx, voucher, phone)
 }
 
 // logInOnPage opens page and logs phone in there as a person does: asks
@@ -305,4 +287,20 @@ func (s *sale) logInOnPage(t *testing.T, ctx context.Context, page, phone string
 		t.Fatalf("logging in: the page shows %q", got)
 	}
 	return id
+}
+
+// orderLands waits for the page to show the order it took and for that
+// order to be phone's in MySQL.
+func (s *sale) orderLands(t *testing.T, ctx context.Context, voucher int64, phone string) {
+	t.Helper()
+	m := orderLine.FindStringSubmatch(pageSays(t, ctx, "order "))
+	if m == nil {
+		t.Fatalf("buying: the page shows no order id")
+	}
+	testsupport.Wait(t, 30*time.Second, "the order in MySQL", func() bool {
+		var n int
+		err := s.mysql.DB.QueryRow(`SELECT COUNT(*) FROM tb_voucher_order o JOIN tb_user u ON u.id = o.user_id
+			WHERE o.id = ? AND o.voucher_id = ? AND u.phone = ?`, m[1], voucher, phone).Scan(&n)
+		return err == nil && n == 1
+	})
 }
