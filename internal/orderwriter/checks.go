@@ -34,13 +34,19 @@ type SaleSizer interface {
 // MySQL is read before Redis: every order MySQL holds was accepted, and
 // its unit taken and its buyer recorded in Redis, before that. Only a
 // restock whose Redis step falls between the two reads can look like a
-// violation; the reconcile it starts is then harmless.
+// violation; the reconcile it starts is then harmless. A new sale is
+// committed to MySQL before it is warmed in Redis, so a sale found
+// missing is read again after MissingRecheck before it is reported.
 type SaleChecks struct {
 	DB       *sql.DB
 	Sale     SaleSizer
 	Guard    Violations
 	Interval time.Duration
 	Logger   *slog.Logger
+	// MissingRecheck is the wait before a sale found missing is read
+	// again (0: a second): longer than a creation takes from its commit
+	// to its warm, short enough that a sale Redis lost is back soon.
+	MissingRecheck time.Duration
 	// Errors, when set, counts the vouchers whose check could not be made.
 	Errors prometheus.Counter
 
@@ -117,12 +123,37 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 	// Each voucher on its own: one that cannot be read (a key no code
 	// expects) must not switch the checks off for the others.
 	var failed []error
+	fail := func(voucher int64, err error) {
+		failed = append(failed, err)
+		c.Logger.Warn("a voucher's sale check failed; the others are checked", "voucher", voucher, "err", err)
+		if c.Errors != nil {
+			c.Errors.Inc()
+		}
+	}
+	var missing []sale
 	for _, s := range sales {
-		if err := c.checkOne(ctx, s.voucher, s.stock, s.orders); err != nil {
-			failed = append(failed, err)
-			c.Logger.Warn("a voucher's sale check failed; the others are checked", "voucher", s.voucher, "err", err)
-			if c.Errors != nil {
-				c.Errors.Inc()
+		gone, err := c.checkOne(ctx, s.voucher, s.stock, s.orders, false)
+		if err != nil {
+			fail(s.voucher, err)
+		} else if gone {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		wait := c.MissingRecheck
+		if wait == 0 {
+			wait = time.Second
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		for _, s := range missing {
+			if _, err := c.checkOne(ctx, s.voucher, s.stock, s.orders, true); err != nil {
+				fail(s.voucher, err)
 			}
 		}
 	}
@@ -134,26 +165,33 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 	return len(sales) - len(failed), nil
 }
 
-func (c *SaleChecks) checkOne(ctx context.Context, voucher, stock, orders int64) error {
+// checkOne compares one voucher's sale with MySQL's figures and reports
+// what it breaks, but for a missing sale before the recheck: then it
+// reports nothing and says the sale is missing.
+func (c *SaleChecks) checkOne(ctx context.Context, voucher, stock, orders int64, recheck bool) (missing bool, err error) {
 	r, err := c.Sale.Size(ctx, voucher)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if check, detail := r.Violation(stock, orders); check != "" {
+	check, detail := r.Violation(stock, orders)
+	if check == sale.CheckVoucherMissing && !recheck {
+		return true, nil
+	}
+	if check != "" {
 		c.Guard.Violated(voucher, check, detail...)
 	}
 	if !r.Exists || r.Outdated {
-		return nil // its reconcile lists it
+		return false, nil // its reconcile lists it
 	}
 	// The set of active vouchers is one key: on Redis Cluster, on another
 	// master than the sale, whose lossy failover can forget the sale while
 	// its keys stay. The relay and the order lookups find sales by it.
-	missing, err := c.Sale.List(ctx, voucher)
+	listedAgain, err := c.Sale.List(ctx, voucher)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if missing {
+	if listedAgain {
 		c.Logger.Warn("a sale on sale was missing from the active vouchers (lost with a Redis failover?): listed again", "voucher", voucher)
 	}
-	return nil
+	return false, nil
 }
