@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,8 @@ type SaleSizer interface {
 // restock whose Redis step falls between the two reads can look like a
 // violation; the reconcile it starts is then harmless. A new sale is
 // committed to MySQL before it is warmed in Redis, so a sale found
-// missing is read again after MissingRecheck before it is reported.
+// missing is read again, with its MySQL row, after MissingRecheck before
+// it is reported.
 type SaleChecks struct {
 	DB       *sql.DB
 	Sale     SaleSizer
@@ -44,8 +46,10 @@ type SaleChecks struct {
 	Interval time.Duration
 	Logger   *slog.Logger
 	// MissingRecheck is the wait before a sale found missing is read
-	// again (0: a second): longer than a creation takes from its commit
-	// to its warm, short enough that a sale Redis lost is back soon.
+	// again (0: a second): longer than a creation usually takes from its
+	// commit to its warm, short enough that a sale Redis lost is back
+	// soon. A warm later than that is reported, and its reconcile is
+	// harmless.
 	MissingRecheck time.Duration
 	// Errors, when set, counts the vouchers whose check could not be made.
 	Errors prometheus.Counter
@@ -99,99 +103,139 @@ func (c *SaleChecks) now() chan struct{} {
 // Check compares every voucher on sale once and returns how many it
 // compared.
 func (c *SaleChecks) Check(ctx context.Context) (int, error) {
-	rows, err := c.DB.QueryContext(ctx, `SELECT sv.voucher_id, sv.stock,
-		(SELECT COUNT(*) FROM tb_voucher_order o WHERE o.voucher_id = sv.voucher_id)
-		FROM tb_seckill_voucher sv WHERE sv.end_time > NOW()`)
+	sales, err := c.onSale(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("vouchers on sale: %w", err)
-	}
-	type sale struct{ voucher, stock, orders int64 }
-	var sales []sale
-	for rows.Next() {
-		var s sale
-		if err := rows.Scan(&s.voucher, &s.stock, &s.orders); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("vouchers on sale: %w", err)
-		}
-		sales = append(sales, s)
-	}
-	err = rows.Err()
-	rows.Close()
-	if err != nil {
-		return 0, fmt.Errorf("vouchers on sale: %w", err)
+		return 0, err
 	}
 	// Each voucher on its own: one that cannot be read (a key no code
 	// expects) must not switch the checks off for the others.
-	var failed []error
+	failed := 0
+	var errs []error
 	fail := func(voucher int64, err error) {
-		failed = append(failed, err)
+		failed++
+		errs = append(errs, err)
 		c.Logger.Warn("a voucher's sale check failed; the others are checked", "voucher", voucher, "err", err)
 		if c.Errors != nil {
 			c.Errors.Inc()
 		}
 	}
-	var missing []sale
+	var missing []int64
 	for _, s := range sales {
-		gone, err := c.checkOne(ctx, s.voucher, s.stock, s.orders, false)
+		gone, err := c.checkOne(ctx, s)
 		if err != nil {
 			fail(s.voucher, err)
 		} else if gone {
-			missing = append(missing, s)
+			missing = append(missing, s.voucher)
 		}
 	}
 	if len(missing) > 0 {
-		wait := c.MissingRecheck
-		if wait == 0 {
-			wait = time.Second
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return 0, ctx.Err()
-		case <-t.C:
-		}
-		for _, s := range missing {
-			if _, err := c.checkOne(ctx, s.voucher, s.stock, s.orders, true); err != nil {
-				fail(s.voucher, err)
-			}
+		if err := c.recheckMissing(ctx, missing, fail); err != nil {
+			return 0, err
 		}
 	}
-	if len(failed) > 0 && len(failed) == len(sales) {
+	if failed > 0 && failed == len(sales) {
 		// Redis as a whole (still loading its data after a restart): the
 		// round is worth trying again soon.
-		return 0, fmt.Errorf("every sale check failed: %w", errors.Join(failed...))
+		return 0, fmt.Errorf("every sale check failed: %w", errors.Join(errs...))
 	}
-	return len(sales) - len(failed), nil
+	return len(sales) - failed, nil
+}
+
+// recheckMissing waits MissingRecheck, then compares again the vouchers
+// whose sale was missing, from a new read of MySQL too (a voucher restocked,
+// ended or deleted meanwhile), and reports those still missing.
+func (c *SaleChecks) recheckMissing(ctx context.Context, vouchers []int64, fail func(int64, error)) error {
+	wait := c.MissingRecheck
+	if wait == 0 {
+		wait = time.Second
+	}
+	t := time.NewTimer(wait)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	case <-t.C:
+	}
+	sales, err := c.onSale(ctx, vouchers)
+	if err != nil {
+		for _, v := range vouchers {
+			fail(v, err)
+		}
+		return nil
+	}
+	for _, s := range sales {
+		gone, err := c.checkOne(ctx, s)
+		if err != nil {
+			fail(s.voucher, err)
+		} else if gone {
+			c.Guard.Violated(s.voucher, sale.CheckVoucherMissing)
+		}
+	}
+	return nil
+}
+
+// onSaleRow is a voucher on sale or yet to start, as MySQL has it.
+type onSaleRow struct{ voucher, stock, orders int64 }
+
+// onSale reads the vouchers on sale or yet to start with their stock and
+// order count: every one, or those of vouchers only.
+func (c *SaleChecks) onSale(ctx context.Context, vouchers []int64) ([]onSaleRow, error) {
+	query := `SELECT sv.voucher_id, sv.stock,
+		(SELECT COUNT(*) FROM tb_voucher_order o WHERE o.voucher_id = sv.voucher_id)
+		FROM tb_seckill_voucher sv WHERE sv.end_time > NOW()`
+	args := make([]any, len(vouchers))
+	if len(vouchers) > 0 {
+		for i, v := range vouchers {
+			args[i] = v
+		}
+		query += " AND sv.voucher_id IN (?" + strings.Repeat(", ?", len(vouchers)-1) + ")"
+	}
+	rows, err := c.DB.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("vouchers on sale: %w", err)
+	}
+	defer rows.Close()
+	var sales []onSaleRow
+	for rows.Next() {
+		var s onSaleRow
+		if err := rows.Scan(&s.voucher, &s.stock, &s.orders); err != nil {
+			return nil, fmt.Errorf("vouchers on sale: %w", err)
+		}
+		sales = append(sales, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("vouchers on sale: %w", err)
+	}
+	return sales, nil
 }
 
 // checkOne compares one voucher's sale with MySQL's figures and reports
-// what it breaks, but for a missing sale before the recheck: then it
-// reports nothing and says the sale is missing.
-func (c *SaleChecks) checkOne(ctx context.Context, voucher, stock, orders int64, recheck bool) (missing bool, err error) {
-	r, err := c.Sale.Size(ctx, voucher)
+// what it breaks, but for a missing sale: that one it returns, for
+// recheckMissing.
+func (c *SaleChecks) checkOne(ctx context.Context, s onSaleRow) (missing bool, err error) {
+	r, err := c.Sale.Size(ctx, s.voucher)
 	if err != nil {
 		return false, err
 	}
-	check, detail := r.Violation(stock, orders)
-	if check == sale.CheckVoucherMissing && !recheck {
+	check, detail := r.Violation(s.stock, s.orders)
+	if check == sale.CheckVoucherMissing {
 		return true, nil
 	}
 	if check != "" {
-		c.Guard.Violated(voucher, check, detail...)
+		c.Guard.Violated(s.voucher, check, detail...)
 	}
-	if !r.Exists || r.Outdated {
+	if r.Outdated {
 		return false, nil // its reconcile lists it
 	}
 	// The set of active vouchers is one key: on Redis Cluster, on another
 	// master than the sale, whose lossy failover can forget the sale while
 	// its keys stay. The relay and the order lookups find sales by it.
-	listedAgain, err := c.Sale.List(ctx, voucher)
+	listedAgain, err := c.Sale.List(ctx, s.voucher)
 	if err != nil {
 		return false, err
 	}
 	if listedAgain {
-		c.Logger.Warn("a sale on sale was missing from the active vouchers (lost with a Redis failover?): listed again", "voucher", voucher)
+		c.Logger.Warn("a sale on sale was missing from the active vouchers (lost with a Redis failover?): listed again", "voucher", s.voucher)
 	}
 	return false, nil
 }
