@@ -5,8 +5,9 @@
 // of sequence numbers with one INCRBY and hands them out locally.
 //
 // The day's sequence is split into Counters ranges, each kept by a counter
-// of its own on its own slot range, so on another master of a cluster: a
-// generator leases from one, and when that one's master cannot answer (it
+// of its own in its own part of the slot space, so spread over a
+// cluster's masters (at least two of three; see counterKey): a generator
+// leases from one, and when that one's master cannot answer (it
 // fails over) from the next. One counter would stop every order of every
 // sale, whatever master the sale is on, once the blocks leased before its
 // master failed are spent.
@@ -73,9 +74,10 @@ func (g *Generator) From(k int) *Generator {
 func CounterKey(kind, day string, k int) string { return counterKey(kind, day, k) }
 
 // counterKey is counter k of kind's sequence on day. Counter 0 is the key
-// a single counter had, so that a generator of before and one of now
-// share it through an upgrade; the others carry a hash tag that puts each
-// in its own quarter of the slot space.
+// a single counter had, so that a generator of an older release and one of
+// this share it through an upgrade; the others carry a hash tag that puts
+// each in its own quarter of the slot space (the second, third and
+// fourth: on three masters, counters 2 and 3 share the third).
 func counterKey(kind, day string, k int) string {
 	key := "id:" + kind + ":" + day
 	if k == 0 {

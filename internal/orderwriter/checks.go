@@ -128,8 +128,9 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 			missing = append(missing, s.voucher)
 		}
 	}
+	left := 0
 	if len(missing) > 0 {
-		if err := c.recheckMissing(ctx, missing, fail); err != nil {
+		if left, err = c.recheckMissing(ctx, missing, fail); err != nil {
 			return 0, err
 		}
 	}
@@ -138,13 +139,14 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 		// round is worth trying again soon.
 		return 0, fmt.Errorf("every sale check failed: %w", errors.Join(errs...))
 	}
-	return len(sales) - failed, nil
+	return len(sales) - failed - left, nil
 }
 
 // recheckMissing waits MissingRecheck, then compares again the vouchers
 // whose sale was missing, from a new read of MySQL too (a voucher restocked,
-// ended or deleted meanwhile), and reports those still missing.
-func (c *SaleChecks) recheckMissing(ctx context.Context, vouchers []int64, fail func(int64, error)) error {
+// ended or deleted meanwhile), and reports those still missing. It returns
+// how many are no longer on sale, so were not compared.
+func (c *SaleChecks) recheckMissing(ctx context.Context, vouchers []int64, fail func(int64, error)) (left int, err error) {
 	wait := c.MissingRecheck
 	if wait == 0 {
 		wait = time.Second
@@ -153,7 +155,7 @@ func (c *SaleChecks) recheckMissing(ctx context.Context, vouchers []int64, fail 
 	select {
 	case <-ctx.Done():
 		t.Stop()
-		return ctx.Err()
+		return 0, ctx.Err()
 	case <-t.C:
 	}
 	sales, err := c.onSale(ctx, vouchers)
@@ -161,7 +163,7 @@ func (c *SaleChecks) recheckMissing(ctx context.Context, vouchers []int64, fail 
 		for _, v := range vouchers {
 			fail(v, err)
 		}
-		return nil
+		return 0, nil
 	}
 	for _, s := range sales {
 		gone, err := c.checkOne(ctx, s)
@@ -171,7 +173,7 @@ func (c *SaleChecks) recheckMissing(ctx context.Context, vouchers []int64, fail 
 			c.Guard.Violated(s.voucher, sale.CheckVoucherMissing)
 		}
 	}
-	return nil
+	return len(vouchers) - len(sales), nil
 }
 
 // onSaleRow is a voucher on sale or yet to start, as MySQL has it.

@@ -2,7 +2,6 @@ package orderwriter_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -19,20 +18,31 @@ import (
 // A sale is committed to MySQL before it is warmed in Redis, so a check
 // can read it in between. Taken for a sale Redis lost, it was logged as
 // lost writes, counted as a violated invariant and reconciled while its
-// creator warmed it. The check reads a missing sale again, MissingRecheck
-// later, before it reports it; one that is still missing then is reported.
+// creator warmed it. The check reads a missing sale again, with its MySQL
+// row, MissingRecheck later, before it reports it: a sale warmed meanwhile
+// (here with a restock made meanwhile, MySQL first as a restock does), or
+// ended meanwhile, is not reported; one still missing is.
 func TestSaleCheckDoesNotReportASaleBeingWarmed(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	store := gate.NewStore(r.Client, r.Prefix)
-	const warming, lost = 70, 71
-	m.MustSeedVoucher(t, warming, 5)
-	m.MustSeedVoucher(t, lost, 5)
-	sizer := &warmedAfterItsFirstRead{SaleSizer: store, voucher: warming, warmed: make(chan error, 1),
-		warm: func(ctx context.Context) error {
-			return store.Warm(ctx, warming, 5, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-		}}
+	const warming, lost, ending = 70, 71, 73
+	for _, v := range []int64{warming, lost, ending} {
+		m.MustSeedVoucher(t, v, 5)
+	}
+	sizer := &changedAfterTheirFirstRead{SaleSizer: store, change: map[int64]func(context.Context) error{
+		warming: func(ctx context.Context) error {
+			if _, err := m.DB.ExecContext(ctx, "UPDATE tb_seckill_voucher SET stock = 8 WHERE voucher_id = ?", warming); err != nil {
+				return err
+			}
+			return store.Warm(ctx, warming, 8, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+		},
+		ending: func(ctx context.Context) error {
+			_, err := m.DB.ExecContext(ctx, "UPDATE tb_seckill_voucher SET end_time = NOW() - INTERVAL 1 SECOND WHERE voucher_id = ?", ending)
+			return err
+		},
+	}}
 	found := &violations{}
 	const recheck = 200 * time.Millisecond
 	checks := &orderwriter.SaleChecks{DB: m.DB, Sale: sizer, Guard: found, Logger: slog.New(slog.DiscardHandler),
@@ -42,73 +52,63 @@ func TestSaleCheckDoesNotReportASaleBeingWarmed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sizer.reads) != 2 {
-		t.Fatalf("the warming sale was read %d times, want twice (missing, then warmed)", len(sizer.reads))
+	reads := sizer.reads[warming]
+	if len(reads) != 2 {
+		t.Fatalf("the warming sale was read %d times, want twice (missing, then warmed)", len(reads))
 	}
-	if gap := sizer.reads[1].Sub(sizer.reads[0]); gap < recheck {
+	if gap := reads[1].Sub(reads[0]); gap < recheck {
 		t.Fatalf("the warming sale was read again %v after it was found missing, want at least %v", gap, recheck)
 	}
 	if want := []string{"71 " + sale.CheckVoucherMissing}; !slices.Equal(found.list(), want) || n != 2 {
-		t.Fatalf("the check compared %d sales and reported %v; want 2 and %v", n, found.list(), want)
+		t.Fatalf("the check compared %d sales and reported %v; want 2 (the one that ended is not compared) and %v", n, found.list(), want)
 	}
 }
 
 // A check stopped while it waits to read a missing sale again reports
-// nothing and says why it stopped.
+// nothing and returns the context's error itself, not a failed check.
 func TestSaleCheckStoppedDuringItsRecheck(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	m.MustSeedVoucher(t, 72, 5)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sizer := &cancelOnRead{SaleSizer: gate.NewStore(r.Client, r.Prefix), cancel: cancel}
+	store := gate.NewStore(r.Client, r.Prefix)
+	sizer := &changedAfterTheirFirstRead{SaleSizer: store, change: map[int64]func(context.Context) error{
+		72: func(context.Context) error { cancel(); return nil },
+	}}
 	found := &violations{}
 	checks := &orderwriter.SaleChecks{DB: m.DB, Sale: sizer, Guard: found, Logger: slog.New(slog.DiscardHandler),
 		MissingRecheck: time.Hour}
 	_, err := checks.Check(ctx)
-	if !errors.Is(err, context.Canceled) || len(found.list()) > 0 {
-		t.Fatalf("a check stopped in its recheck: %v, reported %v; want context.Canceled and nothing", err, found.list())
+	if err != context.Canceled || len(found.list()) > 0 {
+		t.Fatalf("a check stopped in its recheck: %v, reported %v; want context.Canceled itself and nothing", err, found.list())
 	}
 }
 
-// warmedAfterItsFirstRead is a sale whose creator warms it after the
-// check's first read of it found it missing, and before the second.
-type warmedAfterItsFirstRead struct {
+// changedAfterTheirFirstRead are sales that something changes (their
+// creator warms one, an admin ends another) right after the check's first
+// read of them, and before its second.
+type changedAfterTheirFirstRead struct {
 	orderwriter.SaleSizer
-	voucher int64
-	warm    func(context.Context) error
-	warmed  chan error
-	reads   []time.Time
+	change map[int64]func(context.Context) error
+	reads  map[int64][]time.Time
 }
 
-func (s *warmedAfterItsFirstRead) Size(ctx context.Context, voucherID int64) (sale.Size, error) {
-	if voucherID != s.voucher {
+func (s *changedAfterTheirFirstRead) Size(ctx context.Context, voucherID int64) (sale.Size, error) {
+	change, ok := s.change[voucherID]
+	if !ok {
 		return s.SaleSizer.Size(ctx, voucherID)
 	}
-	s.reads = append(s.reads, time.Now())
-	if len(s.reads) == 1 {
-		size, err := s.SaleSizer.Size(ctx, voucherID)
-		if err == nil && !size.Exists {
-			go func() { s.warmed <- s.warm(context.WithoutCancel(ctx)) }()
-		}
-		return size, err
+	if s.reads == nil {
+		s.reads = map[int64][]time.Time{}
 	}
-	if len(s.reads) == 2 {
-		if err := <-s.warmed; err != nil {
+	s.reads[voucherID] = append(s.reads[voucherID], time.Now())
+	size, err := s.SaleSizer.Size(ctx, voucherID)
+	if err == nil && len(s.reads[voucherID]) == 1 {
+		if err := change(context.WithoutCancel(ctx)); err != nil {
 			return sale.Size{}, err
 		}
 	}
-	return s.SaleSizer.Size(ctx, voucherID)
-}
-
-// cancelOnRead stops the check's context at its first read of a sale.
-type cancelOnRead struct {
-	orderwriter.SaleSizer
-	cancel context.CancelFunc
-}
-
-func (s *cancelOnRead) Size(ctx context.Context, voucherID int64) (sale.Size, error) {
-	defer s.cancel()
-	return s.SaleSizer.Size(ctx, voucherID)
+	return size, err
 }
 
 type violations struct {
