@@ -1,6 +1,7 @@
 package orderwriter
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -109,10 +110,8 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 	}
 	// Each voucher on its own: one that cannot be read (a key no code
 	// expects) must not switch the checks off for the others.
-	failed := 0
 	var errs []error
 	fail := func(voucher int64, err error) {
-		failed++
 		errs = append(errs, err)
 		c.Logger.Warn("a voucher's sale check failed; the others are checked", "voucher", voucher, "err", err)
 		if c.Errors != nil {
@@ -134,12 +133,12 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	if failed > 0 && failed == len(sales) {
+	if len(errs) > 0 && len(errs) == len(sales) {
 		// Redis as a whole (still loading its data after a restart): the
 		// round is worth trying again soon.
 		return 0, fmt.Errorf("every sale check failed: %w", errors.Join(errs...))
 	}
-	return len(sales) - failed - left, nil
+	return len(sales) - len(errs) - left, nil
 }
 
 // recheckMissing waits MissingRecheck, then compares again the vouchers
@@ -147,11 +146,7 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 // ended or deleted meanwhile), and reports those still missing. It returns
 // how many are no longer on sale, so were not compared.
 func (c *SaleChecks) recheckMissing(ctx context.Context, vouchers []int64, fail func(int64, error)) (left int, err error) {
-	wait := c.MissingRecheck
-	if wait == 0 {
-		wait = time.Second
-	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(cmp.Or(c.MissingRecheck, time.Second))
 	select {
 	case <-ctx.Done():
 		t.Stop()

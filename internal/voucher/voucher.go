@@ -180,7 +180,8 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 	}
 	if v.Type == TypeSeckill {
 		// The sale first, as soon as the commit: the order-writer's sale
-		// check takes a sale in MySQL and not in Redis for lost writes.
+		// check takes a sale in MySQL still not in Redis a second later
+		// (orderwriter.SaleChecks.MissingRecheck) for lost writes.
 		// Its mode after: an order in between has the mode read from
 		// MySQL (botcheck.Store.ModeOf), never none for a sale without it.
 		if err := vs.Sale.WarmBuckets(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
