@@ -444,3 +444,36 @@ func TestManifestsShapes(t *testing.T) {
 		t.Error("the cache-invalidator as a Deployment: a rollout would run two at once")
 	}
 }
+
+// Each readiness probe asks the endpoint whose answer means "this program
+// can do its own job". The api's asks where its Service sends the buyers:
+// its public /readyz, ready while Redis and the orders topic answer and
+// still ready, degraded, without MySQL, so a MySQL outage leaves the
+// Service its endpoints. The daemons' ask their admin listener, their
+// only one, ready while what their job needs answers (the order-writer:
+// Kafka, MySQL, Redis; the cache-invalidator: the binlog, Redis, Kafka).
+// Liveness asks the admin listener, which a saturated sale does not
+// queue behind.
+func TestManifestsProbesAskWhatReadinessMeans(t *testing.T) {
+	o := load(t)
+	for program, p := range o.pods() {
+		if program == "migrate" {
+			continue
+		}
+		c := p.Spec.Containers[0]
+		want := "admin"
+		if program == "api" {
+			svc := o.services["api"]
+			if svc == nil || len(svc.Spec.Ports) != 1 {
+				t.Fatal("no api Service with one port")
+			}
+			want = svc.Spec.Ports[0].TargetPort.String()
+		}
+		if r := c.ReadinessProbe; r == nil || r.HTTPGet == nil || r.HTTPGet.Port.String() != want || r.HTTPGet.Path != "/readyz" {
+			t.Errorf("%s: the readiness probe does not ask /readyz on port %s", program, want)
+		}
+		if l := c.LivenessProbe; l == nil || l.HTTPGet == nil || l.HTTPGet.Port.String() != "admin" {
+			t.Errorf("%s: the liveness probe does not ask the admin listener", program)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/mysqldb"
 )
 
 // statusOf is the one mapping from error codes to HTTP statuses. An
@@ -79,10 +80,23 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 		// and nobody to read the answer.
 		return statusClientClosed, Fail("client closed the request")
 	}
+	if mysqldb.Unreachable(err) {
+		// A dependency this route needs is down (the monitor logs the
+		// outage once): the request was fine and works again once it is
+		// back, so the client is told to retry rather than of a fault.
+		s.logger.DebugContext(c.Request().Context(), "request refused: a dependency is unreachable", "request_id", requestID(c),
+			"path", c.Request().URL.Path, "err", err)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(dependencyRetry)))
+		return http.StatusServiceUnavailable, Fail("a service this request needs is unavailable: try again shortly")
+	}
 	s.logger.ErrorContext(c.Request().Context(), "request failed", "request_id", requestID(c), "method", c.Request().Method,
 		"path", c.Request().URL.Path, "err", err)
 	return http.StatusInternalServerError, Fail("internal server error")
 }
+
+// dependencyRetry is the Retry-After of a request refused while a
+// dependency is down: the monitor's first retries come within a second.
+const dependencyRetry = 2 * time.Second
 
 // statusClientClosed is nginx's 499, "client closed request": counted in
 // the metrics apart from server faults.

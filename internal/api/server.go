@@ -144,7 +144,7 @@ func Listen(cfg Config, deps Deps) (*Server, error) {
 	routeDocs(e)
 	routeBuy(e)
 	e.GET("/healthz", echo.WrapHandler(health.LiveHandler()))
-	e.GET("/readyz", echo.WrapHandler(deps.Monitor.ReadyHandler()))
+	e.GET("/readyz", echo.WrapHandler(deps.Monitor.PublicReadyHandler()))
 
 	e.POST("/user/code", s.sendCode, sameSiteOnly(cfg.AllowedOrigins, cfg.TrustedProxies), s.rateLimit("code", cfg.Limits.Code))
 	e.POST("/user/login", s.login, s.rateLimit("login", cfg.Limits.Login))

@@ -56,7 +56,9 @@ func NewAPI(cfg config.API, logs io.Writer) *API {
 // and starts serving.
 func (m *API) Run(ctx context.Context) error {
 	c := m.cfg
-	b, db, err := newSaleBase(ctx, c.Common, m.logger)
+	// The sale needs Redis and the orders topic; MySQL only the routes
+	// around it (docs/operations.md, "What a missing dependency stops").
+	b, db, err := newSaleBase(ctx, c.Common, m.logger, false)
 	if err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func (m *API) Run(ctx context.Context) error {
 	}
 	loginKeys := user.Keys{Prefix: c.Sale.KeyPrefix}
 	workers := []daemon.Worker{{Name: "http server", Run: m.serve}, {Name: "kafka durability", Run: durability.Run}}
-	sessions, refresher, jwks, sessionWorkers, err := m.sessions(ctx, b.rdb, loginKeys, db, hot, b.monitor)
+	sessions, refresher, jwks, sessionWorkers, err := m.sessions(b.rdb, loginKeys, db, hot, b.monitor)
 	if err != nil {
 		return abandon(err, b.closers)
 	}
@@ -149,8 +151,8 @@ func (m *API) Run(ctx context.Context) error {
 
 // sessions builds the configured session mode: redis token sessions (with
 // the instance's session cache), or jwt tokens and the revocation feed,
-// read whole before the first request is checked.
-func (m *API) sessions(ctx context.Context, rdb redis.UniversalClient, keys user.Keys, db *sql.DB, hot *redis.AutoPipeliner, monitor *health.Monitor) (
+// read whole by its worker before the first token is checked.
+func (m *API) sessions(rdb redis.UniversalClient, keys user.Keys, db *sql.DB, hot *redis.AutoPipeliner, monitor *health.Monitor) (
 	api.SessionStore, api.Refresher, []jwtauth.JWK, []daemon.Worker, error) {
 	c := m.cfg
 	if c.Sessions.Mode == config.SessionsJWT {
@@ -158,12 +160,9 @@ func (m *API) sessions(ctx context.Context, rdb redis.UniversalClient, keys user
 		jkeys := jwtauth.Keys{Prefix: c.Sale.KeyPrefix}
 		revocations := jwtauth.NewRevocations(rdb, jkeys.Revocations(), tokens.Lifetime(), m.logger)
 		revocations.StaleAfter = c.Sessions.RevocationsStale
+		// Read whole by its worker, retried while Redis does not answer:
+		// the api starts unready and checks no token until then.
 		monitor.Add("jwt revocations", jkeys.Revocations(), revocations.Fresh)
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := revocations.Load(lctx); err != nil {
-			return nil, nil, nil, nil, err
-		}
 		s := &jwtauth.Sessions{Tokens: tokens, Revocations: revocations, Users: user.NewUsers(db),
 			Families: jwtauth.NewFamilies(rdb, jkeys, c.Sessions.RefreshTTL, c.Sessions.RefreshGrace)}
 		m.logger.Info("jwt sessions", "alg", c.Sessions.Keys.SigningAlg(), "access_ttl", c.Sessions.AccessTTL, "refresh_ttl", c.Sessions.RefreshTTL)

@@ -97,8 +97,10 @@ func newBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (base, e
 }
 
 // newSaleBase is the base of a program on the order's path: Redis, MySQL
-// and Kafka, each with its readiness check; MySQL closes before Redis.
-func newSaleBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (base, *sql.DB, error) {
+// and Kafka, each with its check; MySQL closes before Redis. needMySQL:
+// the program is not ready without MySQL (the order-writer); the api
+// sells without it, degraded.
+func newSaleBase(ctx context.Context, c daemon.Common, logger *slog.Logger, needMySQL bool) (base, *sql.DB, error) {
 	b, err := newBase(ctx, c, logger)
 	if err != nil {
 		return b, nil, err
@@ -107,7 +109,7 @@ func newSaleBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (bas
 	if err != nil {
 		return b, nil, abandon(fmt.Errorf("SECKILL_MYSQL_DSN: %w", err), b.closers)
 	}
-	c.WatchMySQL(b.monitor, b.reg, db)
+	c.WatchMySQL(b.monitor, b.reg, db, needMySQL)
 	c.WatchKafka(b.monitor)
 	b.closeFirst(closer("mysql", db))
 	return b, db, nil

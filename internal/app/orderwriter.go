@@ -41,7 +41,7 @@ func NewOrderWriter(cfg config.OrderWriter, logs io.Writer) *OrderWriter {
 // the consumer and the relay.
 func (m *OrderWriter) Run(ctx context.Context) error {
 	c := m.cfg
-	b, db, err := newSaleBase(ctx, c.Common, m.logger)
+	b, db, err := newSaleBase(ctx, c.Common, m.logger, true)
 	if err != nil {
 		return err
 	}

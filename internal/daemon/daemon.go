@@ -155,11 +155,16 @@ func (c Common) WatchRedis(m *health.Monitor, rdb redis.UniversalClient) {
 	m.Add("redis", where, func(ctx context.Context) error { return redisconn.Serving(ctx, rdb) })
 }
 
-// WatchMySQL adds the readiness check of the MySQL of c.MySQLDSN, and on
-// a Galera cluster the cluster's size on reg.
-func (c Common) WatchMySQL(m *health.Monitor, reg prometheus.Registerer, db *sql.DB) {
+// WatchMySQL adds the check of the MySQL of c.MySQLDSN, and on a Galera
+// cluster the cluster's size on reg. required: the program is not ready
+// without MySQL; otherwise it is degraded.
+func (c Common) WatchMySQL(m *health.Monitor, reg prometheus.Registerer, db *sql.DB, required bool) {
 	w := mysqldb.NewClusterWatch(reg)
-	m.Add("mysql", mysqldb.Addr(c.MySQLDSN), func(ctx context.Context) error { return w.Check(ctx, db) })
+	add := m.AddOptional
+	if required {
+		add = m.Add
+	}
+	add("mysql", mysqldb.Addr(c.MySQLDSN), func(ctx context.Context) error { return w.Check(ctx, db) })
 }
 
 // WatchKafka adds the readiness check of c.KafkaBrokers.

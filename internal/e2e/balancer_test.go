@@ -52,7 +52,7 @@ func TestBalancerKeepsEachClientsAddress(t *testing.T) {
 	second, _, _ := s.startAPI(t)
 	for _, mode := range []balancerMode{balancerHTTP, balancerTCP} {
 		t.Run(string(mode), func(t *testing.T) {
-			lb := startLoadBalancer(t, mode, s.api, second)
+			lb, _ := startLoadBalancer(t, mode, s.api, second)
 			owner, stranger := clientAt("127.0.0.2"), clientAt("127.0.0.3")
 			phone := fmt.Sprintf("139%08d", rand.IntN(100_000_000))
 			forge := map[string]string{"X-Forwarded-For": "127.0.0.2"}
@@ -109,8 +109,9 @@ const (
 )
 
 // startLoadBalancer runs HAProxy, configured by deploy/local/haproxy.sh
-// as run.sh configures it, in front of backends; its URL.
-func startLoadBalancer(t *testing.T, mode balancerMode, backends ...string) string {
+// as run.sh configures it, in front of backends: its URL, and its process
+// (whose log says when it takes a backend out).
+func startLoadBalancer(t *testing.T, mode balancerMode, backends ...string) (string, *testsupport.Process) {
 	t.Helper()
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
@@ -129,7 +130,7 @@ func startLoadBalancer(t *testing.T, mode balancerMode, backends ...string) stri
 	if err := os.WriteFile(file, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	testsupport.Start(t, bin, nil, "-db", "-f", file)
+	p := testsupport.Start(t, bin, nil, "-db", "-f", file)
 	testsupport.Eventually(t, "http://"+listen+"/readyz", 200, 15*time.Second)
-	return "http://" + listen
+	return "http://" + listen, p
 }

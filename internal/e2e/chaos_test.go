@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,84 @@ func TestChaosMySQLStopsUnderTheWriter(t *testing.T) {
 	}
 	stackCtl(t, "up")
 	s.audit(t, voucher, append(first, second...), 200, 0)
+}
+
+// MariaDB stops for 20 s under a sale sold through two api instances
+// behind the shipped HAProxy, which checks each through its /readyz. The
+// sale needs no MySQL, so every order is accepted through the outage;
+// both instances stay in the balancer (round robin: each keeps taking
+// orders to the outage's end, which a backend marked down would not); and
+// once MySQL is back every accepted order lands.
+func TestChaosMySQLStopsBehindTheBalancer(t *testing.T) {
+	s := newSaleOn(t, stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}, nil,
+		map[string]string{"SECKILL_API_TRUSTED_PROXIES": balancerSource(t)})
+	t.Cleanup(func() { stackCtl(t, "up") })
+	second, secondAdmin, _ := s.startAPI(t)
+	admins := []string{s.apiAdmin, "http://" + secondAdmin}
+	const stock = 1000
+	voucher := s.voucher(t, stock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	tokens := s.sessions(t, 1, 900)
+	lb, haproxy := startLoadBalancer(t, balancerHTTP, s.api, second)
+	s.api = lb
+
+	accepted, _, msgs := s.buy(t, voucher, tokens[:20])
+	if len(accepted) != 20 {
+		t.Fatalf("%d of 20 accepted before the outage: %v", len(accepted), msgs)
+	}
+	stackCtl(t, "stop", "mariadb")
+	stopped := time.Now()
+	// Buyers every 500 ms for 20 s; the instances' accepted counts at the
+	// outage's middle and at its end.
+	var middle []float64
+	next := 20
+	for time.Since(stopped) < 20*time.Second {
+		batch := tokens[next : next+20]
+		next += 20
+		ok, reserved, msgs := s.buy(t, voucher, batch)
+		accepted = append(accepted, ok...)
+		if len(ok) != len(batch) {
+			t.Fatalf("%.1f s into the MySQL outage: %d of %d accepted, %d reserved, other answers %v",
+				time.Since(stopped).Seconds(), len(ok), len(batch), len(reserved), msgs)
+		}
+		if middle == nil && time.Since(stopped) > 10*time.Second {
+			middle = acceptedOn(t, admins)
+		}
+		time.Sleep(500 * time.Millisecond) // the crowd's pace, not a wait for an event
+	}
+	end := acceptedOn(t, admins)
+	if log := haproxy.Output(); strings.Contains(log, " is DOWN") {
+		t.Errorf("HAProxy took an api out during the MySQL outage:\n%s", log)
+	}
+	for i := range admins {
+		if end[i] <= middle[i] {
+			t.Errorf("api %d took no order in the outage's last 10 s (accepted %v then %v): the balancer took it out", i+1, middle[i], end[i])
+		}
+	}
+	t.Logf("%d orders accepted through the balancer in a 20 s MySQL outage; the instances' accepted counts %v at its middle, %v at its end",
+		len(accepted)-20, middle, end)
+	stackCtl(t, "up")
+	s.audit(t, voucher, accepted, len(accepted), stock-len(accepted))
+}
+
+// acceptedOn is each api's seckill_sale_answers_total{outcome="accepted"}.
+func acceptedOn(t *testing.T, admins []string) []float64 {
+	t.Helper()
+	out := make([]float64, len(admins))
+	for i, a := range admins {
+		_, metrics := testsupport.Get(context.Background(), a+"/metrics")
+		const name = `seckill_sale_answers_total{outcome="accepted"} `
+		at := strings.Index(metrics, name)
+		if at < 0 {
+			t.Fatalf("%s/metrics has no %s", a, name)
+		}
+		line, _, _ := strings.Cut(metrics[at+len(name):], "\n")
+		v, err := strconv.ParseFloat(line, 64)
+		if err != nil {
+			t.Fatalf("%s/metrics: %s%s: %v", a, name, line, err)
+		}
+		out[i] = v
+	}
+	return out
 }
 
 // Redis restarts (its data kept by the AOF, its script cache gone): the

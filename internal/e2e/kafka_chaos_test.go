@@ -98,7 +98,7 @@ func newKafkaRig(t *testing.T, apis, writers int) *kafkaRig {
 			backends = append(backends, url)
 			r.apis = append(r.apis, p)
 		}
-		s.api = startLoadBalancer(t, balancerHTTP, backends...)
+		s.api, _ = startLoadBalancer(t, balancerHTTP, backends...)
 	}
 	return r
 }

@@ -6,8 +6,12 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
+	"io"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -65,8 +70,8 @@ var programs = []struct {
 	broken    string
 	breakIt   func(env map[string]string, closed string)
 }{
-	{"../../cmd/api", "SECKILL_API_ADDR", "mysql", func(env map[string]string, closed string) {
-		env["SECKILL_MYSQL_DSN"] = "seckill:seckill@tcp(" + closed + ")/seckill"
+	{"../../cmd/api", "SECKILL_API_ADDR", "kafka", func(env map[string]string, closed string) {
+		env["SECKILL_KAFKA_BROKERS"] = closed
 	}},
 	{"../../cmd/order-writer", "SECKILL_ADMIN_ADDR", "kafka", func(env map[string]string, closed string) {
 		env["SECKILL_KAFKA_BROKERS"] = closed
@@ -126,17 +131,24 @@ func TestProgramsRetryAnUnreachableDependency(t *testing.T) {
 	for _, p := range programs {
 		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
 			bin := testsupport.MustBuild(t, p.dir)
-			addr, closed := testsupport.FreeAddr(t), testsupport.FreeAddr(t)
+			addr, admin, closed := testsupport.FreeAddr(t), testsupport.FreeAddr(t), testsupport.FreeAddr(t)
 			env := s.env()
 			env[p.listenVar] = addr
 			if p.listenVar != "SECKILL_ADMIN_ADDR" {
-				env["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+				env["SECKILL_ADMIN_ADDR"] = admin
 			}
 			p.breakIt(env, closed)
 			proc := testsupport.Start(t, bin, env)
 
 			body := testsupport.Eventually(t, "http://"+addr+"/readyz", 503, 30*time.Second)
-			want := `{"name":"` + p.broken + `","addr":"` + closed + `","up":false`
+			if p.listenVar != "SECKILL_ADMIN_ADDR" {
+				// The public port says not ready and nothing more.
+				if body != `{"status":"unavailable"}`+"\n" {
+					t.Fatalf("public readyz body = %q: it names more than its state", body)
+				}
+				body = testsupport.Eventually(t, "http://"+admin+"/readyz", 503, 5*time.Second)
+			}
+			want := `{"name":"` + p.broken + `","addr":"` + closed + `","up":false,"required":true`
 			if !strings.Contains(body, want) {
 				t.Fatalf("readyz body = %s\nwant it to contain %s", body, want)
 			}
@@ -217,25 +229,102 @@ func TestBadRedisTopologyStopsTheStart(t *testing.T) {
 	}
 }
 
+// The api sells without MySQL (the buyer's path is Redis and Kafka), so
+// MySQL unreachable leaves it ready — a balancer keeps sending it buyers —
+// and degraded: the admin listener names MySQL as down and not required,
+// seckill_degraded is 1, the log says so. The public port says ready and
+// nothing more, and a route that needs MySQL answers 503 with Retry-After.
+func TestAPIWithoutMySQLIsReadyAndDegraded(t *testing.T) {
+	t.Parallel()
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	bin := testsupport.MustBuild(t, "../../cmd/api")
+	addr, admin, closed := testsupport.FreeAddr(t), testsupport.FreeAddr(t), testsupport.FreeAddr(t)
+	env := s.env()
+	env["SECKILL_API_ADDR"], env["SECKILL_ADMIN_ADDR"] = addr, admin
+	env["SECKILL_MYSQL_DSN"] = "seckill:seckill@tcp(" + closed + ")/seckill"
+	proc := testsupport.Start(t, bin, env)
+
+	want := `{"name":"mysql","addr":"` + closed + `","up":false,"required":false`
+	var body string
+	testsupport.Wait(t, 30*time.Second, "the admin readiness says degraded, MySQL down", func() bool {
+		var code int
+		code, body = testsupport.Get(context.Background(), "http://"+admin+"/readyz")
+		return code == 200 && strings.Contains(body, `"status":"degraded"`) && strings.Contains(body, want)
+	})
+	if code, public := testsupport.Get(context.Background(), "http://"+addr+"/readyz"); code != 200 || public != `{"status":"ready"}`+"\n" {
+		t.Fatalf("public readyz = %d %q without MySQL, want 200 {\"status\":\"ready\"} and nothing more (admin: %s)", code, public, body)
+	}
+	// A route that needs MySQL is refused as unavailable, to be retried:
+	// not a server fault.
+	res, err := http.Get("http://" + addr + "/blog/hot?current=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 503 || res.Header.Get("Retry-After") == "" || !strings.Contains(string(raw), `"success":false`) {
+		t.Fatalf("GET /blog/hot without MySQL: %d Retry-After %q %s; want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"), raw)
+	}
+	if _, metrics := testsupport.Get(context.Background(), "http://"+admin+"/metrics"); !strings.Contains(metrics, "\nseckill_degraded 1\n") {
+		t.Fatalf("metrics lack seckill_degraded 1 without MySQL:\n%.2000s", metrics)
+	}
+	if logs := proc.Output(); !strings.Contains(logs, "degraded") || !strings.Contains(logs, "dependency=mysql") {
+		t.Fatalf("the log does not say the api runs degraded without MySQL:\n%s", logs)
+	}
+	proc.Signal(t, syscall.SIGTERM)
+	if code, err := proc.Wait(exitBound); err != nil || code != 0 {
+		t.Fatalf("after SIGTERM: code %d, err %v", code, err)
+	}
+}
+
+// jwtEnv is the api's jwt session mode, with a key of the test's own.
+func jwtEnv(t *testing.T) map[string]string {
+	t.Helper()
+	spec, err := jwtauth.NewKeySpec("hs-1", jwtauth.HS256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := json.Marshal(jwtauth.KeyFile{Sign: "hs-1", Keys: []jwtauth.KeySpec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"SECKILL_SESSION_MODE": "jwt", "SECKILL_JWT_KEYS": string(keys)}
+}
+
 // A cluster none of whose seeds answers (it restarts, or a partition cuts
 // this machine off) is waited for: each program starts, says on /readyz
-// that Redis is not serving, and neither exits nor pretends to be ready.
+// that Redis is not serving, and neither exits nor pretends to be ready;
+// the api in either session mode (the jwt mode's revocation feed is read
+// once Redis answers, not at the start).
 func TestProgramsWaitForAClusterNoSeedAnswers(t *testing.T) {
 	t.Parallel()
 	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	type variant struct {
+		name, dir, listenVar string
+		more                 map[string]string
+	}
+	var variants []variant
 	for _, p := range programs {
-		t.Run(p.dir[len("../../cmd/"):], func(t *testing.T) {
+		variants = append(variants, variant{p.dir[len("../../cmd/"):], p.dir, p.listenVar, nil})
+	}
+	variants = append(variants, variant{"api in the jwt mode", "../../cmd/api", "SECKILL_API_ADDR", jwtEnv(t)})
+	for _, p := range variants {
+		t.Run(p.name, func(t *testing.T) {
 			bin := testsupport.MustBuild(t, p.dir)
-			addr, dead := testsupport.FreeAddr(t), testsupport.FreeAddr(t)
+			addr, admin, dead := testsupport.FreeAddr(t), testsupport.FreeAddr(t), testsupport.FreeAddr(t)
 			env := s.env()
+			maps.Copy(env, p.more)
 			delete(env, "SECKILL_REDIS_ADDR")
 			env["SECKILL_REDIS_CLUSTER"] = dead
 			env[p.listenVar] = addr
 			if p.listenVar != "SECKILL_ADMIN_ADDR" {
-				env["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+				env["SECKILL_ADMIN_ADDR"] = admin
+			} else {
+				admin = addr
 			}
 			proc := testsupport.Start(t, bin, env)
-			body := testsupport.Eventually(t, "http://"+addr+"/readyz", 503, 30*time.Second)
+			testsupport.Eventually(t, "http://"+addr+"/readyz", 503, 30*time.Second)
+			body := testsupport.Eventually(t, "http://"+admin+"/readyz", 503, 30*time.Second)
 			if want := `{"name":"redis","addr":"cluster ` + dead + `","up":false`; !strings.Contains(body, want) {
 				t.Fatalf("readyz body = %s\nwant it to contain %s", body, want)
 			}

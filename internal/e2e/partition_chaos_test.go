@@ -19,7 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/user"
 )
 
 const (
@@ -178,11 +180,14 @@ func TestChaosClusterMasterPartitioned(t *testing.T) {
 }
 
 // Each daemon is restarted while a master is cut off from the others, and
-// again just after it rejoins (when it says cluster_state:fail for a
-// moment): each starts, becomes ready, and the sale then takes an order of
-// a buyer on the failed-over master's slots, which reaches MySQL. An
-// order-writer restarted a second after such a heal had exited at once on
-// that node's cluster_state:fail, leaving accepted orders in Kafka.
+// again just after it rejoins (started while that node still says
+// cluster_state:fail, which the test asserts): each starts, becomes ready,
+// and the sale then takes an order of a buyer on the failed-over master's
+// slots, which reaches MySQL. The api runs in both session modes (the jwt
+// mode reads its revocation feed once Redis answers, not at its start).
+// An order-writer restarted a second after such a heal had exited at once
+// on that node's cluster_state:fail, leaving accepted orders in Kafka; a
+// jwt api exited when its feed's master did not answer at its start.
 func TestChaosDaemonsStartAroundAPartition(t *testing.T) {
 	cl := testsupport.MustPrivateCluster(t)
 	st := stack{cl.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
@@ -194,6 +199,10 @@ func TestChaosDaemonsStartAroundAPartition(t *testing.T) {
 	apiEnv := maps.Clone(s.apiEnv)
 	apiEnv["SECKILL_API_ADDR"] = strings.TrimPrefix(s.api, "http://")
 	apiEnv["SECKILL_ADMIN_ADDR"] = strings.TrimPrefix(s.apiAdmin, "http://")
+	jwtAPIEnv := maps.Clone(s.apiEnv)
+	maps.Copy(jwtAPIEnv, jwtEnv(t))
+	jwtAPIEnv["SECKILL_API_ADDR"], jwtAPIEnv["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t), testsupport.FreeAddr(t)
+	jwtAPI := "http://" + jwtAPIEnv["SECKILL_API_ADDR"]
 	type daemon struct {
 		name, bin, ready string
 		env              map[string]string
@@ -201,22 +210,33 @@ func TestChaosDaemonsStartAroundAPartition(t *testing.T) {
 	}
 	daemons := []*daemon{
 		{"api", s.apiBin, s.api + "/readyz", apiEnv, s.apiProc},
+		{"api (jwt sessions)", s.apiBin, jwtAPI + "/readyz", jwtAPIEnv, nil},
 		{"order-writer", s.writerBin, "http://" + s.writerEnv["SECKILL_ADMIN_ADDR"] + "/readyz", s.writerEnv, s.writer},
 		{"cache-invalidator", invBin, "http://" + invEnv["SECKILL_ADMIN_ADDR"] + "/readyz", invEnv, nil},
 	}
-	daemons[2].proc = testsupport.Start(t, invBin, invEnv)
-	testsupport.Eventually(t, daemons[2].ready, 200, 30*time.Second)
+	for _, d := range daemons[1:] {
+		if d.proc == nil {
+			d.proc = testsupport.Start(t, d.bin, d.env)
+			testsupport.Eventually(t, d.ready, 200, 30*time.Second)
+		}
+	}
 
 	v := s.voucher(t, 100, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	victim := cl.MasterOf(t, gate.KeysFor(s.redis.Prefix, v).Voucher)
-	restartAll := func(when string) {
+	// restartAll stops every daemon, runs between, starts them all, runs
+	// started, and waits until each is ready.
+	restartAll := func(when string, between, started func()) {
 		for _, d := range daemons {
 			d.proc.Signal(t, syscall.SIGTERM)
 			if code, err := d.proc.Wait(exitBound); err != nil || code != 0 {
 				t.Fatalf("%s: %s stopped with %d, %v", when, d.name, code, err)
 			}
+		}
+		between()
+		for _, d := range daemons {
 			d.proc = testsupport.Start(t, d.bin, d.env)
 		}
+		started()
 		for _, d := range daemons {
 			testsupport.Eventually(t, d.ready, 200, 30*time.Second)
 			if d.proc.Exited() {
@@ -234,15 +254,41 @@ func TestChaosDaemonsStartAroundAPartition(t *testing.T) {
 		role, err := n.Do(context.Background(), "ROLE").Slice()
 		return err == nil && role[0] == "master"
 	})
-	restartAll("while " + victim + " is cut off")
-	heal()
+	nothing := func() {}
+	restartAll("while "+victim+" is cut off", nothing, nothing)
 	rejoining := redis.NewClient(&redis.Options{Addr: victim, MaxRetries: -1})
 	defer rejoining.Close()
-	// At once: the node still says cluster_state:fail while it rejoins.
-	info, err := rejoining.ClusterInfo(context.Background()).Result()
-	state, _, _ := strings.Cut(info, "\n")
-	t.Logf("%s at the heal: %s %v", victim, strings.TrimSpace(state), err)
-	restartAll("just after " + victim + " rejoined")
+	clusterState := func() string {
+		info, err := rejoining.ClusterInfo(context.Background()).Result()
+		if err != nil {
+			return err.Error()
+		}
+		state, _, _ := strings.Cut(info, "\n")
+		return strings.TrimSpace(state)
+	}
+	restartAll("just after "+victim+" rejoined", func() {
+		heal()
+		if state := clusterState(); state != "cluster_state:fail" {
+			t.Fatalf("%s at the heal: %s; want cluster_state:fail (the test is of a start while it fails)", victim, state)
+		}
+	}, func() {
+		if state := clusterState(); state != "cluster_state:fail" {
+			t.Fatalf("%s once every daemon was started: %s; want cluster_state:fail still (the test is of a start while it fails)", victim, state)
+		}
+	})
+
+	keys, err := jwtauth.ParseKeys([]byte(jwtAPIEnv["SECKILL_JWT_KEYS"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwtToken, err := jwtauth.NewTokens(keys, time.Minute).Issue(user.User{ID: 2, NickName: "e2e"}, "e2e-family", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Wait(t, 60*time.Second, "an order through the jwt api on the failed-over master's sale", func() bool {
+		r := s.doAt(t, jwtAPI, "POST", "/voucher-order/seckill/"+strconv.FormatInt(v, 10), "Bearer "+jwtToken, nil, "")
+		return r.Status == 200 && r.Success
+	})
 
 	tok := s.sessions(t, 1, 1)[0]
 	var r result

@@ -111,7 +111,12 @@ type result struct {
 }
 
 func (s *sale) do(t *testing.T, method, path, token string, header map[string]string, body string) result {
-	req, _ := http.NewRequest(method, s.api+path, strings.NewReader(body))
+	return s.doAt(t, s.api, method, path, token, header, body)
+}
+
+// doAt is do on the api at base.
+func (s *sale) doAt(t *testing.T, base, method, path, token string, header map[string]string, body string) result {
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -237,7 +237,10 @@ var afterAdjustStep = func(bucket int) {}
 // changed). A step that fails all the same (the bucket frozen meanwhile)
 // undoes the steps before it, stock and window; if an undo fails too, the
 // buckets are part changed and the error is neither of those: the caller
-// must not take the change for refused.
+// must not take the change for refused. A step whose reply is lost is
+// sent again under its id until its outcome is known; if Redis does not
+// answer, the steps before it are undone and the error is no refusal
+// either (that bucket may hold the change).
 func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error) {
 	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil {
@@ -246,13 +249,13 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 	id := rand.Text()
 	windowChange := !begin.IsZero() || !end.IsZero()
 	if lay.N() == 1 {
-		return s.adjustBucket(ctx, lay, 0, delta, begin, end, id)
+		return s.adjustBucketSure(ctx, lay, 0, delta, begin, end, id)
 	}
 	if delta >= 0 && !windowChange {
 		// Units added, the window kept: bucket 0 alone, in one atomic step
 		// that refuses as the script does; the others are only read for
 		// the total.
-		after, err := s.adjustBucket(ctx, lay, 0, delta, begin, end, id)
+		after, err := s.adjustBucketSure(ctx, lay, 0, delta, begin, end, id)
 		if err != nil {
 			return after, err
 		}
@@ -302,10 +305,19 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 			total += states[b].stock
 			continue
 		}
-		after, err := s.adjustBucket(ctx, lay, b, d, begin, end, id+"."+strconv.Itoa(b))
+		after, err := s.adjustBucketSure(ctx, lay, b, d, begin, end, id+"."+strconv.Itoa(b))
 		afterAdjustStep(b)
-		if err != nil {
+		switch {
+		case err == nil:
+		case refused(err):
 			return s.undoAdjust(ctx, lay, states, deltas[:b], windowChange, err)
+		default:
+			// Whether step b ran is unknown even after re-sending it: undo
+			// the others and say the buckets may differ, not that the
+			// change was refused.
+			_, uerr := s.undoAdjust(ctx, lay, states, deltas[:b], windowChange, err)
+			return 0, fmt.Errorf("adjust voucher %d: whether bucket %d took the change is unknown, run `seckillctl reconcile %d`: %v (undoing the others: %v)",
+				voucherID, b, voucherID, err, uerr)
 		}
 		total += after
 	}
@@ -345,6 +357,31 @@ func (s *Store) undoAdjust(ctx context.Context, lay Layout, before []bucketState
 		}
 	}
 	return 0, cause
+}
+
+// refused is a step's answer that it changed nothing (the script said
+// so); any other error leaves its outcome unknown.
+func refused(err error) bool {
+	return errors.Is(err, sale.ErrNotEnoughStock) || errors.Is(err, sale.ErrFrozen) || errors.Is(err, sale.ErrNotWarmed)
+}
+
+// adjustBucketSure is adjustBucket, with a step whose reply was lost
+// (a timeout, a connection cut, a master failing over) sent again under
+// the same id: the script answers a change it already made with its first
+// answer and makes one it did not, so the outcome is known either way —
+// unless Redis still does not answer (a few tries, seconds).
+func (s *Store) adjustBucketSure(ctx context.Context, lay Layout, b int, delta int64, begin, end time.Time, id string) (int64, error) {
+	after, err := s.adjustBucket(ctx, lay, b, delta, begin, end, id)
+	for try := 0; err != nil && !refused(err) && try < 3; try++ {
+		select {
+		case <-time.After(time.Duration(200<<try) * time.Millisecond):
+		case <-ctx.Done():
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		after, err = s.adjustBucket(rctx, lay, b, delta, begin, end, id)
+		cancel()
+	}
+	return after, err
 }
 
 // adjustBucket runs a stock change on bucket b under the change's id.

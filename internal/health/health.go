@@ -1,6 +1,14 @@
 // Package health watches the program's dependencies (Redis, MySQL, Kafka,
 // the binlog source) and answers the liveness and readiness probes.
 //
+// A dependency is either required — the program cannot do its job without
+// it, so while it is down the program is not ready and a balancer or an
+// orchestrator should send it nothing — or optional: the program does its
+// job without it and only the routes that use it fail, so while it is
+// down the program is degraded (seckill_degraded, a log line, the admin
+// view) and stays ready. A MySQL outage must not take every api out of a
+// balancer while the sale, which needs Redis and Kafka only, could go on.
+//
 // Each dependency is checked in its own loop: while it is down the loop
 // retries with exponential backoff and logs the dependency and its address
 // once per change of state, not per attempt; once it is up the loop keeps
@@ -36,9 +44,10 @@ type Options struct {
 
 // Monitor tracks the state of every dependency added before Run.
 type Monitor struct {
-	logger *slog.Logger
-	opts   Options
-	up     *prometheus.GaugeVec
+	logger   *slog.Logger
+	opts     Options
+	up       *prometheus.GaugeVec
+	degraded prometheus.Gauge
 
 	mu      sync.RWMutex
 	deps    []*dependency
@@ -47,17 +56,28 @@ type Monitor struct {
 
 type dependency struct {
 	name, addr string
+	required   bool
 	check      Check
 	err        error
 }
 
-// Status is one dependency as the readiness probe reports it.
+// Status is one dependency as the admin listener's readiness reports it.
 type Status struct {
-	Name  string `json:"name"`
-	Addr  string `json:"addr"`
-	Up    bool   `json:"up"`
-	Error string `json:"error,omitempty"`
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+	Up   bool   `json:"up"`
+	// Required: while it is down the program is not ready; otherwise it
+	// is degraded.
+	Required bool   `json:"required"`
+	Error    string `json:"error,omitempty"`
 }
+
+// The program's state, as the readiness endpoints name it.
+const (
+	StateReady       = "ready"
+	StateDegraded    = "degraded" // ready, without an optional dependency
+	StateUnavailable = "unavailable"
+)
 
 // NewMonitor registers the seckill_dependency_up gauge on reg.
 func NewMonitor(logger *slog.Logger, reg prometheus.Registerer, opts Options) *Monitor {
@@ -74,15 +94,27 @@ func NewMonitor(logger *slog.Logger, reg prometheus.Registerer, opts Options) *M
 		Name: "seckill_dependency_up",
 		Help: "1 when the dependency answered its last check, 0 otherwise.",
 	}, []string{"dependency"})
-	reg.MustRegister(up)
-	return &Monitor{logger: logger, opts: opts, up: up, changed: make(chan struct{})}
+	degraded := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_degraded",
+		Help: "1 while a dependency the program works without is down: it stays ready, and only what uses that dependency fails.",
+	})
+	reg.MustRegister(up, degraded)
+	return &Monitor{logger: logger, opts: opts, up: up, degraded: degraded, changed: make(chan struct{})}
 }
 
-// Add declares a dependency; call it before Run.
-func (m *Monitor) Add(name, addr string, check Check) {
+// Add declares a dependency the program cannot do its job without; call
+// it before Run.
+func (m *Monitor) Add(name, addr string, check Check) { m.add(name, addr, true, check) }
+
+// AddOptional declares a dependency the program does its job without:
+// while it is down the program is degraded, not unready. Call it before
+// Run.
+func (m *Monitor) AddOptional(name, addr string, check Check) { m.add(name, addr, false, check) }
+
+func (m *Monitor) add(name, addr string, required bool, check Check) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.deps = append(m.deps, &dependency{name: name, addr: addr, check: check, err: errNotChecked})
+	m.deps = append(m.deps, &dependency{name: name, addr: addr, required: required, check: check, err: errNotChecked})
 	m.up.WithLabelValues(name).Set(0)
 }
 
@@ -143,10 +175,19 @@ func (m *Monitor) record(d *dependency, err error, retryIn time.Duration) {
 	case err == nil && (!wasUp || first):
 		m.up.WithLabelValues(d.name).Set(1)
 		m.logger.Info("dependency available", "dependency", d.name, "addr", d.addr)
+	case err != nil && (wasUp || first) && d.required:
+		m.up.WithLabelValues(d.name).Set(0)
+		m.logger.Warn("dependency unavailable, retrying with backoff: not ready until it answers",
+			"dependency", d.name, "addr", d.addr, "err", err, "retry_in", retryIn)
 	case err != nil && (wasUp || first):
 		m.up.WithLabelValues(d.name).Set(0)
-		m.logger.Warn("dependency unavailable, retrying with backoff",
+		m.logger.Warn("dependency unavailable, retrying with backoff: degraded, still ready (only what uses it fails)",
 			"dependency", d.name, "addr", d.addr, "err", err, "retry_in", retryIn)
+	}
+	if m.State() == StateDegraded {
+		m.degraded.Set(1)
+	} else {
+		m.degraded.Set(0)
 	}
 }
 
@@ -156,7 +197,7 @@ func (m *Monitor) Statuses() []Status {
 	defer m.mu.RUnlock()
 	out := make([]Status, 0, len(m.deps))
 	for _, d := range m.deps {
-		s := Status{Name: d.name, Addr: d.addr, Up: d.err == nil}
+		s := Status{Name: d.name, Addr: d.addr, Up: d.err == nil, Required: d.required}
 		if d.err != nil {
 			s.Error = d.err.Error()
 		}
@@ -177,14 +218,24 @@ func (m *Monitor) Up(name string) bool {
 	return false
 }
 
-// Ready reports whether every dependency answered its last check.
-func (m *Monitor) Ready() bool {
+// Ready reports whether every required dependency answered its last
+// check.
+func (m *Monitor) Ready() bool { return m.State() != StateUnavailable }
+
+// State is unavailable while a required dependency is down, degraded while
+// only optional ones are, ready otherwise.
+func (m *Monitor) State() string {
+	state := StateReady
 	for _, s := range m.Statuses() {
-		if !s.Up {
-			return false
+		switch {
+		case s.Up:
+		case s.Required:
+			return StateUnavailable
+		default:
+			state = StateDegraded
 		}
 	}
-	return true
+	return state
 }
 
 // WaitUp blocks until the named dependencies are all up, or ctx ends.
@@ -212,21 +263,37 @@ func (m *Monitor) WaitUp(ctx context.Context, names ...string) error {
 	}
 }
 
-// ReadyHandler answers 200 when every dependency is up and 503 otherwise,
-// with each dependency's name, address and last error in the body.
+// ReadyHandler is the admin listener's readiness: 200 while every
+// required dependency is up (status ready, or degraded when an optional
+// one is down), 503 otherwise (unavailable), with each dependency's name,
+// address, whether it is required and its last error.
 func (m *Monitor) ReadyHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		statuses := m.Statuses()
-		ready := true
-		for _, s := range statuses {
-			ready = ready && s.Up
-		}
-		code, status := http.StatusOK, "ready"
-		if !ready {
-			code, status = http.StatusServiceUnavailable, "unavailable"
-		}
-		writeJSON(w, code, map[string]any{"status": status, "dependencies": statuses})
+		state := m.State()
+		writeJSON(w, readyCode(state), map[string]any{"status": state, "dependencies": statuses})
 	})
+}
+
+// PublicReadyHandler is the readiness a public port serves to balancers:
+// the same answer as ReadyHandler's, ready or unavailable and nothing
+// more — which dependency failed, where it is and why are for the admin
+// listener, not for whoever can reach the public port.
+func (m *Monitor) PublicReadyHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		state := m.State()
+		if state == StateDegraded {
+			state = StateReady
+		}
+		writeJSON(w, readyCode(state), map[string]string{"status": state})
+	})
+}
+
+func readyCode(state string) int {
+	if state == StateUnavailable {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusOK
 }
 
 // LiveHandler answers 200 while the process can serve HTTP at all.

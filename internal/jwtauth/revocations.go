@@ -1,6 +1,7 @@
 package jwtauth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,8 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -47,8 +51,19 @@ type Revocations struct {
 	// Now is the clock of Fresh; nil: time.Now.
 	Now func() time.Time
 
-	following atomic.Bool
-	lastRead  atomic.Int64 // unix ns of the last successful read
+	// FailoverGrace is how much longer than StaleAfter the follower may go
+	// without a read while its reads fail because the feed's Redis cannot
+	// be reached (a master failing over, a cluster without quorum); zero:
+	// 30 s. Then no instance can read the feed or add to it, each is as
+	// blind as the others to revocations made elsewhere, and taking every
+	// api out of its balancer at once would stop the sale and protect
+	// nobody.
+	FailoverGrace time.Duration
+
+	following   atomic.Bool
+	loaded      atomic.Bool  // the feed was read whole once
+	lastRead    atomic.Int64 // unix ns of the last successful read
+	unreachable atomic.Bool  // the last read failed for want of Redis
 
 	mu       sync.RWMutex
 	last     string               // the last stream id applied
@@ -67,8 +82,13 @@ func NewRevocations(rdb revocationRedis, key string, keep time.Duration, logger 
 		families: map[string]time.Time{}, users: map[int64]time.Time{}}
 }
 
+// ErrNotLoaded refuses a token checked before the feed was read whole: it
+// might be revoked.
+var ErrNotLoaded = apperr.New(apperr.Unavailable, "sessions are starting: try again in a moment").Retry(time.Second)
+
 // Load reads every entry still in the stream: an instance checks no token
-// before it has them.
+// before it has them (Loaded). Run calls it, with retries, before it
+// follows.
 func (r *Revocations) Load(ctx context.Context) error {
 	msgs, err := r.rdb.XRange(ctx, r.key, "-", "+").Result()
 	if err != nil {
@@ -76,7 +96,40 @@ func (r *Revocations) Load(ctx context.Context) error {
 	}
 	r.apply(msgs)
 	r.lastRead.Store(r.now().UnixNano())
+	r.loaded.Store(true)
 	return nil
+}
+
+// Loaded reports whether the feed was read whole: tokens are checked
+// against it only then.
+func (r *Revocations) Loaded() bool { return r.loaded.Load() }
+
+// load reads the feed whole, retrying with backoff until it does or ctx
+// ends: the api starts while Redis fails over and is ready once it reads.
+func (r *Revocations) load(ctx context.Context) error {
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 100*time.Millisecond, 2*time.Second, 0
+	for failing := false; ; {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := r.Load(lctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			if failing && err == nil {
+				r.logger.Info("jwt revocations: read whole; tokens are checked")
+			}
+			return ctx.Err()
+		}
+		r.unreachable.Store(redisconn.Unreachable(err))
+		if !failing {
+			r.logger.Warn("jwt revocations: reading the feed failed; not ready, retrying with backoff", "err", err)
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retry.NextBackOff()):
+		}
+	}
 }
 
 func (r *Revocations) now() time.Time {
@@ -86,21 +139,31 @@ func (r *Revocations) now() time.Time {
 	return time.Now()
 }
 
-// Fresh fails when the follower has not read the feed for StaleAfter: the
-// readiness check of an instance that checks tokens against it.
+// Fresh is the readiness check of an instance that checks tokens against
+// the feed: it fails before the feed was read whole, and when the
+// follower has not read it for StaleAfter — or, while its reads fail for
+// want of Redis, for StaleAfter and FailoverGrace.
 func (r *Revocations) Fresh(context.Context) error {
-	stale := r.StaleAfter
-	if stale <= 0 {
-		stale = 10 * time.Second
+	if !r.loaded.Load() {
+		return errors.New("the revocation feed is not read yet: no token is checked before it is")
 	}
-	if since := r.now().Sub(time.Unix(0, r.lastRead.Load())); since > stale {
-		return fmt.Errorf("no read of the revocation feed for %s (bound %s): tokens revoked elsewhere would pass here", since.Round(time.Second), stale)
+	stale := cmp.Or(r.StaleAfter, 10*time.Second)
+	bound := stale
+	if r.unreachable.Load() {
+		bound += cmp.Or(r.FailoverGrace, 30*time.Second)
+	}
+	if since := r.now().Sub(time.Unix(0, r.lastRead.Load())); since > bound {
+		return fmt.Errorf("no read of the revocation feed for %s (bound %s): tokens revoked elsewhere would pass here", since.Round(time.Second), bound)
 	}
 	return nil
 }
 
-// Run follows the stream until ctx ends.
+// Run reads the feed whole (retrying until Redis answers), then follows
+// the stream until ctx ends.
 func (r *Revocations) Run(ctx context.Context) error {
+	if err := r.load(ctx); err != nil {
+		return nil // stopped before Redis answered
+	}
 	r.following.Store(true)
 	defer r.following.Store(false)
 	sweep := time.NewTicker(time.Minute)
@@ -120,11 +183,13 @@ func (r *Revocations) Run(ctx context.Context) error {
 		switch {
 		case errors.Is(err, redis.Nil):
 			r.lastRead.Store(r.now().UnixNano())
+			r.unreachable.Store(false)
 			continue
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil
 			}
+			r.unreachable.Store(redisconn.Unreachable(err))
 			if !failing {
 				r.logger.Warn("jwt revocations: following the stream failed; revocations made meanwhile apply here when it answers again", "err", err)
 				failing = true
@@ -136,6 +201,7 @@ func (r *Revocations) Run(ctx context.Context) error {
 			continue
 		}
 		r.lastRead.Store(r.now().UnixNano())
+		r.unreachable.Store(false)
 		if failing {
 			r.logger.Info("jwt revocations: following the stream again")
 			failing = false

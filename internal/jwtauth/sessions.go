@@ -35,6 +35,9 @@ func (s *Sessions) now() time.Time {
 // instance's copy of the revocations. ok is false for any token that does
 // not pass; the reason is not told to the client.
 func (s *Sessions) Load(_ context.Context, token string) (user.User, bool, error) {
+	if !s.Revocations.Loaded() {
+		return user.User{}, false, ErrNotLoaded
+	}
 	c, err := s.Tokens.Verify(token)
 	if err != nil {
 		return user.User{}, false, nil

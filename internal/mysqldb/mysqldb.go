@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,6 +170,18 @@ func (w *ClusterWatch) Check(ctx context.Context, db *sql.DB) error {
 func OutcomeUnknown(err error) bool {
 	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, mysql.ErrMalformPkt) ||
 		errors.Is(err, mysql.ErrPktSync) || errors.Is(err, mysql.ErrPktSyncMul)
+}
+
+// Unreachable is a statement that failed because no server could take it
+// (none answered the connect, the connection broke, a Galera node outside
+// a Primary component), not because of what it asked: the same statement
+// can work a moment later, and a client should be told to retry, not that
+// the server is faulty.
+func Unreachable(err error) bool {
+	var op *net.OpError
+	var me *mysql.MySQLError
+	return errors.As(err, &op) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		OutcomeUnknown(err) || errors.Is(err, ErrNodeNotReady) || errors.As(err, &me) && me.Number == errWsrepNotReady
 }
 
 // ErrClosed is a connection closed before the server answered.

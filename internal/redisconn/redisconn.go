@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,6 +231,19 @@ func CheckNode(ctx context.Context, rdb redis.UniversalClient) error {
 const Slots = 16384
 
 var crcTable = crc16.MakeTable(crc16.CRC16_XMODEM)
+
+// Unreachable is a command that failed for want of a Redis to take it — no
+// connection, a timeout, a master failing over (CLUSTERDOWN, TRYAGAIN,
+// MASTERDOWN), a node loading its data or demoted under the client
+// (LOADING, READONLY) — not because of what it asked: it can work a
+// moment later, once the cluster has a master for the key again.
+func Unreachable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) ||
+		redis.IsClusterDownError(err) || redis.IsTryAgainError(err) || redis.IsMasterDownError(err) ||
+		redis.IsLoadingError(err) || redis.IsReadOnlyError(err)
+}
 
 // KeySlot is the cluster slot of a hash tag's content, as Redis computes
 // it (CRC16/XMODEM mod 16384).

@@ -344,3 +344,38 @@ func privateAutoPipeliner(t *testing.T) (*testsupport.Cluster, redis.UniversalCl
 	}
 	return cl, rdb, ap
 }
+
+// Unreachable tells the answers of a Redis that cannot take a command now
+// (a master failing over, a node loading or demoted, no connection) from
+// answers about the command itself; each error here is a real server's
+// reply, parsed by go-redis as it parses any.
+func TestUnreachableTellsAFailoverFromARefusal(t *testing.T) {
+	r := testsupport.MustNodeRedis(t)
+	ctx := t.Context()
+	for _, c := range []struct {
+		reply       string
+		unreachable bool
+	}{
+		{"CLUSTERDOWN The cluster is down", true},
+		{"TRYAGAIN Multiple keys request during rehashing of slot", true},
+		{"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", true},
+		{"LOADING Redis is loading the dataset in memory", true},
+		{"READONLY You can't write against a read only replica.", true},
+		{"WRONGTYPE Operation against a key holding the wrong kind of value", false},
+		{"ERR unknown command", false},
+		{"NOSCRIPT No matching script", false},
+	} {
+		err := r.Client.Eval(ctx, "return redis.error_reply(ARGV[1])", []string{r.Key("x")}, c.reply).Err()
+		if err == nil || redisconn.Unreachable(err) != c.unreachable {
+			t.Errorf("%q: Unreachable(%v) = %v, want %v", c.reply, err, redisconn.Unreachable(err), c.unreachable)
+		}
+	}
+	closed := redis.NewClient(&redis.Options{Addr: testsupport.FreeAddr(t), MaxRetries: -1})
+	defer closed.Close()
+	if err := closed.Ping(ctx).Err(); !redisconn.Unreachable(err) {
+		t.Errorf("a refused connection: Unreachable(%v) = false", err)
+	}
+	if redisconn.Unreachable(nil) || redisconn.Unreachable(redis.Nil) {
+		t.Error("no error, or a missing key, taken for an unreachable Redis")
+	}
+}
