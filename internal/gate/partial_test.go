@@ -3,11 +3,17 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/gate"
@@ -16,6 +22,7 @@ import (
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/lua"
 )
 
 // bucketRig is a sale in n buckets with its MySQL row, and a reconciler.
@@ -324,4 +331,87 @@ type failingRecords struct{}
 
 func (failingRecords) SaleTruth(context.Context, int64, []int64) (sale.Truth, bool, error) {
 	return sale.Truth{}, false, errors.New("injected: MySQL is away")
+}
+
+// loseReplies is a Redis hook under which a command that match accepts
+// runs on the server and its reply is then lost, as under a timeout or a
+// connection cut after the write: the first such reply only, or every one
+// (a Redis that stops answering).
+type loseReplies struct {
+	match func(cmd redis.Cmder) bool
+	every bool
+	lost  atomic.Int32
+}
+
+func (h *loseReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *loseReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *loseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := next(ctx, cmd); err != nil || !h.match(cmd) || !h.every && h.lost.Load() > 0 {
+			return err
+		}
+		h.lost.Add(1)
+		err := fmt.Errorf("the reply was lost: %w", os.ErrDeadlineExceeded)
+		cmd.SetErr(err)
+		return err
+	}
+}
+
+// A window change of a sale in three buckets whose step on bucket 2 ran
+// but whose reply was lost: the step is sent again under its id, the
+// script answers it with its first answer, and every bucket has the new
+// window (a lost reply had left bucket 2 selling under the new end and the
+// others, undone, under the old one, with the admin told 500). When Redis
+// does not answer at all after the loss, the other buckets are undone and
+// the error is no refusal: bucket 2 may hold the change.
+func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
+	const n = 3
+	g := newBucketRig(t, 30, n)
+	ctx := context.Background()
+	k2 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher
+	adjustOf2 := func(cmd redis.Cmder) bool {
+		args := cmd.Args()
+		return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == lua.AdjustVoucher.Hash() && slices.Contains(args, any(k2))
+	}
+	for _, c := range []struct {
+		name  string
+		every bool
+	}{{"one reply lost", false}, {"every reply lost", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			before := [n][2]string{}
+			for b := range n {
+				before[b] = g.window(t, n, b)
+			}
+			client := g.r.NewClient(t)
+			hook := &loseReplies{match: adjustOf2, every: c.every}
+			client.AddHook(hook)
+			end := time.Now().Add(5 * time.Hour).Truncate(time.Millisecond)
+			_, err := gate.NewStore(client, g.r.Prefix).Adjust(ctx, g.voucher, 0, time.Time{}, end)
+			if hook.lost.Load() == 0 {
+				t.Fatal("no reply of bucket 2's step was lost: the test did not inject its fault")
+			}
+			newEnd := strconv.FormatInt(end.UnixMilli(), 10)
+			if !c.every {
+				for b := range n {
+					if w := g.window(t, n, b); err != nil || w[1] != newEnd {
+						t.Fatalf("bucket %d: end %s, err %v; want every bucket at the new end %s", b, w[1], err, newEnd)
+					}
+				}
+				return
+			}
+			if err == nil || errors.Is(err, sale.ErrFrozen) || errors.Is(err, sale.ErrNotWarmed) || errors.Is(err, sale.ErrBucketAway) {
+				t.Fatalf("a step whose outcome stayed unknown: %v; want an error that is no refusal", err)
+			}
+			for b := range n - 1 {
+				if w := g.window(t, n, b); w != before[b] {
+					t.Fatalf("bucket %d: window %v after an unknown step, want it undone to %v", b, w, before[b])
+				}
+			}
+			if w := g.window(t, n, 2); w[1] != newEnd {
+				t.Fatalf("bucket 2: end %s; its step ran (only the replies were lost), want %s", w[1], newEnd)
+			}
+		})
+	}
 }
