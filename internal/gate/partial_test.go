@@ -415,3 +415,46 @@ func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
 		})
 	}
 }
+
+// A bucket whose reconcile write a failover lost is of an older generation
+// and built under another replication id than its server's: suspect, it
+// sells nothing (the gate pauses its buyers) until a reconcile rebuilds
+// it. Unfreezing the sale — a later reconcile that failed releasing it —
+// leaves it out of the generation check, as refill does: the other
+// buckets, of one generation, sell again. It had kept the whole sale
+// frozen.
+func TestUnfreezeLeavesASuspectBucketOutOfTheGenerationCheck(t *testing.T) {
+	const n = 3
+	g := newBucketRig(t, 30, n)
+	ctx := context.Background()
+	for b := range n {
+		gen := "reconcile-2"
+		if b == 1 {
+			gen = "reconcile-1"
+		}
+		g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, b).Voucher, gate.FieldReconciled, gen)
+	}
+	g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher, gate.FieldEpoch, "a-replication-id-of-before")
+	if err := g.store.Freeze(ctx, g.voucher, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.Unfreeze(ctx, g.voucher, 0); err != nil {
+		t.Fatalf("unfreeze beside a suspect bucket of an older generation: %v", err)
+	}
+	c := buy(t, g.store, g.voucher, append(homedIn(n, 0, 10), homedIn(n, 2, 10)...), 2)
+	if len(c.accepted) != 20 {
+		t.Fatalf("%d of the other buckets' 20 units sold after the unfreeze", len(c.accepted))
+	}
+	if d, err := g.store.Try(ctx, g.voucher, homedIn(n, 1, 1)[0], 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
+		t.Fatalf("a buyer of the suspect bucket: %+v %v, want paused", d, err)
+	}
+	// Two buckets of one generation beside each other that are not
+	// suspect still refuse the unfreeze.
+	g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher, gate.FieldReconciled, "reconcile-3")
+	if err := g.store.Freeze(ctx, g.voucher, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.Unfreeze(ctx, g.voucher, 0); !errors.Is(err, gate.ErrPartlyRebuilt) {
+		t.Fatalf("unfreeze of healthy buckets of two generations: %v, want ErrPartlyRebuilt", err)
+	}
+}

@@ -117,7 +117,11 @@ func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) e
 var ErrPartlyRebuilt = errors.New("the sale's buckets are part rebuilt: it stays frozen until a reconcile completes")
 
 // wholeGeneration reports ErrPartlyRebuilt when the buckets of lay that
-// exist are not all of one generation.
+// exist and are not suspect are not all of one generation. A suspect
+// bucket (built under another replication id than its server's: a
+// failover may have lost its reconcile's write, leaving it a generation
+// behind) sells nothing until a reconcile rebuilds it, so it cannot add a
+// stale part to what the others sell; counted, it kept them all frozen.
 func (s *Store) wholeGeneration(ctx context.Context, lay Layout) error {
 	states, err := s.readAllBuckets(ctx, lay)
 	if err != nil {
@@ -125,7 +129,7 @@ func (s *Store) wholeGeneration(ctx context.Context, lay Layout) error {
 	}
 	gen, seen := "", false
 	for _, st := range states {
-		if !st.exists {
+		if !st.exists || st.suspect {
 			continue
 		}
 		if seen && st.gen != gen {
