@@ -22,6 +22,7 @@ import (
 
 	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/testsupport"
+	"github.com/seckill/seckill/internal/user"
 )
 
 type stack struct {
@@ -242,6 +243,7 @@ func TestAPIWithoutMySQLIsReadyAndDegraded(t *testing.T) {
 	env := s.env()
 	env["SECKILL_API_ADDR"], env["SECKILL_ADMIN_ADDR"] = addr, admin
 	env["SECKILL_MYSQL_DSN"] = "seckill:seckill@tcp(" + closed + ")/seckill"
+	env["SECKILL_DEV_MODE"] = "true"
 	proc := testsupport.Start(t, bin, env)
 
 	want := `{"name":"mysql","addr":"` + closed + `","up":false,"required":false`
@@ -264,6 +266,25 @@ func TestAPIWithoutMySQLIsReadyAndDegraded(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 503 || res.Header.Get("Retry-After") == "" || !strings.Contains(string(raw), `"success":false`) {
 		t.Fatalf("GET /blog/hot without MySQL: %d Retry-After %q %s; want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"), raw)
+	}
+	// A login is refused before its code is checked: the code is still
+	// there for the retry once MySQL answers.
+	phone := "139" + strconv.Itoa(10_000_000+rand.IntN(89_999_999))
+	if res, err = http.Post("http://"+addr+"/user/code?phone="+phone, "", nil); err != nil || res.StatusCode != 200 {
+		t.Fatalf("a login code without MySQL: %v %v", res, err)
+	}
+	res.Body.Close()
+	codeKey := user.Keys{Prefix: s.redis.Prefix}.Code(phone, "127.0.0.1")
+	code, err := s.redis.Client.HGet(context.Background(), codeKey, "code").Result()
+	if err != nil {
+		t.Fatalf("the login code in Redis: %v", err)
+	}
+	if res, err = http.Post("http://"+addr+"/user/login", "application/json", strings.NewReader(`{"phone":"`+phone+`","code":"`+code+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if left, err := s.redis.Client.HGet(context.Background(), codeKey, "code").Result(); res.StatusCode != 503 || err != nil || left != code {
+		t.Fatalf("a login without MySQL: %d, and the code %q %v after it; want 503 with the code %s left for the retry", res.StatusCode, left, err, code)
 	}
 	if _, metrics := testsupport.Get(context.Background(), "http://"+admin+"/metrics"); !strings.Contains(metrics, "\nseckill_degraded 1\n") {
 		t.Fatalf("metrics lack seckill_degraded 1 without MySQL:\n%.2000s", metrics)

@@ -185,9 +185,8 @@ func TestChaosClusterMasterPartitioned(t *testing.T) {
 // and the sale then takes an order of a buyer on the failed-over master's
 // slots, which reaches MySQL. The api runs in both session modes (the jwt
 // mode reads its revocation feed once Redis answers, not at its start).
-// An order-writer restarted a second after such a heal had exited at once
-// on that node's cluster_state:fail, leaving accepted orders in Kafka; a
-// jwt api exited when its feed's master did not answer at its start.
+// A daemon that exits on a node's cluster_state:fail would leave accepted
+// orders in Kafka, or the sale without an api.
 func TestChaosDaemonsStartAroundAPartition(t *testing.T) {
 	cl := testsupport.MustPrivateCluster(t)
 	st := stack{cl.Redis, testsupport.MustMySQL(t), testsupport.MustKafka(t)}

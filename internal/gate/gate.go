@@ -249,7 +249,11 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 	id := rand.Text()
 	windowChange := !begin.IsZero() || !end.IsZero()
 	if lay.N() == 1 {
-		return s.adjustBucketSure(ctx, lay, 0, delta, begin, end, id)
+		after, err := s.adjustBucketSure(ctx, lay, 0, delta, begin, end, id)
+		if err != nil && !refused(err) {
+			return after, fmt.Errorf("adjust voucher %d: %w: %w", voucherID, sale.ErrChangeUnknown, err)
+		}
+		return after, err
 	}
 	if delta >= 0 && !windowChange {
 		// Units added, the window kept: bucket 0 alone, in one atomic step
@@ -315,9 +319,12 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 			// Whether step b ran is unknown even after re-sending it: undo
 			// the others and say the buckets may differ, not that the
 			// change was refused.
-			_, uerr := s.undoAdjust(ctx, lay, states, deltas[:b], windowChange, err)
-			return 0, fmt.Errorf("adjust voucher %d: whether bucket %d took the change is unknown, run `seckillctl reconcile %d`: %v (undoing the others: %v)",
-				voucherID, b, voucherID, err, uerr)
+			undone := "the buckets before it undone"
+			if _, uerr := s.undoAdjust(ctx, lay, states, deltas[:b], windowChange, err); uerr != err {
+				undone = uerr.Error()
+			}
+			return 0, fmt.Errorf("adjust voucher %d: %w: whether bucket %d took it is unknown (%v; %s): run `seckillctl reconcile %d`",
+				voucherID, sale.ErrChangeUnknown, b, err, undone, voucherID)
 		}
 		total += after
 	}

@@ -359,58 +359,66 @@ func (h *loseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// A window change of a sale in three buckets whose step on bucket 2 ran
-// but whose reply was lost: the step is sent again under its id, the
-// script answers it with its first answer, and every bucket has the new
-// window (a lost reply had left bucket 2 selling under the new end and the
-// others, undone, under the old one, with the admin told 500). When Redis
-// does not answer at all after the loss, the other buckets are undone and
-// the error is no refusal: bucket 2 may hold the change.
+// A change of a sale in three buckets (6 units fewer, a new end) whose
+// step on bucket 2 ran but whose reply was lost: the step is sent again
+// under its id, the script answers it with its first answer (the units
+// are taken once, not twice), and every bucket has the new window, 24
+// units in all. When Redis does not answer at all after the loss, the
+// other buckets are undone and the error is ErrChangeUnknown, no refusal:
+// bucket 2 holds its step.
 func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
 	const n = 3
-	g := newBucketRig(t, 30, n)
-	ctx := context.Background()
-	k2 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher
-	adjustOf2 := func(cmd redis.Cmder) bool {
-		args := cmd.Args()
-		return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == lua.AdjustVoucher.Hash() && slices.Contains(args, any(k2))
-	}
 	for _, c := range []struct {
 		name  string
 		every bool
 	}{{"one reply lost", false}, {"every reply lost", true}} {
 		t.Run(c.name, func(t *testing.T) {
+			g := newBucketRig(t, 30, n)
+			ctx := context.Background()
+			k2 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher
 			before := [n][2]string{}
 			for b := range n {
 				before[b] = g.window(t, n, b)
 			}
 			client := g.r.NewClient(t)
-			hook := &loseReplies{match: adjustOf2, every: c.every}
+			hook := &loseReplies{every: c.every, match: func(cmd redis.Cmder) bool {
+				args := cmd.Args()
+				return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == lua.AdjustVoucher.Hash() && slices.Contains(args, any(k2))
+			}}
 			client.AddHook(hook)
 			end := time.Now().Add(5 * time.Hour).Truncate(time.Millisecond)
-			_, err := gate.NewStore(client, g.r.Prefix).Adjust(ctx, g.voucher, 0, time.Time{}, end)
+			_, err := gate.NewStore(client, g.r.Prefix).Adjust(ctx, g.voucher, -6, time.Time{}, end)
 			if hook.lost.Load() == 0 {
 				t.Fatal("no reply of bucket 2's step was lost: the test did not inject its fault")
 			}
 			newEnd := strconv.FormatInt(end.UnixMilli(), 10)
+			stock := func(b int) int {
+				v, _ := strconv.Atoi(g.bucketVoucher(t, n, b)[gate.FieldStock])
+				return v
+			}
 			if !c.every {
+				total := 0
 				for b := range n {
 					if w := g.window(t, n, b); err != nil || w[1] != newEnd {
 						t.Fatalf("bucket %d: end %s, err %v; want every bucket at the new end %s", b, w[1], err, newEnd)
 					}
+					total += stock(b)
+				}
+				if total != 24 {
+					t.Fatalf("%d units in all after taking 6 of 30, want 24: the step sent again was applied twice, or not at all", total)
 				}
 				return
 			}
-			if err == nil || errors.Is(err, sale.ErrFrozen) || errors.Is(err, sale.ErrNotWarmed) || errors.Is(err, sale.ErrBucketAway) {
-				t.Fatalf("a step whose outcome stayed unknown: %v; want an error that is no refusal", err)
+			if !errors.Is(err, sale.ErrChangeUnknown) || errors.Is(err, sale.ErrFrozen) || errors.Is(err, sale.ErrNotWarmed) || errors.Is(err, sale.ErrBucketAway) {
+				t.Fatalf("a step whose outcome stayed unknown: %v; want ErrChangeUnknown and no refusal", err)
 			}
 			for b := range n - 1 {
-				if w := g.window(t, n, b); w != before[b] {
-					t.Fatalf("bucket %d: window %v after an unknown step, want it undone to %v", b, w, before[b])
+				if w := g.window(t, n, b); w != before[b] || stock(b) != 10 {
+					t.Fatalf("bucket %d: window %v, stock %d after an unknown step; want them undone to %v, 10", b, w, stock(b), before[b])
 				}
 			}
-			if w := g.window(t, n, 2); w[1] != newEnd {
-				t.Fatalf("bucket 2: end %s; its step ran (only the replies were lost), want %s", w[1], newEnd)
+			if w, s2 := g.window(t, n, 2), stock(2); w[1] != newEnd || s2 != 10 && s2 != 4 {
+				t.Fatalf("bucket 2: end %s, stock %d; its step ran once (only the replies were lost): want %s and 10 or 4", w[1], s2, newEnd)
 			}
 		})
 	}
@@ -421,8 +429,7 @@ func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
 // sells nothing (the gate pauses its buyers) until a reconcile rebuilds
 // it. Unfreezing the sale — a later reconcile that failed releasing it —
 // leaves it out of the generation check, as refill does: the other
-// buckets, of one generation, sell again. It had kept the whole sale
-// frozen.
+// buckets, of one generation, sell again.
 func TestUnfreezeLeavesASuspectBucketOutOfTheGenerationCheck(t *testing.T) {
 	const n = 3
 	g := newBucketRig(t, 30, n)
@@ -448,8 +455,7 @@ func TestUnfreezeLeavesASuspectBucketOutOfTheGenerationCheck(t *testing.T) {
 	if d, err := g.store.Try(ctx, g.voucher, homedIn(n, 1, 1)[0], 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
 		t.Fatalf("a buyer of the suspect bucket: %+v %v, want paused", d, err)
 	}
-	// Two buckets of one generation beside each other that are not
-	// suspect still refuse the unfreeze.
+	// Healthy buckets of two generations still refuse the unfreeze.
 	g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher, gate.FieldReconciled, "reconcile-3")
 	if err := g.store.Freeze(ctx, g.voucher, 0); err != nil {
 		t.Fatal(err)

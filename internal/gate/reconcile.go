@@ -121,7 +121,7 @@ var ErrPartlyRebuilt = errors.New("the sale's buckets are part rebuilt: it stays
 // bucket (built under another replication id than its server's: a
 // failover may have lost its reconcile's write, leaving it a generation
 // behind) sells nothing until a reconcile rebuilds it, so it cannot add a
-// stale part to what the others sell; counted, it kept them all frozen.
+// stale part to what the others sell, and it must not keep them frozen.
 func (s *Store) wholeGeneration(ctx context.Context, lay Layout) error {
 	states, err := s.readAllBuckets(ctx, lay)
 	if err != nil {

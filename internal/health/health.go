@@ -96,7 +96,7 @@ func NewMonitor(logger *slog.Logger, reg prometheus.Registerer, opts Options) *M
 	}, []string{"dependency"})
 	degraded := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_degraded",
-		Help: "1 while a dependency the program works without is down: it stays ready, and only what uses that dependency fails.",
+		Help: "1 while the program is ready without a dependency it works without (only what uses it fails); 0 while it has them all, or is not ready (seckill_dependency_up says which).",
 	})
 	reg.MustRegister(up, degraded)
 	return &Monitor{logger: logger, opts: opts, up: up, degraded: degraded, changed: make(chan struct{})}
@@ -169,6 +169,13 @@ func (m *Monitor) record(d *dependency, err error, retryIn time.Duration) {
 		close(m.changed)
 		m.changed = make(chan struct{})
 	}
+	// Under the lock: two dependencies recorded at once leave the gauge
+	// at the state both made.
+	if m.stateLocked() == StateDegraded {
+		m.degraded.Set(1)
+	} else {
+		m.degraded.Set(0)
+	}
 	m.mu.Unlock()
 
 	switch {
@@ -183,11 +190,6 @@ func (m *Monitor) record(d *dependency, err error, retryIn time.Duration) {
 		m.up.WithLabelValues(d.name).Set(0)
 		m.logger.Warn("dependency unavailable, retrying with backoff: degraded, still ready (only what uses it fails)",
 			"dependency", d.name, "addr", d.addr, "err", err, "retry_in", retryIn)
-	}
-	if m.State() == StateDegraded {
-		m.degraded.Set(1)
-	} else {
-		m.degraded.Set(0)
 	}
 }
 
@@ -225,11 +227,17 @@ func (m *Monitor) Ready() bool { return m.State() != StateUnavailable }
 // State is unavailable while a required dependency is down, degraded while
 // only optional ones are, ready otherwise.
 func (m *Monitor) State() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.stateLocked()
+}
+
+func (m *Monitor) stateLocked() string {
 	state := StateReady
-	for _, s := range m.Statuses() {
+	for _, d := range m.deps {
 		switch {
-		case s.Up:
-		case s.Required:
+		case d.err == nil:
+		case d.required:
 			return StateUnavailable
 		default:
 			state = StateDegraded

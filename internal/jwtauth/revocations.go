@@ -54,10 +54,11 @@ type Revocations struct {
 	// FailoverGrace is how much longer than StaleAfter the follower may go
 	// without a read while its reads fail because the feed's Redis cannot
 	// be reached (a master failing over, a cluster without quorum); zero:
-	// 30 s. Then no instance can read the feed or add to it, each is as
-	// blind as the others to revocations made elsewhere, and taking every
-	// api out of its balancer at once would stop the sale and protect
-	// nobody.
+	// 30 s. While the feed's master fails over no instance can read the
+	// feed or add to it, and taking every api out of its balancer at once
+	// would stop the sale and protect nobody. A partition of this
+	// instance alone looks the same from here: it then accepts a token
+	// revoked elsewhere for the grace longer (docs/sessions.md).
 	FailoverGrace time.Duration
 
 	following   atomic.Bool

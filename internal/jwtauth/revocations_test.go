@@ -3,6 +3,7 @@ package jwtauth
 import (
 	"context"
 	"errors"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,12 +43,15 @@ func TestRevocationsAreReadOnceRedisAnswers(t *testing.T) {
 	proxy := testsupport.MustProxy(t, "") // refuses, as a Redis that is not there
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
+	dials := &countDials{}
+	rdb.AddHook(dials)
 	s := sessionsOn(t, r, rdb)
 	s.Tokens = writer.Tokens // another instance of the same api: the same keys
 	done := make(chan error, 1)
 	runCtx, stop := context.WithCancel(ctx)
 	go func() { done <- s.Revocations.Run(runCtx) }()
 
+	testsupport.Wait(t, 10*time.Second, "three reads of the feed failed", func() bool { return dials.n.Load() >= 3 })
 	if err := s.Revocations.Fresh(ctx); err == nil {
 		t.Fatal("ready before the feed was read")
 	}
@@ -121,4 +125,18 @@ func TestFreshGivesAFailoverGraceAndAStuckFollowerNone(t *testing.T) {
 	if err := rv.Fresh(ctx); err == nil {
 		t.Fatal("11 s without a read while Redis answers and refuses: ready, given the failover's grace")
 	}
+}
+
+// countDials counts a client's connection attempts.
+type countDials struct{ n atomic.Int32 }
+
+func (c *countDials) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+func (c *countDials) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (c *countDials) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -69,6 +69,18 @@ func (s *Sessions) Refresh(ctx context.Context, refresh string) (user.Grant, err
 	if refresh == "" {
 		return user.Grant{}, ErrNoRefresh
 	}
+	// The user is read before the token is rotated: a MySQL outage fails
+	// the refresh with nothing used up, and the retry with the same token
+	// works once MySQL answers (rotated first, a retry after the reuse
+	// grace would be taken for a stolen token and end the login).
+	var holder user.User
+	if _, uid, ok, err := s.Families.Holder(ctx, refresh); err != nil {
+		return user.Grant{}, err
+	} else if ok {
+		if holder, err = s.Users.ByID(ctx, uid); err != nil && !errors.Is(err, user.ErrNoUser) {
+			return user.Grant{}, err
+		}
+	}
 	r, err := s.Families.Rotate(ctx, refresh)
 	if errors.Is(err, ErrRefreshReused) {
 		// Somebody holds a token they should not: the family's access
@@ -87,12 +99,17 @@ func (s *Sessions) Refresh(ctx context.Context, refresh string) (user.Grant, err
 		// Started before a "log out everywhere" that did not delete it.
 		return user.Grant{}, errors.Join(ErrRefreshUnknown, s.Families.Revoke(ctx, r.Family))
 	}
-	u, err := s.Users.ByID(ctx, r.UserID)
-	if errors.Is(err, user.ErrNoUser) {
-		return user.Grant{}, errors.Join(ErrRefreshUnknown, s.Families.Revoke(ctx, r.Family))
-	}
-	if err != nil {
-		return user.Grant{}, err
+	u := holder
+	if u.ID != r.UserID {
+		// Not read before the rotation (the user gone then, or the token
+		// not the family's when it was read).
+		u, err = s.Users.ByID(ctx, r.UserID)
+		if errors.Is(err, user.ErrNoUser) {
+			return user.Grant{}, errors.Join(ErrRefreshUnknown, s.Families.Revoke(ctx, r.Family))
+		}
+		if err != nil {
+			return user.Grant{}, err
+		}
 	}
 	access, err := s.Tokens.Issue(u, r.Family, s.now())
 	if err != nil {

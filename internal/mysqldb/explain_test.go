@@ -61,3 +61,38 @@ func TestCheckPassesAServerOutsideGalera(t *testing.T) {
 		t.Fatalf("Check of the test server: %v", err)
 	}
 }
+
+// Unreachable is a statement no server could take — to be retried, not a
+// fault: a refused connect (a real one), a connection that broke, a
+// Galera node outside a Primary component. An error about the statement
+// or a desynchronised protocol (a client's bug) is not.
+func TestUnreachable(t *testing.T) {
+	refused := func() error {
+		d, err := mysqldb.Open("seckill:seckill@tcp(" + testsupport.FreeAddr(t) + ")/seckill")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		return d.PingContext(context.Background())
+	}()
+	wsrep := &mysql.MySQLError{Number: 1047, Message: "WSREP has not yet prepared node for application use"}
+	syntax := &mysql.MySQLError{Number: 1064, Message: "You have an error in your SQL syntax"}
+	for _, tc := range []struct {
+		name        string
+		err         error
+		unreachable bool
+	}{
+		{"a refused connect", refused, true},
+		{"a connection the server closed", mysql.ErrInvalidConn, true},
+		{"closed by a proxy", driver.ErrBadConn, true},
+		{"a Galera node outside a Primary component", fmt.Errorf("read: %w", wsrep), true},
+		{"a statement's error", syntax, false},
+		{"a desynchronised protocol", mysql.ErrPktSync, false},
+		{"a malformed packet", mysql.ErrMalformPkt, false},
+		{"none", nil, false},
+	} {
+		if got := mysqldb.Unreachable(tc.err); got != tc.unreachable {
+			t.Errorf("%s: Unreachable(%v) = %v, want %v", tc.name, tc.err, got, tc.unreachable)
+		}
+	}
+}

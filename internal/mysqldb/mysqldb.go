@@ -181,7 +181,7 @@ func Unreachable(err error) bool {
 	var op *net.OpError
 	var me *mysql.MySQLError
 	return errors.As(err, &op) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		OutcomeUnknown(err) || errors.Is(err, ErrNodeNotReady) || errors.As(err, &me) && me.Number == errWsrepNotReady
+		errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, ErrNodeNotReady) || errors.As(err, &me) && me.Number == errWsrepNotReady
 }
 
 // ErrClosed is a connection closed before the server answered.

@@ -240,7 +240,7 @@ var crcTable = crc16.MakeTable(crc16.CRC16_XMODEM)
 func Unreachable(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
 		redis.IsClusterDownError(err) || redis.IsTryAgainError(err) || redis.IsMasterDownError(err) ||
 		redis.IsLoadingError(err) || redis.IsReadOnlyError(err)
 }

@@ -28,6 +28,11 @@ var (
 	ErrBucketAway = apperr.New(apperr.Unavailable, "a part of the sale cannot be reached right now: try again in a moment").Retry(2 * time.Second)
 	// ErrFrozen refuses a change while the sale is being reconciled.
 	ErrFrozen = apperr.New(apperr.Conflict, "the sale is being reconciled: try again in a moment").Retry(2 * time.Second)
+	// ErrChangeUnknown: Redis did not answer whether it took a change (a
+	// step's reply lost, and lost again when sent anew): it may hold it
+	// in part. No refusal: the caller must not undo the change elsewhere
+	// as if nothing had been made.
+	ErrChangeUnknown = apperr.New(apperr.Unavailable, "Redis did not confirm the change, which it may hold in part")
 	// ErrFenced: a newer reconcile of the voucher has written it since
 	// this one's lock was taken (the lock expired while this one was
 	// paused); this one's writes were refused.

@@ -54,6 +54,9 @@ func (s *Service) Login(ctx context.Context, phone, addr, code string) (User, er
 	if len(code) != codeLength {
 		return User{}, ErrWrongCode
 	}
+	if err := s.Users.Reachable(ctx); err != nil {
+		return User{}, err
+	}
 	if err := s.Codes.Verify(ctx, phone, addr, code); err != nil {
 		return User{}, err
 	}

@@ -394,13 +394,12 @@ func (vs *Vouchers) restock(ctx context.Context, id, n int64, next, old window) 
 func (vs *Vouchers) reduce(ctx context.Context, id, n int64, next, old window) (int64, error) {
 	stock, err := vs.Sale.Adjust(ctx, id, n, next.begin, next.end)
 	switch {
-	case err == nil:
-	case errors.Is(err, sale.ErrNotWarmed), errors.Is(err, sale.ErrFrozen), errors.Is(err, sale.ErrBucketAway), errors.Is(err, sale.ErrNotEnoughStock):
-		return stock, err // refused: nothing changed
-	default:
-		// Redis may hold the change in part (a bucket whose answer was
-		// lost): MySQL is left as it was, and the check compares them.
+	case errors.Is(err, sale.ErrChangeUnknown):
+		// Redis may hold the change in part: MySQL is left as it was, and
+		// the check compares them.
 		return 0, ErrStoresDisagree.With("Redis did not confirm the change to voucher %d, which it may hold in part; MySQL is unchanged: run `seckillctl reconcile %d`", id, id).Wrap(err)
+	case err != nil:
+		return stock, err
 	}
 	if err := vs.changeMySQL(context.WithoutCancel(ctx), id, n, next); err != nil {
 		if mysqldb.OutcomeUnknown(err) {
