@@ -172,22 +172,49 @@ func (s *Store) layoutToRepair(ctx context.Context, voucherID int64) (Layout, er
 	if _, known := s.layouts.get(voucherID); known {
 		return lay, nil
 	}
+	n, err := s.bucketsRecorded(ctx, voucherID)
+	if err != nil || n == 0 {
+		return lay, err
+	}
+	return LayoutOf(voucherID, n), nil
+}
+
+// bucketsRecorded is the N that bucket 0 of a layout of voucherID's sale
+// in N > 1 buckets records, 0 when none does: one pipelined HGET per N.
+func (s *Store) bucketsRecorded(ctx context.Context, voucherID int64) (int, error) {
 	cmds := make([]*redis.StringCmd, sale.MaxBuckets+1)
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for n := 2; n <= sale.MaxBuckets; n++ {
 			cmds[n] = p.HGet(ctx, BucketKeys(s.prefix, voucherID, n, 0).Voucher, FieldBuckets)
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return Layout{}, fmt.Errorf("layout of voucher %d: its buckets: %w", voucherID, err)
+		return 0, fmt.Errorf("layout of voucher %d: its buckets: %w", voucherID, err)
 	}
 	for n := 2; n <= sale.MaxBuckets; n++ {
 		if got, err := cmds[n].Int(); err == nil && got == n {
-			return LayoutOf(voucherID, n), nil
+			return n, nil
 		}
 	}
-	return lay, nil
+	return 0, nil
+}
+
+// directoryLost looks for the buckets of a sale whose directory is gone
+// (a failover of its master lost the write) and remembers their layout:
+// the buckets sell on until a reconcile rewrites the directory. Every
+// unknown voucher would cost a probe of MaxBuckets-1 reads, which a crowd
+// of made-up ids could turn into a load on Redis: the probes are limited
+// per instance, and past the limit the voucher is unknown.
+func (s *Store) directoryLost(ctx context.Context, voucherID int64) (Layout, bool) {
+	if !s.probes.Allow() {
+		return Layout{}, false
+	}
+	n, err := s.bucketsRecorded(ctx, voucherID)
+	if err != nil || n == 0 {
+		return Layout{}, false
+	}
+	return s.layouts.put(voucherID, n), true
 }
 
 // Totals are a sale's counts added up over its buckets, for audits (the

@@ -81,6 +81,14 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 				continue
 			}
 		}
+		if err == nil && len(res) == 4 && res[0] == outcomeUnknown && n == 1 && !known && turns == 0 {
+			// No directory and no sale in one bucket: the directory may be
+			// the part a failover lost.
+			if found, ok := s.directoryLost(ctx, voucherID); ok {
+				lay, known = found, true
+				continue
+			}
+		}
 		if isOutdatedLayout(err) {
 			// A sale written by an earlier release: the order-writer's check
 			// finds it and reconciles it into today's layout.

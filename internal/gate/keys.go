@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 )
 
 // Store is the flash sale's state in Redis. Every key starts with prefix,
@@ -18,12 +19,17 @@ type Store struct {
 	prefix  string
 	layouts layouts
 	tries   tries
+	probes  *rate.Limiter // of unknown vouchers' buckets (directoryLost)
 }
 
 // NewStore keeps the flash sale under prefix ("" in production).
 func NewStore(rdb redis.UniversalClient, prefix string) *Store {
-	return &Store{rdb: rdb, gate: rdb, prefix: prefix}
+	return &Store{rdb: rdb, gate: rdb, prefix: prefix, probes: rate.NewLimiter(probeRate, probeRate)}
 }
+
+// probeRate is how many unknown vouchers an instance looks for lost
+// directories of, a second.
+const probeRate = 20
 
 // WithAutoPipeline sends the gate's decisions through ap (the client's
 // autopipeliner): concurrent attempts share one write and one read instead
