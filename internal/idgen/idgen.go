@@ -163,13 +163,24 @@ func (g *Generator) lease(ctx context.Context, day string) error {
 		stamp = "1"
 	}
 	var errs []error
-	for i := range Counters {
-		k := (g.first + i) % Counters
+	// Each counter in turn, each for leaseWait; then, all of them slow (a
+	// loaded Redis rather than a stalled master), the first again with
+	// the caller's whole deadline.
+	for i := range Counters + 1 {
+		k, wait := (g.first+i)%Counters, time.Duration(0)
+		if i < Counters {
+			wait = leaseWait
+		}
 		key := counterKey(g.kind, day, k)
-		end, err := lua.IDLease.Run(ctx, g.rdb, []string{key, stampKey(key, k)}, g.block, stamp, LeaseMargin).Int64()
+		end, err := g.leaseFrom(ctx, wait, []string{key, stampKey(key, k)}, stamp)
 		switch {
 		case err != nil:
+			// A lease whose answer did not come may have been made: its
+			// numbers are skipped, never handed out twice.
 			errs = append(errs, fmt.Errorf("counter %d: %w", k, err))
+			if ctx.Err() != nil {
+				return fmt.Errorf("idgen: lease a block of %s ids: %w", g.kind, errors.Join(errs...))
+			}
 			continue
 		case end > 1<<rangeBits:
 			errs = append(errs, fmt.Errorf("counter %d: exhausted for %s", k, day))
@@ -184,6 +195,48 @@ func (g *Generator) lease(ctx context.Context, day string) error {
 	}
 	return fmt.Errorf("idgen: lease a block of %s ids: %w", g.kind, errors.Join(errs...))
 }
+
+// errLeaseSlow is a lease not answered within its wait.
+var errLeaseSlow = errors.New("no answer within the lease's wait: the next counter is asked")
+
+// leaseFrom leases a block from the counter at keys, waiting at most wait
+// for it (0: as long as ctx lets). go-redis does not cut a read short at
+// its context's deadline (its ContextTimeoutEnabled is off: a command
+// waits its read timeout), so the lease runs on its own and is left
+// behind when the wait is over; it ends within the client's timeouts.
+func (g *Generator) leaseFrom(ctx context.Context, wait time.Duration, keys []string, stamp string) (int64, error) {
+	type leased struct {
+		end int64
+		err error
+	}
+	done := make(chan leased, 1)
+	go func() {
+		end, err := lua.IDLease.Run(ctx, g.rdb, keys, g.block, stamp, LeaseMargin).Int64()
+		done <- leased{end, err}
+	}()
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case r := <-done:
+		return r.end, r.err
+	case <-timeout:
+		return 0, errLeaseSlow
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// leaseWait bounds a lease from one counter before the next is asked: far
+// above a lease's round trip, far below what the client spends on a
+// master that does not answer (its read timeout, per try, times its
+// tries: seconds), which Next — holding the generator while it leases —
+// would take from every order of the instance, whatever their sales'
+// masters.
+const leaseWait = 300 * time.Millisecond
 
 // expireYesterday gives yesterday's counters, done counting, an expiry (a
 // day's own have none while they count: see id_lease.lua). Best effort: a

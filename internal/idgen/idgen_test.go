@@ -3,6 +3,7 @@ package idgen_test
 import (
 	"context"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -208,4 +209,62 @@ func TestALeaseGoesOnWhenItsCountersMasterDies(t *testing.T) {
 	if got[first] > 5 {
 		t.Fatalf("ids by counter %v: after counter %d's master died, want them from the others (the leased block aside)", got, first)
 	}
+}
+
+// The master of a generator's counter freezes (SIGSTOP: no answer, no
+// closed connection): the lease leaves it after leaseWait for the next
+// counter, within a deadline shorter than the production client's
+// timeouts and retries, which the generator had spent on it while every
+// order of the instance waited; no id is handed out twice.
+func TestALeaseGoesOnWhenItsCountersMasterFreezes(t *testing.T) {
+	cl := testsupport.MustPrivateCluster(t)
+	kind := cl.Key("order")
+	day := time.Now().UTC().Format("20060102")
+	// The counter whose master keeps the fewest others: on three masters
+	// two counters may share one, and the lease leaves each in turn.
+	on := map[string][]int{}
+	for k := range idgen.Counters {
+		m := cl.MasterOf(t, idgen.CounterKey(kind, day, k))
+		on[m] = append(on[m], k)
+	}
+	first := 0
+	for k := range idgen.Counters {
+		if len(on[cl.MasterOf(t, idgen.CounterKey(kind, day, k))]) < len(on[cl.MasterOf(t, idgen.CounterKey(kind, day, first))]) {
+			first = k
+		}
+	}
+	g := idgen.New(cl.Client, kind, 10).From(first)
+	seen := map[int64]bool{}
+	take := func(n int) (counters map[int64]int) {
+		counters = map[int64]int{}
+		for range n {
+			// Shorter than one try of the client's (its 1 s read timeout)
+			// on a master that does not answer.
+			ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+			id, err := g.Next(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("an id while counter %d's master is frozen: %v", first, err)
+			}
+			if seen[id] {
+				t.Fatalf("id %d handed out twice", id)
+			}
+			seen[id] = true
+			counters[(id&(1<<32-1))>>30]++
+		}
+		return counters
+	}
+	if got := take(15); got[int64(first)] != 15 {
+		t.Fatalf("ids by counter %v, want all of counter %d", got, first)
+	}
+	victim := cl.MasterOf(t, idgen.CounterKey(kind, day, first))
+	proc := cl.Nodes[victim].Process
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+	if got := take(25); got[int64(first)] > 5 {
+		t.Fatalf("ids by counter %v: with counter %d's master frozen, want them from the others (its leased block aside)", got, first)
+	}
+	t.Logf("counters by master %v; counter %d's frozen", on, first)
 }
