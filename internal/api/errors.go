@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/redisconn"
 )
 
 // statusOf is the one mapping from error codes to HTTP statuses. An
@@ -80,6 +81,15 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 		// and nobody to read the answer.
 		return statusClientClosed, Fail("client closed the request")
 	}
+	if redisconn.OutOfMemory(err) {
+		// Redis at its memory limit refused the write, whole: nothing to
+		// undo, and the same request works once memory is freed (the
+		// memory alerts tell the operator; docs/operations.md).
+		s.logger.DebugContext(c.Request().Context(), "request refused: Redis is at its memory limit", "request_id", requestID(c),
+			"path", c.Request().URL.Path, "err", err)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(memoryRetry)))
+		return http.StatusServiceUnavailable, Fail("the service cannot take more right now (its memory is full): try again shortly")
+	}
 	if mysqldb.Unreachable(err) {
 		// A dependency this route needs is down (the monitor logs the
 		// outage once): the request was fine and works again once it is
@@ -96,7 +106,12 @@ func (s *Server) answer(err error, c echo.Context) (int, Result) {
 
 // dependencyRetry is the Retry-After of a request refused while a
 // dependency is down: the monitor's first retries come within a second.
-const dependencyRetry = 2 * time.Second
+// memoryRetry is that of a write Redis refused at its memory limit, which
+// a person or an expiry must free.
+const (
+	dependencyRetry = 2 * time.Second
+	memoryRetry     = 5 * time.Second
+)
 
 // statusClientClosed is nginx's 499, "client closed request": counted in
 // the metrics apart from server faults.

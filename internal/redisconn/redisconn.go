@@ -245,6 +245,11 @@ func Unreachable(err error) bool {
 		redis.IsLoadingError(err) || redis.IsReadOnlyError(err)
 }
 
+// OutOfMemory is a write Redis refused at its memory limit (OOM): with
+// nothing left its policy may evict, it takes no write until memory is
+// freed; nothing of the refused command or script was written.
+func OutOfMemory(err error) bool { return redis.HasErrorPrefix(err, "OOM") }
+
 // KeySlot is the cluster slot of a hash tag's content, as Redis computes
 // it (CRC16/XMODEM mod 16384).
 func KeySlot(tag string) int {

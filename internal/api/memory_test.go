@@ -1,0 +1,59 @@
+package api_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// fillToTheLimit sets r's maxmemory just above what it holds and writes
+// keys that do not expire until Redis refuses a write: nothing left that
+// its policy (volatile-lru, as the stack runs it) may evict.
+func fillToTheLimit(t *testing.T, r *testsupport.Redis) {
+	t.Helper()
+	ctx := context.Background()
+	if err := r.Client.ConfigSet(ctx, "maxmemory", strconv.FormatInt(usedMemory(t, r)+256<<10, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("x", 1024)
+	for i := 0; ; i++ {
+		err := r.Client.Set(ctx, r.Key("filler:"+strconv.Itoa(i)), value, 0).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "OOM") {
+			return
+		}
+		if err != nil || i > 10_000 {
+			t.Fatalf("filling Redis to its limit: %d keys, %v", i, err)
+		}
+	}
+}
+
+// Redis at its memory limit refuses writes (OOM): that is an answer to
+// give, not a fault. A route that must write answers 503 with Retry-After
+// and says why — never 500 — and a logged-in buyer is not logged out by
+// it; reads still work.
+func TestRedisAtItsMemoryLimitIsAnAnswer(t *testing.T) {
+	t.Parallel()
+	priv, _ := testsupport.MustPrivateRedis(t, "--maxmemory-policy", "volatile-lru")
+	a := startAPI(t, map[string]string{"SECKILL_REDIS_ADDR": priv.Addr, "SECKILL_ADMIN_TOKEN": testAdminToken,
+		"SECKILL_RATE_CODE_IP": "off", "SECKILL_RATE_LOGIN_IP": "off"})
+	voucher := a.createVoucher(t, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	token := a.loggedIn(t, randomPhone())
+	fillToTheLimit(t, priv)
+
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/user/code?phone=" + randomPhone()},
+		{"POST", "/voucher-order/seckill/" + voucher},
+	} {
+		res := call(t, c.method, a.URL+c.path, map[string]string{"authorization": token}, nil)
+		if res.Status != 503 || res.Header.Get("Retry-After") == "" || res.Body.Success {
+			t.Errorf("%s %s with Redis at its limit: %d Retry-After %q %s; want 503 with Retry-After", c.method, c.path, res.Status, res.Header.Get("Retry-After"), res.Raw)
+		}
+	}
+	if res := call(t, "GET", a.URL+"/user/me", map[string]string{"authorization": token}, nil); res.Status != 200 || !res.Body.Success {
+		t.Errorf("GET /user/me with Redis at its limit: %d %s; want the buyer still logged in", res.Status, res.Raw)
+	}
+}
