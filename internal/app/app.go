@@ -92,6 +92,7 @@ func newBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (base, e
 	b := base{logger: logger, rdb: rdb, reg: daemon.NewRegistry()}
 	b.monitor = health.NewMonitor(logger, b.reg, health.Options{})
 	c.WatchRedis(b.monitor, b.rdb)
+	daemon.WatchRedisMemory(b.reg, b.rdb)
 	b.closers = []daemon.Step{closer("redis", b.rdb)}
 	return b, nil
 }

@@ -152,14 +152,14 @@ func checkSeeds(ctx context.Context, c Config) (warnings []string, err error) {
 		}
 		answered++
 		switch {
-		case field(info, "cluster_state") == "ok":
+		case InfoField(info, "cluster_state") == "ok":
 			ok++
-		case field(info, "cluster_slots_assigned") == "0":
+		case InfoField(info, "cluster_slots_assigned") == "0":
 			empty++
 			warnings = append(warnings, fmt.Sprintf("SECKILL_REDIS_CLUSTER: seed %s has no slot assigned", addr))
 		default:
 			warnings = append(warnings, fmt.Sprintf("SECKILL_REDIS_CLUSTER: seed %s says cluster_state:%s (slots assigned %s, ok %s, failing %s)",
-				addr, field(info, "cluster_state"), field(info, "cluster_slots_assigned"), field(info, "cluster_slots_ok"), field(info, "cluster_slots_fail")))
+				addr, InfoField(info, "cluster_state"), InfoField(info, "cluster_slots_assigned"), InfoField(info, "cluster_slots_ok"), InfoField(info, "cluster_slots_fail")))
 		}
 	}
 	switch {
@@ -194,10 +194,10 @@ func Serving(ctx context.Context, rdb redis.UniversalClient) error {
 		switch {
 		case err != nil:
 			said = append(said, m.Options().Addr+": "+err.Error())
-		case field(info, "cluster_state") == "ok":
+		case InfoField(info, "cluster_state") == "ok":
 			serving++
 		default:
-			said = append(said, m.Options().Addr+": cluster_state:"+field(info, "cluster_state"))
+			said = append(said, m.Options().Addr+": cluster_state:"+InfoField(info, "cluster_state"))
 		}
 		return nil
 	})
@@ -221,7 +221,7 @@ func CheckNode(ctx context.Context, rdb redis.UniversalClient) error {
 	if err != nil {
 		return nil
 	}
-	if field(info, "cluster_enabled") == "1" {
+	if InfoField(info, "cluster_enabled") == "1" {
 		return fmt.Errorf("SECKILL_REDIS_ADDR: %s is a Redis Cluster node: set SECKILL_REDIS_CLUSTER to the cluster's seeds instead", node.Options().Addr)
 	}
 	return nil
@@ -271,8 +271,9 @@ func TagIn(prefix string, i, n int) string {
 	}
 }
 
-// field is the value of name in an INFO-style "name:value" text.
-func field(info, name string) string {
+// InfoField is the value of name in an INFO-style "name:value" text, ""
+// when it has none.
+func InfoField(info, name string) string {
 	for line := range strings.Lines(info) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
 			return v
@@ -355,7 +356,7 @@ func ReplicationID(ctx context.Context, node *redis.Client) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("redis replication id of %s: %w", node.Options().Addr, err)
 	}
-	if id := field(info, "master_replid"); id != "" {
+	if id := InfoField(info, "master_replid"); id != "" {
 		return id, nil
 	}
 	return "", fmt.Errorf("redis replication id of %s: INFO replication has no master_replid", node.Options().Addr)
