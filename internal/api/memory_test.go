@@ -16,7 +16,7 @@ import (
 func fillToTheLimit(t *testing.T, r *testsupport.Redis) {
 	t.Helper()
 	ctx := context.Background()
-	if err := r.Client.ConfigSet(ctx, "maxmemory", strconv.FormatInt(usedMemory(t, r)+256<<10, 10)).Err(); err != nil {
+	if err := r.Client.ConfigSet(ctx, "maxmemory", strconv.FormatInt(testsupport.UsedMemory(t, r.Client)+256<<10, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	value := strings.Repeat("x", 1024)

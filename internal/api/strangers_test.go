@@ -1,12 +1,9 @@
 package api_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,26 +11,6 @@ import (
 
 	"github.com/seckill/seckill/internal/testsupport"
 )
-
-// usedMemory is Redis's used_memory, in bytes.
-func usedMemory(t *testing.T, r *testsupport.Redis) int64 {
-	t.Helper()
-	info, err := r.Client.Info(context.Background(), "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("no used_memory in INFO memory")
-	return 0
-}
 
 // Requests for random unknown shop ids, from strangers who need no login,
 // must not fill the Redis that holds the sale: what Redis holds must not
@@ -92,11 +69,11 @@ func TestUnknownShopsCannotFillRedis(t *testing.T) {
 	if found.Load() != stock {
 		t.Fatalf("the sale beside the strangers sold %d of %d units", found.Load(), stock)
 	}
-	before := usedMemory(t, priv)
+	before := testsupport.UsedMemory(t, priv.Client)
 	var second sync.WaitGroup
 	strangers(&second, secondWave)
 	second.Wait()
-	grown := usedMemory(t, priv) - before
+	grown := testsupport.UsedMemory(t, priv.Client) - before
 	t.Logf("Redis grew by %d bytes (%.1f per id) for %d more unknown shop ids; %d requests not answered 200",
 		grown, float64(grown)/secondWave, secondWave, failed.Load())
 	if grown >= secondWave*bytesPerID {

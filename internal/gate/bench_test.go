@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testsupport"
 )
 
 // The gate from Go, as the API calls it: many buyers at once (32 per
@@ -107,4 +110,46 @@ func redisCPU(tb testing.TB, c *redis.Client) time.Duration {
 		}
 	}
 	return time.Duration(total * float64(time.Second))
+}
+
+// The Redis bytes an accepted order holds, for sizing a sale's Redis: once
+// the gate took it (its buyer, its reservation pending for the writer) and
+// once the writer settled it (the reservation gone, the settled record
+// kept for order-status lookups until the sale's keep ends). On a Redis of
+// its own, so that only these keys count; used_memory includes the
+// allocator's rounding, as maxmemory does.
+func BenchmarkRedisBytesPerOrder(b *testing.B) {
+	r, _ := testsupport.MustPrivateRedis(b)
+	store := gate.NewStore(r.Client, r.Prefix)
+	ctx := context.Background()
+	const voucher = 1
+	if err := store.Warm(ctx, voucher, int64(b.N), time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		b.Fatal(err)
+	}
+	before := testsupport.UsedMemory(b, r.Client)
+	events := make([]order.Event, 0, b.N)
+	for i := range b.N {
+		d, err := store.Try(ctx, voucher, int64(1+i), 1<<41+int64(i))
+		if err != nil || d.Err != nil {
+			b.Fatalf("order %d: %v %v", i, d.Err, err)
+		}
+		events = append(events, order.Event{OrderID: 1<<41 + int64(i), UserID: int64(1 + i), VoucherID: voucher, AcceptedAt: d.AcceptedAt.UnixMilli()})
+	}
+	pending := testsupport.UsedMemory(b, r.Client) - before
+	// Settled as the writer settles them, a batch at a time.
+	for batch := range slices.Chunk(events, 1000) {
+		settled := make([]order.Status, len(batch))
+		for i, e := range batch {
+			settled[i] = order.Status{ID: e.OrderID, UserID: e.UserID, VoucherID: e.VoucherID, Status: order.StatusConfirmed, CreateTime: time.UnixMilli(e.AcceptedAt)}
+		}
+		if err := store.RecordSettled(ctx, settled); err != nil {
+			b.Fatal(err)
+		}
+		if err := store.Confirm(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settled := testsupport.UsedMemory(b, r.Client) - before
+	b.ReportMetric(float64(pending)/float64(b.N), "bytes/pending-order")
+	b.ReportMetric(float64(settled)/float64(b.N), "bytes/settled-order")
 }

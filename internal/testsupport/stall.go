@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,4 +134,19 @@ func StallRedis(tb testing.TB, addr string, d time.Duration) <-chan struct{} {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return done
+}
+
+// UsedMemory is what the Redis of client uses (INFO used_memory), the
+// figure its maxmemory is compared with.
+func UsedMemory(tb testing.TB, client redis.Cmdable) int64 {
+	tb.Helper()
+	info, err := client.Info(context.Background(), "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n, err := strconv.ParseInt(redisconn.InfoField(info, "used_memory"), 10, 64)
+	if err != nil {
+		tb.Fatalf("used_memory: %v", err)
+	}
+	return n
 }
