@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -22,7 +23,7 @@ func fillToTheLimit(t *testing.T, r *testsupport.Redis) {
 	value := strings.Repeat("x", 1024)
 	for i := 0; ; i++ {
 		err := r.Client.Set(ctx, r.Key("filler:"+strconv.Itoa(i)), value, 0).Err()
-		if err != nil && strings.HasPrefix(err.Error(), "OOM") {
+		if redisconn.OutOfMemory(err) {
 			return
 		}
 		if err != nil || i > 10_000 {
@@ -33,7 +34,8 @@ func fillToTheLimit(t *testing.T, r *testsupport.Redis) {
 
 // Redis at its memory limit refuses writes (OOM): that is an answer to
 // give, not a fault. A route that must write answers 503 with Retry-After
-// and says why, never 500. The admin listener's metrics show the master's
+// and says why, not 500 (POST /user/code; the order route answered 503
+// already, its refusal wrapped as an order not taken). The admin listener's metrics show the master's
 // memory against its limit and the keys it evicted on the way there (the
 // buyer's session had an expiry, so it was among those the policy could
 // evict).

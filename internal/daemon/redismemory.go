@@ -40,38 +40,54 @@ func (m *redisMemory) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.evicted
 }
 
-// Collect reads each master within a scrape's patience; a master that
-// does not answer is left out of this scrape (seckill_dependency_up says
-// why).
+// Collect reads each master (INFO memory and stats, one call) and waits
+// for the answers at most collectWait: a frozen master would otherwise hold
+// the scrape for the client's timeouts and retries (go-redis does not cut
+// a read short at its context's deadline). A master not answered in time
+// is left out of this scrape; seckill_dependency_up says why.
 func (m *redisMemory) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), collectWait)
 	defer cancel()
 	var mu sync.Mutex
-	_ = redisconn.EachMaster(ctx, m.rdb, func(ctx context.Context, master *redis.Client) error {
-		mem, err := master.Info(ctx, "memory").Result()
-		if err != nil {
-			return err
-		}
-		stats, err := master.Info(ctx, "stats").Result()
-		if err != nil {
-			return err
-		}
-		addr := master.Options().Addr
-		mu.Lock()
-		defer mu.Unlock()
-		for _, v := range []struct {
-			desc  *prometheus.Desc
-			kind  prometheus.ValueType
-			value string
-		}{
-			{m.used, prometheus.GaugeValue, redisconn.InfoField(mem, "used_memory")},
-			{m.limit, prometheus.GaugeValue, redisconn.InfoField(mem, "maxmemory")},
-			{m.evicted, prometheus.CounterValue, redisconn.InfoField(stats, "evicted_keys")},
-		} {
-			if n, err := strconv.ParseFloat(v.value, 64); err == nil {
-				ch <- prometheus.MustNewConstMetric(v.desc, v.kind, n, addr)
+	var metrics []prometheus.Metric
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = redisconn.EachMaster(ctx, m.rdb, func(ctx context.Context, master *redis.Client) error {
+			info, err := master.Info(ctx, "memory", "stats").Result()
+			if err != nil {
+				return err
 			}
-		}
-		return nil
-	})
+			addr := master.Options().Addr
+			mu.Lock()
+			defer mu.Unlock()
+			for _, v := range []struct {
+				desc  *prometheus.Desc
+				kind  prometheus.ValueType
+				field string
+			}{
+				{m.used, prometheus.GaugeValue, "used_memory"},
+				{m.limit, prometheus.GaugeValue, "maxmemory"},
+				{m.evicted, prometheus.CounterValue, "evicted_keys"},
+			} {
+				if n, err := strconv.ParseFloat(redisconn.InfoField(info, v.field), 64); err == nil {
+					metrics = append(metrics, prometheus.MustNewConstMetric(v.desc, v.kind, n, addr))
+				}
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, metric := range metrics {
+		ch <- metric
+	}
+	metrics = nil // a master answering late adds to nothing sent
 }
+
+// collectWait bounds a scrape's wait for the masters' INFO.
+const collectWait = 2 * time.Second

@@ -129,11 +129,14 @@ func BenchmarkRedisBytesPerOrder(b *testing.B) {
 	before := testsupport.UsedMemory(b, r.Client)
 	events := make([]order.Event, 0, b.N)
 	for i := range b.N {
-		d, err := store.Try(ctx, voucher, int64(1+i), 1<<41+int64(i))
+		// Ids of today's size (idgen: seconds since 2026 over a 32-bit
+		// sequence, 17 digits), users of a site of millions.
+		id, uid := int64(30_000_000)<<32+int64(i), int64(5_000_000+i)
+		d, err := store.Try(ctx, voucher, uid, id)
 		if err != nil || d.Err != nil {
 			b.Fatalf("order %d: %v %v", i, d.Err, err)
 		}
-		events = append(events, order.Event{OrderID: 1<<41 + int64(i), UserID: int64(1 + i), VoucherID: voucher, AcceptedAt: d.AcceptedAt.UnixMilli()})
+		events = append(events, order.Event{OrderID: id, UserID: uid, VoucherID: voucher, AcceptedAt: d.AcceptedAt.UnixMilli()})
 	}
 	pending := testsupport.UsedMemory(b, r.Client) - before
 	// Settled as the writer settles them, a batch at a time.

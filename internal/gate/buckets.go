@@ -153,6 +153,9 @@ func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
 			return Layout{}, fmt.Errorf("layout of voucher %d: %d buckets", voucherID, n)
 		}
 	case v[1] == nil:
+		if l, ok := s.directoryLost(ctx, voucherID); ok {
+			return l, nil
+		}
 		// No sale: not remembered, as one warmed later may have buckets.
 		return LayoutOf(voucherID, 1), nil
 	}
@@ -172,49 +175,76 @@ func (s *Store) layoutToRepair(ctx context.Context, voucherID int64) (Layout, er
 	if _, known := s.layouts.get(voucherID); known {
 		return lay, nil
 	}
-	n, err := s.bucketsRecorded(ctx, voucherID)
-	if err != nil || n == 0 {
+	live, retired, err := s.bucketsRecorded(ctx, voucherID)
+	switch {
+	case err != nil:
 		return lay, err
+	case len(live) > 0:
+		return LayoutOf(voucherID, live[0]), nil
+	case len(retired) > 0:
+		return LayoutOf(voucherID, retired[0]), nil
 	}
-	return LayoutOf(voucherID, n), nil
+	return lay, nil
 }
 
-// bucketsRecorded is the N that bucket 0 of a layout of voucherID's sale
-// in N > 1 buckets records, 0 when none does: one pipelined HGET per N.
-func (s *Store) bucketsRecorded(ctx context.Context, voucherID int64) (int, error) {
-	cmds := make([]*redis.StringCmd, sale.MaxBuckets+1)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+// bucketsRecorded are the Ns, from 2 up, whose bucket 0 of a layout of
+// voucherID's sale in N buckets records N: live (no expiry) and retired
+// (an ended sale's keys, waiting for their keep's expiry) apart. A sale
+// made anew under the same id in another N leaves the old buckets beside
+// the new until then.
+func (s *Store) bucketsRecorded(ctx context.Context, voucherID int64) (live, retired []int, err error) {
+	type probe struct {
+		n   *redis.StringCmd
+		ttl *redis.DurationCmd
+	}
+	probes := make([]probe, sale.MaxBuckets+1)
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for n := 2; n <= sale.MaxBuckets; n++ {
-			cmds[n] = p.HGet(ctx, BucketKeys(s.prefix, voucherID, n, 0).Voucher, FieldBuckets)
+			k := BucketKeys(s.prefix, voucherID, n, 0).Voucher
+			probes[n] = probe{p.HGet(ctx, k, FieldBuckets), p.PTTL(ctx, k)}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("layout of voucher %d: its buckets: %w", voucherID, err)
+		return nil, nil, fmt.Errorf("layout of voucher %d: its buckets: %w", voucherID, err)
 	}
 	for n := 2; n <= sale.MaxBuckets; n++ {
-		if got, err := cmds[n].Int(); err == nil && got == n {
-			return n, nil
+		if got, err := probes[n].n.Int(); err != nil || got != n {
+			continue
+		}
+		if probes[n].ttl.Val() > 0 {
+			retired = append(retired, n)
+		} else {
+			live = append(live, n)
 		}
 	}
-	return 0, nil
+	return live, retired, nil
 }
 
 // directoryLost looks for the buckets of a sale whose directory is gone
 // (a failover of its master lost the write) and remembers their layout:
-// the buckets sell on until a reconcile rewrites the directory. Every
-// unknown voucher would cost a probe of MaxBuckets-1 reads, which a crowd
-// of made-up ids could turn into a load on Redis: the probes are limited
-// per instance, and past the limit the voucher is unknown.
+// the buckets sell on until a reconcile rewrites the directory. Only one
+// live layout is taken: beside a sale made anew, or none, the voucher
+// stays unknown until the reconcile. Every unknown voucher would cost a
+// probe of MaxBuckets-1 keys, which a crowd of made-up ids could turn into
+// a load on Redis: the probes are limited per instance, and concurrent
+// ones of a voucher share one.
 func (s *Store) directoryLost(ctx context.Context, voucherID int64) (Layout, bool) {
-	if !s.probes.Allow() {
-		return Layout{}, false
-	}
-	n, err := s.bucketsRecorded(ctx, voucherID)
-	if err != nil || n == 0 {
-		return Layout{}, false
-	}
-	return s.layouts.put(voucherID, n), true
+	v, _, _ := s.probing.Do(strconv.FormatInt(voucherID, 10), func() (any, error) {
+		if l, ok := s.layouts.get(voucherID); ok {
+			return l, nil
+		}
+		if !s.probes.Allow() {
+			return nil, nil
+		}
+		live, _, err := s.bucketsRecorded(ctx, voucherID)
+		if err != nil || len(live) != 1 {
+			return nil, nil
+		}
+		return s.layouts.put(voucherID, live[0]), nil
+	})
+	l, ok := v.(Layout)
+	return l, ok
 }
 
 // Totals are a sale's counts added up over its buckets, for audits (the

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 )
 
@@ -20,6 +21,7 @@ type Store struct {
 	layouts layouts
 	tries   tries
 	probes  *rate.Limiter // of unknown vouchers' buckets (directoryLost)
+	probing singleflight.Group
 }
 
 // NewStore keeps the flash sale under prefix ("" in production).

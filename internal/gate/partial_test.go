@@ -473,17 +473,31 @@ func TestUnfreezeLeavesASuspectBucketOutOfTheGenerationCheck(t *testing.T) {
 // The directory of a sale in buckets is lost (its master failed over
 // before the write reached the replica) while the buckets are intact: an
 // instance that does not remember the layout (a new one, or one whose
-// memory of it expired) finds the buckets and sells on, rather than
-// telling every buyer "no such voucher" until a reconcile rewrites the
-// directory. A voucher that has no sale at all is still unknown.
+// memory of it expired) finds the buckets — by the window the order route
+// reads first, and by the gate — and sells on, rather than telling every
+// buyer "no such voucher" until a reconcile rewrites the directory. The
+// buckets of an earlier sale under the same id (retired: an expiry) are
+// not taken for it; two live layouts are not guessed between; a voucher
+// with no sale is still unknown.
 func TestALostDirectoryDoesNotStopTheSale(t *testing.T) {
 	const n = 3
 	r, _, voucher := hotSale(t, 30, n)
 	ctx := context.Background()
+	// An earlier sale of the voucher in more buckets, ended and retired:
+	// an N whose bucket 0 is not the live sale's (a bucket's tag may not
+	// depend on N, and a warm of the new sale then replaced the old one).
+	m := n + 1
+	for gate.BucketKeys(r.Prefix, voucher, m, 0).Voucher == gate.BucketKeys(r.Prefix, voucher, n, 0).Voucher {
+		m++
+	}
+	old := earlierSale(t, r, voucher, m)
 	if err := r.Client.Del(ctx, gate.KeysFor(r.Prefix, voucher).Voucher).Err(); err != nil {
 		t.Fatal(err)
 	}
 	fresh := gate.NewStore(r.Client, r.Prefix)
+	if _, end, err := fresh.Window(ctx, voucher); err != nil || end.Before(time.Now()) {
+		t.Fatalf("the window of a sale whose directory is lost: ends %v, %v; want the live sale's", end, err)
+	}
 	for i, u := range homedIn(n, 1, 3) {
 		if d, err := fresh.Try(ctx, voucher, u, 100+int64(i)); err != nil || d.Err != nil {
 			t.Fatalf("buyer %d of a sale whose directory is lost: %+v %v, want accepted", u, d, err)
@@ -492,4 +506,28 @@ func TestALostDirectoryDoesNotStopTheSale(t *testing.T) {
 	if d, err := fresh.Try(ctx, voucher+1, 7, 200); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
 		t.Fatalf("a voucher with no sale: %+v %v, want unknown", d, err)
 	}
+	// The earlier sale's buckets live (no expiry): two layouts, none taken.
+	if err := r.Client.Persist(ctx, old).Err(); err != nil {
+		t.Fatal(err)
+	}
+	again := gate.NewStore(r.Client, r.Prefix)
+	if d, err := again.Try(ctx, voucher, homedIn(n, 2, 1)[0], 300); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
+		t.Fatalf("a lost directory beside two live layouts: %+v %v, want unknown until a reconcile", d, err)
+	}
+}
+
+// earlierSale writes bucket 0 of an earlier sale of voucher in
+// n buckets, ended and retired (its keys' expiry set), and returns its key.
+func earlierSale(t *testing.T, r *testsupport.Redis, voucher int64, n int) string {
+	t.Helper()
+	k := gate.BucketKeys(r.Prefix, voucher, n, 0).Voucher
+	ctx := context.Background()
+	ended := time.Now().Add(-time.Hour).UnixMilli()
+	if err := r.Client.HSet(ctx, k, gate.FieldStock, 0, gate.FieldBuckets, n, gate.FieldBegin, ended-1000, gate.FieldEnd, ended).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client.PExpire(ctx, k, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -214,8 +214,8 @@ func TestALeaseGoesOnWhenItsCountersMasterDies(t *testing.T) {
 // The master of a generator's counter freezes (SIGSTOP: no answer, no
 // closed connection): the lease leaves it after leaseWait for the next
 // counter, within a deadline shorter than the production client's
-// timeouts and retries, which the generator had spent on it while every
-// order of the instance waited; no id is handed out twice.
+// timeouts and retries, since every order of the instance waits for the
+// lease; no id is handed out twice.
 func TestALeaseGoesOnWhenItsCountersMasterFreezes(t *testing.T) {
 	cl := testsupport.MustPrivateCluster(t)
 	kind := cl.Key("order")
