@@ -42,7 +42,7 @@ REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedi
 # own (the same in both passes), and whole-stack tests whose subject is
 # not Redis (a browser's flow, the images), whose Redis calls the other
 # tests make on the cluster.
-CLUSTER_SKIP = ^(TestBrowserThroughTheCoursesNginx|TestACrowdOnAStalledBucketIsDecidedOnce|TestALeaseGoesOnWhenItsCountersMasterDies|TestALeaseGoesOnWhenItsCountersMasterFreezes|TestBrowserSolvesTheChallengeAndBuys|TestProgramsRunFromTheirImages|TestUnknownShopsCannotFillRedis|TestAMasterKilledFailsNoCallOnTheOthers|TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls|TestOpenWaitsOutWhatMayPass|TestGatePausesASaleBuiltUnderAnotherReplicationID)$$
+CLUSTER_SKIP = ^(TestBrowserThroughTheCoursesNginx|TestAPIWithoutMySQLIsReadyAndDegraded|TestProgramsWaitForAClusterNoSeedAnswers|TestRedisAtItsMemoryLimitIsAnAnswer|TestRevocationsAreReadOnceRedisAnswers|TestFreshGivesAFailoverGraceAndAStuckFollowerNone|TestUnreachableTellsAFailoverFromARefusal|TestACrowdOnAStalledBucketIsDecidedOnce|TestALeaseGoesOnWhenItsCountersMasterDies|TestALeaseGoesOnWhenItsCountersMasterFreezes|TestBrowserSolvesTheChallengeAndBuys|TestProgramsRunFromTheirImages|TestUnknownShopsCannotFillRedis|TestAMasterKilledFailsNoCallOnTheOthers|TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls|TestOpenWaitsOutWhatMayPass|TestGatePausesASaleBuiltUnderAnotherReplicationID)$$
 BENCH_REDIS_PACKAGES = $(shell cd $(BENCH_MODULE) && grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # make run SECKILL_REDIS_TOPOLOGY=cluster: the programs on the Redis Cluster.
 ifeq ($(SECKILL_REDIS_TOPOLOGY),cluster)

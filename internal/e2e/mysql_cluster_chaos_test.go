@@ -327,8 +327,9 @@ func TestChaosMySQLClusterLosesQuorum(t *testing.T) {
 }
 
 // On the MariaDB cluster, through its HAProxy: each program becomes ready;
-// with a wrong password it stays up, unready, and its readiness says
-// access was denied, to which dependency, at which address. (With the
+// with a wrong password it stays up — the daemons unready, the api ready
+// and degraded — and its admin readiness says access was denied, to which
+// dependency, at which address. (With the
 // failure tests: like them, it needs the stack's cluster.)
 func TestChaosProgramsOnTheMySQLCluster(t *testing.T) {
 	t.Parallel()
@@ -370,9 +371,15 @@ func TestChaosProgramsOnTheMySQLCluster(t *testing.T) {
 					}
 					return
 				}
+				// The daemons cannot work without it: not ready. The api sells
+				// without MySQL: ready, degraded. The admin listener says why.
+				code, required := 503, "true"
+				if p.listenVar != "SECKILL_ADMIN_ADDR" {
+					code, required = 200, "false"
+				}
 				testsupport.Wait(t, 30*time.Second, "readiness saying access was denied", func() bool {
-					code, b := testsupport.Get(context.Background(), "http://"+addr+"/readyz")
-					return code == 503 && strings.Contains(b, `{"name":"`+dep+`","addr":"`+s.mysql.Addr+`","up":false,"error":"`) &&
+					got, b := testsupport.Get(context.Background(), "http://"+admin+"/readyz")
+					return got == code && strings.Contains(b, `{"name":"`+dep+`","addr":"`+s.mysql.Addr+`","up":false,"required":`+required+`,"error":"`) &&
 						strings.Contains(b, "Access denied")
 				})
 				if proc.Exited() {
