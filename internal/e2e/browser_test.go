@@ -293,9 +293,10 @@ func (s *sale) logInOnPage(t *testing.T, ctx context.Context, page, phone string
 // order to be phone's in MySQL.
 func (s *sale) orderLands(t *testing.T, ctx context.Context, voucher int64, phone string) {
 	t.Helper()
-	m := orderLine.FindStringSubmatch(pageSays(t, ctx, "order "))
+	line := pageSays(t, ctx, "order ")
+	m := orderLine.FindStringSubmatch(line)
 	if m == nil {
-		t.Fatalf("buying: the page shows no order id")
+		t.Fatalf("buying: the page shows %q, no order id", line)
 	}
 	testsupport.Wait(t, 30*time.Second, "the order in MySQL", func() bool {
 		var n int
