@@ -64,7 +64,7 @@ func (m *API) Run(ctx context.Context) error {
 	}
 
 	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
-	var hot *redis.AutoPipeliner
+	var hot *redisconn.Pipeliner
 	if c.AutoPipeline {
 		// Closed with the client.
 		if hot, err = redisconn.AutoPipeliner(b.rdb); err != nil {
@@ -152,7 +152,7 @@ func (m *API) Run(ctx context.Context) error {
 // sessions builds the configured session mode: redis token sessions (with
 // the instance's session cache), or jwt tokens and the revocation feed,
 // read whole by its worker before the first token is checked.
-func (m *API) sessions(rdb redis.UniversalClient, keys user.Keys, db *sql.DB, hot *redis.AutoPipeliner, monitor *health.Monitor) (
+func (m *API) sessions(rdb redis.UniversalClient, keys user.Keys, db *sql.DB, hot *redisconn.Pipeliner, monitor *health.Monitor) (
 	api.SessionStore, api.Refresher, []jwtauth.JWK, []daemon.Worker, error) {
 	c := m.cfg
 	if c.Sessions.Mode == config.SessionsJWT {

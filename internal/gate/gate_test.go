@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/lua"
 )
@@ -31,7 +32,7 @@ var clients = []struct {
 		return gate.NewStore(rdb, prefix)
 	}},
 	{"AutoPipelined", func(tb testing.TB, rdb redis.UniversalClient, prefix string) *gate.Store {
-		ap, err := rdb.AsyncAutoPipeline()
+		ap, err := redisconn.AutoPipeliner(rdb)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
+
+	"github.com/seckill/seckill/internal/redisconn"
 )
 
 // Store is the flash sale's state in Redis. Every key starts with prefix,
@@ -37,7 +39,7 @@ const probeRate = 20
 // autopipeliner): concurrent attempts share one write and one read instead
 // of a round trip each, the cost that bounds both the API and Redis under
 // a crowd.
-func (s *Store) WithAutoPipeline(ap *redis.AutoPipeliner) *Store {
+func (s *Store) WithAutoPipeline(ap *redisconn.Pipeliner) *Store {
 	s.gate = ap
 	return s
 }

@@ -51,13 +51,66 @@ const (
 	// than this. go-redis's default is 60 s (redis/go-redis#3979): a
 	// failover Redis finishes in about 3 s would leave the promoted
 	// replica's slots unserved for up to a minute, the client dialling the
-	// dead master. A MOVED reply reloads at once; a dead master answers
-	// nothing, so this interval is what follows a failover: within a second
-	// of the promotion.
-	stateReload = time.Second
+	// dead master. A MOVED reply reloads at once; a dead or frozen master
+	// answers nothing, so this interval is what follows a failover: half a
+	// second after the promotion, at most a second with the reload.
+	stateReload = 500 * time.Millisecond
 	// checkTimeout bounds the start-up checks of a cluster's seeds.
 	checkTimeout = 3 * time.Second
 )
+
+// slotsWait bounds a node's answer to the cluster client's reload of the
+// slot map (CLUSTER SLOTS): go-redis asks one node at a time, in random
+// order, through the node's command client, so a frozen node asked first
+// held the reload for that client's timeouts and retries (2.5 s measured)
+// while the promoted replica's slots waited for it
+// (TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion). A node slower
+// than this counts as no answer, and the reload asks the next.
+const slotsWait = 300 * time.Millisecond
+
+// newNodeClient is the cluster client's node client, its CLUSTER SLOTS
+// bounded by slotsWait.
+func newNodeClient(opt *redis.Options) *redis.Client {
+	c := redis.NewClient(opt)
+	c.AddHook(slotsBound{})
+	return c
+}
+
+type slotsBound struct{}
+
+func (slotsBound) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (slotsBound) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (slotsBound) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		slots, ok := cmd.(*redis.ClusterSlotsCmd)
+		if !ok {
+			return next(ctx, cmd)
+		}
+		// The command asked goes on in the background when the wait ends:
+		// it is one of its own, so that nothing writes to cmd after.
+		asked := redis.NewClusterSlotsCmd(ctx, "cluster", "slots")
+		done := make(chan error, 1)
+		go func() { done <- next(ctx, asked) }()
+		t := time.NewTimer(slotsWait)
+		defer t.Stop()
+		select {
+		case err := <-done:
+			// The error of a call that got no reply is returned, not set.
+			if err == nil {
+				err = asked.Err()
+			}
+			slots.SetVal(asked.Val())
+			slots.SetErr(err)
+		case <-t.C:
+			slots.SetErr(fmt.Errorf("cluster slots: no answer within %v", slotsWait))
+		}
+		return slots.Err()
+	}
+}
 
 // Validate tells a configuration that names no topology, or both.
 func (c Config) Validate() error {
@@ -84,7 +137,7 @@ func New(c Config) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	if len(c.Cluster) > 0 {
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: c.Cluster, Password: c.Password,
+			Addrs: c.Cluster, Password: c.Password, NewClient: newNodeClient,
 			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
 			MaxRetries: maxRetries, DialerRetries: dialRetries, ClusterStateReloadInterval: stateReload,
 		})
@@ -282,27 +335,171 @@ func InfoField(info, name string) string {
 	return ""
 }
 
-// AutoPipeliner is the asynchronous autopipeliner of the client:
-// concurrent calls share one write and one read. On a cluster it is
-// go-redis's full-duplex one, which keeps a pipeline of its own to each
-// master and sends each command down the pipeline of the master that owns
-// its slot (following MOVED and ASK through the cluster client). A master
+// ErrMoved is a call abandoned because its slot's master changed while
+// it waited: a frozen master's replica was promoted, and the call still
+// sits in the frozen master's pipeline. Its outcome is unknown (the frozen
+// master may run it when it wakes, before it learns it was demoted, and
+// then lose it to its replica's history); a call sent now reaches the new
+// master.
+var ErrMoved = errors.New("redis: the key's slot moved to another master while the call waited for a reply")
+
+// stallCheck is how often a call waiting on an autopipeliner looks whether
+// its slot's master changed: the promotion is followed this much later at
+// most, after the client has learnt it (stateReload). Only a call waiting
+// for stalledAfter is abandoned: while a failover is under way the
+// client's slot map may briefly lack the failed master's slots, and
+// go-redis then names a random node as their master (slotMasterNode),
+// which abandoned calls that healthy masters were about to answer
+// (TestAMasterKilledFailsNoCallOnTheOthers); a master answers in
+// milliseconds.
+const (
+	stallCheck   = 100 * time.Millisecond
+	stalledAfter = 300 * time.Millisecond
+)
+
+// Pipeliner is the client's asynchronous autopipeliner: concurrent calls
+// share one write and one read. On a cluster it is go-redis's full-duplex
+// one, which keeps a pipeline of its own to each master and sends each
+// command down the pipeline of the master that owns its slot when it is
+// sent (following MOVED and ASK through the cluster client). A master
 // frozen past the node timeout so holds only the calls for its own slots:
 // the half-duplex cluster autopipeliner, which sent each batch to every
 // master it touched and answered it when all had, held every call of the
 // api, the sales of the healthy masters included, until the failover
 // ended (5.2 s measured, TestChaosClusterMasterFrozen).
-func AutoPipeliner(rdb redis.UniversalClient) (*redis.AutoPipeliner, error) {
+//
+// go-redis waits for an autopipelined reply whatever the call's context
+// says, and the frozen master's pipeline retries its connection until it
+// wakes: its calls waited out the whole freeze, the promotion seconds
+// before notwithstanding (TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion).
+// Every wait here therefore ends with the reply, the caller's context, or
+// the client learning that the slot has another master (ErrMoved).
+type Pipeliner struct {
+	ap      *redis.AutoPipeliner
+	cluster *redis.ClusterClient // nil on one node: its slots never move
+	scripts redis.Scripter       // SCRIPT EXISTS and LOAD: not sent through ap
+}
+
+// AutoPipeliner is the autopipeliner of rdb (closed with it).
+func AutoPipeliner(rdb redis.UniversalClient) (*Pipeliner, error) {
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
 		opts := redis.DefaultAutoPipelineOptions()
 		opts.FullDuplex = true
-		return c.AsyncAutoPipelineWithOptions(opts)
+		ap, err := c.AsyncAutoPipelineWithOptions(opts)
+		if err != nil {
+			return nil, err
+		}
+		return &Pipeliner{ap: ap, cluster: c, scripts: c}, nil
 	case *redis.Client:
-		return c.AsyncAutoPipeline()
+		ap, err := c.AsyncAutoPipeline()
+		if err != nil {
+			return nil, err
+		}
+		return &Pipeliner{ap: ap, scripts: c}, nil
 	default:
 		return nil, fmt.Errorf("redisconn: %T is neither a node's nor a cluster's client", rdb)
 	}
+}
+
+// Do sends cmds, every one on key's slot, and waits for their replies: the
+// first error among them, or why the wait ended first (the context's
+// error, ErrMoved), and then the commands must not be read.
+func (p *Pipeliner) Do(ctx context.Context, key string, cmds ...redis.Cmder) error {
+	var sentTo *redis.Client
+	if p.cluster != nil {
+		// Before the send: the master the client routes it to.
+		sentTo, _ = p.cluster.MasterForKey(ctx, key)
+	}
+	futures := make([]redis.AutoFuture, len(cmds))
+	for i, cmd := range cmds {
+		futures[i] = p.ap.Submit(ctx, cmd)
+	}
+	var first error
+	for _, f := range futures {
+		err := p.await(ctx, f, key, sentTo)
+		if errors.Is(err, ErrMoved) || (err != nil && err == ctx.Err()) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (p *Pipeliner) await(ctx context.Context, f redis.AutoFuture, key string, sentTo *redis.Client) error {
+	if p.cluster == nil || sentTo == nil {
+		return f.WaitContext(ctx)
+	}
+	sent := time.Now()
+	for {
+		wait, cancel := context.WithTimeout(ctx, stallCheck)
+		err := f.WaitContext(wait)
+		ended := err != nil && err == wait.Err()
+		cancel()
+		if !ended {
+			return err // the reply
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Since(sent) < stalledAfter {
+			continue
+		}
+		if now, err := p.cluster.MasterForKey(ctx, key); err == nil && now != sentTo {
+			return fmt.Errorf("%w (%s, then %s)", ErrMoved, sentTo.Options().Addr, now.Options().Addr)
+		}
+	}
+}
+
+// Eval, EvalSha and their read-only forms make the pipeliner a
+// redis.Scripter: redis.Script.Run sends through it, each reply already
+// waited for (or the wait's end, on a command of its own).
+func (p *Pipeliner) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return p.script(ctx, "eval", script, keys, args)
+}
+
+func (p *Pipeliner) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return p.script(ctx, "evalsha", sha1, keys, args)
+}
+
+func (p *Pipeliner) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return p.script(ctx, "eval_ro", script, keys, args)
+}
+
+func (p *Pipeliner) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return p.script(ctx, "evalsha_ro", sha1, keys, args)
+}
+
+func (p *Pipeliner) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
+	return p.scripts.ScriptExists(ctx, hashes...)
+}
+
+func (p *Pipeliner) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
+	return p.scripts.ScriptLoad(ctx, script)
+}
+
+func (p *Pipeliner) script(ctx context.Context, name, script string, keys []string, args []any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, name, script, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	key := ""
+	if len(keys) > 0 {
+		key = keys[0]
+	}
+	if err := p.Do(ctx, key, cmd); err != nil && (errors.Is(err, ErrMoved) || err == ctx.Err()) {
+		// The abandoned command is still in flight: reading it would race
+		// its batch.
+		abandoned := redis.NewCmd(ctx, cmdArgs...)
+		abandoned.SetErr(err)
+		return abandoned
+	}
+	return cmd
 }
 
 // MasterFor is the address of the master that holds key: the node

@@ -2,7 +2,6 @@ package redisconn_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -175,7 +174,7 @@ func TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls(t *testing.T) {
 		}
 	}
 	for _, key := range keyOn {
-		if err := ap.Set(ctx, key, "before", 0).Err(); err != nil {
+		if err := ap.Do(ctx, key, redis.NewStatusCmd(ctx, "set", key, "before")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +190,7 @@ func TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls(t *testing.T) {
 	t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
 
 	frozen := make(chan error, 1)
-	go func() { frozen <- ap.Get(ctx, keyOn[victim]).Err() }()
+	go func() { frozen <- ap.Do(ctx, keyOn[victim], redis.NewStringCmd(ctx, "get", keyOn[victim])) }()
 	began := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, 64*20)
@@ -202,7 +201,8 @@ func TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls(t *testing.T) {
 					if m == victim {
 						continue
 					}
-					if err := ap.Incr(ctx, fmt.Sprintf("%s:%d:%d", key, w, i)).Err(); err != nil {
+					k := fmt.Sprintf("%s:%d:%d", key, w, i)
+					if err := ap.Do(ctx, k, redis.NewIntCmd(ctx, "incr", k)); err != nil {
 						errs <- fmt.Errorf("a call on %s, a master that is not frozen: %w", m, err)
 						return
 					}
@@ -270,8 +270,7 @@ func TestAMasterKilledFailsNoCallOnTheOthers(t *testing.T) {
 		wg.Go(func() {
 			for i := w; time.Now().Before(stop); i++ {
 				key := keysOn[victim][i%len(keysOn[victim])]
-				_ = ap.HGetAll(ctx, key).Err()
-				_ = ap.Expire(ctx, key, time.Hour).Err()
+				_ = ap.Do(ctx, key, redis.NewMapStringStringCmd(ctx, "hgetall", key), redis.NewBoolCmd(ctx, "expire", key, 3600))
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
@@ -281,9 +280,7 @@ func TestAMasterKilledFailsNoCallOnTheOthers(t *testing.T) {
 			for i := w; time.Now().Before(stop); i++ {
 				key := healthy[i%len(healthy)]
 				sent := time.Now()
-				fields := ap.HGetAll(ctx, key)
-				touched := ap.Expire(ctx, key, time.Hour)
-				err := errors.Join(fields.Err(), touched.Err())
+				err := ap.Do(ctx, key, redis.NewMapStringStringCmd(ctx, "hgetall", key), redis.NewBoolCmd(ctx, "expire", key, 3600))
 				took := time.Since(sent)
 				mu.Lock()
 				slowest = max(slowest, took)
@@ -326,7 +323,7 @@ func minLen(m map[string][]string) int {
 
 // privateAutoPipeliner is a cluster of the test's own, a client of it, and
 // the client's autopipeliner (as the api uses it).
-func privateAutoPipeliner(t *testing.T) (*testsupport.Cluster, redis.UniversalClient, *redis.AutoPipeliner) {
+func privateAutoPipeliner(t *testing.T) (*testsupport.Cluster, redis.UniversalClient, *redisconn.Pipeliner) {
 	t.Helper()
 	cl := testsupport.MustPrivateCluster(t)
 	var seeds []string
@@ -377,5 +374,114 @@ func TestUnreachableTellsAFailoverFromARefusal(t *testing.T) {
 	}
 	if redisconn.Unreachable(nil) || redisconn.Unreachable(redis.Nil) {
 		t.Error("no error, or a missing key, taken for an unreachable Redis")
+	}
+}
+
+// A master frozen past the node timeout (SIGSTOP) never answers, not even
+// MOVED: its slots are served again only when the client learns of the
+// promotion by itself. Calls on its slots, autopipelined (the gate, the
+// sessions) and plain (the lease, the admin), each bounded as the api
+// bounds a request, are answered again within a second of the promotion,
+// long before the frozen master wakes.
+func TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion(t *testing.T) {
+	cl, rdb, ap := privateAutoPipeliner(t)
+	ctx := context.Background()
+	var keys []string
+	for i := 0; len(keys) < 3; i++ {
+		key := fmt.Sprintf("freeze-test:{%d}", i)
+		if len(keys) == 0 || cl.MasterOf(t, key) == cl.MasterOf(t, keys[0]) {
+			keys = append(keys, key)
+			if err := rdb.Set(ctx, key, "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	victim := cl.MasterOf(t, keys[0])
+	replica := cl.ReplicaOf(t, victim)
+	script := redis.NewScript(`return redis.call('GET', KEYS[1])`)
+	if err := script.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	const frozenFor = 9 * time.Second
+	began := time.Now()
+	p := cl.Nodes[victim].Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	woke := time.AfterFunc(frozenFor, func() { _ = p.Signal(syscall.SIGCONT) })
+	t.Cleanup(func() { woke.Stop(); _ = p.Signal(syscall.SIGCONT) })
+
+	// The first answer each path gets after the promotion.
+	type path struct {
+		name string
+		call func(ctx context.Context, key string) error
+	}
+	paths := []path{
+		{"autopipelined GET", func(ctx context.Context, key string) error {
+			return ap.Do(ctx, key, redis.NewStringCmd(ctx, "get", key))
+		}},
+		{"autopipelined EVALSHA", func(ctx context.Context, key string) error { return script.Run(ctx, ap, []string{key}).Err() }},
+		{"plain GET", func(ctx context.Context, key string) error { return rdb.Get(ctx, key).Err() }},
+		{"plain EVALSHA", func(ctx context.Context, key string) error { return script.Run(ctx, rdb, []string{key}).Err() }},
+	}
+	var mu sync.Mutex
+	firstAfter := map[string]time.Duration{}
+	var promotedAt time.Duration
+	promoted := make(chan struct{})
+	go func() {
+		n := redis.NewClient(&redis.Options{Addr: replica, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+		defer n.Close()
+		for time.Since(began) < frozenFor {
+			if role, err := n.Do(ctx, "ROLE").Slice(); err == nil && role[0] == "master" {
+				mu.Lock()
+				promotedAt = time.Since(began)
+				mu.Unlock()
+				close(promoted)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	// An open crowd, as the api's requests are: a call of each path every
+	// 10 ms, whether the earlier ones were answered or not.
+	var wg sync.WaitGroup
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; time.Since(began) < frozenFor; i++ {
+		<-tick.C
+		for _, pa := range paths {
+			wg.Go(func() {
+				// A request's bound, as the api's handlers have it.
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				err := pa.call(cctx, keys[i%len(keys)])
+				at := time.Since(began)
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil && promotedAt > 0 && at < frozenFor && (firstAfter[pa.name] == 0 || at < firstAfter[pa.name]) {
+					firstAfter[pa.name] = at
+				}
+			})
+		}
+	}
+	wg.Wait()
+	select {
+	case <-promoted:
+	default:
+		t.Fatalf("%s was frozen for %v and its replica %s was not promoted", victim, frozenFor, replica)
+	}
+	for _, pa := range paths {
+		at, ok := firstAfter[pa.name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no answer from the promotion (%v after the freeze) until the master woke (%v)", pa.name,
+				promotedAt.Round(time.Millisecond), frozenFor)
+		case at-promotedAt > time.Second:
+			t.Errorf("%s: answered again %v after the promotion; want within 1 s", pa.name, (at - promotedAt).Round(time.Millisecond))
+		default:
+			t.Logf("%s: answered again %v after the promotion (%v after the freeze)", pa.name, (at - promotedAt).Round(time.Millisecond),
+				promotedAt.Round(time.Millisecond))
+		}
 	}
 }

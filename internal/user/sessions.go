@@ -4,12 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/redisconn"
 )
 
 // User is what a session knows of its user: the course's UserDTO.
@@ -23,7 +24,7 @@ type User struct {
 // after TTL without a request.
 type Sessions struct {
 	rdb  redis.Cmdable
-	hot  *redis.AutoPipeliner
+	hot  *redisconn.Pipeliner
 	keys Keys
 	ttl  time.Duration
 }
@@ -31,7 +32,7 @@ type Sessions struct {
 // WithAutoPipeline loads sessions through ap (the client's asynchronous
 // autopipeliner): a lookup's two commands join the batch that concurrent
 // requests share, instead of taking a round trip of their own.
-func (s *Sessions) WithAutoPipeline(ap *redis.AutoPipeliner) *Sessions {
+func (s *Sessions) WithAutoPipeline(ap *redisconn.Pipeliner) *Sessions {
 	s.hot = ap
 	return s
 }
@@ -142,9 +143,8 @@ func (s *Sessions) Load(ctx context.Context, token string) (u User, ok bool, err
 	key := s.keys.Session(token)
 	var fields *redis.MapStringStringCmd
 	if s.hot != nil {
-		fields = s.hot.HGetAll(ctx, key)
-		touched := s.hot.Expire(ctx, key, s.ttl)
-		err = errors.Join(fields.Err(), touched.Err())
+		fields = redis.NewMapStringStringCmd(ctx, "hgetall", key)
+		err = s.hot.Do(ctx, key, fields, redis.NewBoolCmd(ctx, "expire", key, int64(s.ttl/time.Second)))
 	} else {
 		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			fields = p.HGetAll(ctx, key)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/user"
 )
@@ -184,7 +185,7 @@ func TestSessions(t *testing.T) {
 			r := testsupport.MustRedis(t)
 			sessions := user.NewSessions(r.Client, user.Keys{Prefix: r.Prefix}, 30*time.Minute)
 			if autoPipelined {
-				ap, err := r.Client.AsyncAutoPipeline()
+				ap, err := redisconn.AutoPipeliner(r.Client)
 				if err != nil {
 					t.Fatal(err)
 				}
