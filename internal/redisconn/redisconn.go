@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -559,21 +560,56 @@ func ReplicationID(ctx context.Context, node *redis.Client) (string, error) {
 	return "", fmt.Errorf("redis replication id of %s: INFO replication has no master_replid", node.Options().Addr)
 }
 
-// ReplicationIDs is the replication id of every master, by its address.
+// ReplicationIDs are the master_replid of every master that answers
+// before ctx ends, by address. The masters are read at once and a slow
+// one is not waited for past ctx: go-redis's ForEachMaster waits for all,
+// and a frozen master's INFO holds for the client's timeouts and retries
+// (about 3 s), so the promoted replica's new id, the one that matters,
+// was read only once the frozen master's read gave up. A master that did
+// not answer is in the error.
 func ReplicationIDs(ctx context.Context, rdb redis.UniversalClient) (map[string]string, error) {
-	var mu sync.Mutex
-	ids := map[string]string{}
+	var (
+		mu      sync.Mutex
+		ids     = map[string]string{}
+		errs    []error
+		pending sync.WaitGroup
+		over    bool // past ctx: the stragglers' answers are not taken
+	)
 	err := EachMaster(ctx, rdb, func(ctx context.Context, master *redis.Client) error {
-		id, err := ReplicationID(ctx, master)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		ids[master.Options().Addr] = id
-		mu.Unlock()
+		pending.Go(func() {
+			id, err := ReplicationID(ctx, master)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case over:
+			case err != nil:
+				errs = append(errs, err)
+			default:
+				ids[master.Options().Addr] = id
+			}
+		})
 		return nil
 	})
-	return ids, err
+	answered := make(chan struct{})
+	go func() {
+		pending.Wait()
+		close(answered)
+	}()
+	select {
+	case <-answered:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !over && ctx.Err() != nil {
+		select {
+		case <-answered:
+		default:
+			errs = append(errs, fmt.Errorf("redis replication ids: a master did not answer: %w", ctx.Err()))
+		}
+	}
+	over = true
+	return maps.Clone(ids), errors.Join(append(errs, err)...)
 }
 
 // trace makes each command of rdb a span of the traced operation that

@@ -108,7 +108,9 @@ func (e *Watcher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, max(e.interval, time.Second))
+		// A master slower than this is read again at the next round: the
+		// others' ids, a promoted replica's among them, are not held back.
+		rctx, cancel := context.WithTimeout(ctx, max(e.interval, 500*time.Millisecond))
 		if _, err := e.Refresh(rctx); err != nil && ctx.Err() == nil {
 			e.logger.Debug("redis replication ids: a read failed; trying again", "err", err)
 		}
