@@ -173,6 +173,29 @@ func (c *Cluster) Partition(tb testing.TB, master string) (heal func()) {
 			[]string{"-s", mHost, "-d", host, "-p", "tcp", "--sport", mBus},
 			[]string{"-s", host, "-d", mHost, "-p", "tcp", "--sport", busPort(tb, port)})
 	}
+	return drop(tb, "partition "+master, rules)
+}
+
+// CutClients cuts master off from the clients on 127.0.0.1 (the
+// programs and the test's own), in both directions, until heal is called
+// or the test ends; the cluster's nodes, each on an address of its own,
+// still reach it, so the cluster fails nothing over.
+func (c *Cluster) CutClients(tb testing.TB, master string) (heal func()) {
+	tb.Helper()
+	mHost, mPort, err := net.SplitHostPort(master)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return drop(tb, "cut the clients off "+master, [][]string{
+		{"-s", "127.0.0.1", "-d", mHost, "-p", "tcp", "--dport", mPort},
+		{"-s", mHost, "-d", "127.0.0.1", "-p", "tcp", "--sport", mPort},
+	})
+}
+
+// drop drops the loopback packets that match rules (iptables, as root)
+// until heal is called or the test ends.
+func drop(tb testing.TB, what string, rules [][]string) (heal func()) {
+	tb.Helper()
 	iptables := func(op string, rule []string) error {
 		out, err := exec.Command("iptables", append([]string{op, "INPUT", "-i", "lo"}, append(rule, "-j", "DROP")...)...).CombinedOutput()
 		if err != nil {
@@ -186,7 +209,7 @@ func (c *Cluster) Partition(tb testing.TB, master string) (heal func()) {
 		once.Do(func() {
 			for _, r := range added {
 				if err := iptables("-D", r); err != nil {
-					tb.Errorf("heal the partition: %v", err)
+					tb.Errorf("heal (%s): %v", what, err)
 				}
 			}
 		})
@@ -194,7 +217,7 @@ func (c *Cluster) Partition(tb testing.TB, master string) (heal func()) {
 	tb.Cleanup(heal)
 	for _, r := range rules {
 		if err := iptables("-I", r); err != nil {
-			tb.Fatalf("partition %s (iptables, as root): %v", master, err)
+			tb.Fatalf("%s: %v", what, err)
 		}
 		added = append(added, r)
 	}
