@@ -16,7 +16,7 @@
 -- re-sends a command whose reply timed out) is answered "issued" again
 -- instead of "wait for the cooldown" that it started itself.
 --
--- KEYS[1]  login:code:{phone}:<addr>      hash {code, tries, issued, last}
+-- KEYS[1]  login:code:{phone}:<addr>      hash {code, tries, issued, last, held}
 -- KEYS[2]  login:code:last:{phone}:<addr> set while the cooldown runs
 -- KEYS[3]  login:code:day:{phone}:<addr>  codes issued today to this address
 -- KEYS[4]  login:code:day:{phone}         codes issued today to the phone

@@ -49,6 +49,9 @@ var IssueCode = mustLoad("issue_code.lua")
 // tries.
 var VerifyCode = mustLoad("verify_code.lua")
 
+// EndCodeHold spends or releases the hold VerifyCode put on a right code.
+var EndCodeHold = mustLoad("end_code_hold.lua")
+
 // RetireSale puts an expiry on an ended, settled sale's keys.
 var RetireSale = mustLoadSale("retire_sale.lua")
 

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,6 +84,36 @@ func TestRedisAtItsMemoryLimitIsAnAnswer(t *testing.T) {
 	}
 	if value("seckill_redis_evicted_keys_total") == 0 {
 		t.Errorf("no eviction counted on the way to the limit (the session and the code had expiries)")
+	}
+}
+
+// A login at Redis's memory limit answers 503 and uses nothing up: its
+// code works once Redis has room again (it answered 500 after using the
+// code up). Under noeviction, so that the code is not evicted on the way
+// to the limit.
+func TestALoginAtTheMemoryLimitKeepsItsCode(t *testing.T) {
+	t.Parallel()
+	priv, _ := testsupport.MustPrivateRedis(t, "--maxmemory-policy", "noeviction")
+	for _, mode := range []string{"redis", "jwt"} {
+		t.Run(mode, func(t *testing.T) {
+			env := modeEnv(t, mode)
+			maps.Copy(env, map[string]string{"SECKILL_REDIS_ADDR": priv.Addr, "SECKILL_RATE_CODE_IP": "off", "SECKILL_RATE_LOGIN_IP": "off"})
+			a := startAPI(t, env)
+			phone := randomPhone()
+			code := a.sendCode(t, phone)
+			fillToTheLimit(t, priv)
+			res := a.login(t, phone, code)
+			if res.Status != 503 || res.Header.Get("Retry-After") == "" || res.Body.Success {
+				t.Errorf("POST /user/login with Redis at its limit: %d Retry-After %q %s; want 503 with Retry-After", res.Status,
+					res.Header.Get("Retry-After"), res.Raw)
+			}
+			if err := priv.Client.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if res := a.login(t, phone, code); res.Status != 200 || !res.Body.Success {
+				t.Errorf("the login refused at the limit, tried again with its code once Redis had room: %d %s; want logged in", res.Status, res.Raw)
+			}
+		})
 	}
 }
 

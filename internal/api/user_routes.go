@@ -47,12 +47,11 @@ func (s *Server) login(c echo.Context) error {
 		return apperr.Errorf(apperr.Invalid, "missing field: code")
 	}
 	ctx := c.Request().Context()
-	u, err := s.deps.Users.Login(ctx, *f.Phone, clientAddr(c), *f.Code)
-	if err != nil {
+	var g user.Grant
+	if _, err := s.deps.Users.Login(ctx, *f.Phone, clientAddr(c), *f.Code, func(u user.User) (err error) {
+		g, err = s.deps.Sessions.Start(ctx, u)
 		return err
-	}
-	g, err := s.deps.Sessions.Start(ctx, u)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	return s.grant(c, g)

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -101,14 +102,14 @@ func (f *Families) Start(ctx context.Context, uid int64, now time.Time) (fid, to
 		return "", "", fmt.Errorf("index refresh family: %w", err)
 	}
 	key := f.keys.Family(fid)
-	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, key, "uid", strconv.FormatInt(uid, 10), "created", strconv.FormatInt(now.UnixMilli(), 10),
 			"cur", digest(secret), "gen", strconv.FormatInt(gen, 10))
 		p.PExpire(ctx, key, f.ttl)
 		return nil
 	})
 	if err != nil {
-		return "", "", fmt.Errorf("store refresh family: %w", err)
+		return "", "", fmt.Errorf("store refresh family: %w", redisconn.TxError(err, cmds))
 	}
 	return fid, fid + "." + secret, nil
 }

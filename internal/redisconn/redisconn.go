@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -60,74 +59,6 @@ const (
 	checkTimeout = 3 * time.Second
 )
 
-// slotsWait bounds a node's answer to the cluster client's reload of the
-// slot map (CLUSTER SLOTS): go-redis asks one node at a time, in random
-// order, through the node's command client, so a frozen node asked first
-// held the reload for that client's timeouts and retries (2.5 s measured)
-// while the promoted replica's slots waited for it
-// (TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion). A node slower
-// than this counts as no answer, and the reload asks the next.
-const slotsWait = 300 * time.Millisecond
-
-// newNodeClient is the cluster client's node client, its CLUSTER SLOTS
-// bounded by slotsWait and refused from a node whose cluster is failing.
-func newNodeClient(opt *redis.Options) *redis.Client {
-	c := redis.NewClient(opt)
-	c.AddHook(slotsBound{})
-	return c
-}
-
-type slotsBound struct{}
-
-func (slotsBound) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (slotsBound) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (slotsBound) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		slots, ok := cmd.(*redis.ClusterSlotsCmd)
-		if !ok {
-			return next(ctx, cmd)
-		}
-		// The command asked goes on in the background when the wait ends:
-		// it is one of its own, so that nothing writes to cmd after.
-		asked := redis.NewClusterSlotsCmd(ctx, "cluster", "slots")
-		done := make(chan error, 1)
-		go func() {
-			// A node that says its cluster is failing is outvoted: cut off
-			// from the majority, it still names itself master of slots the
-			// majority gave its replica (TestChaosClusterMasterPartitioned);
-			// the reload asks the next node.
-			state := redis.NewStringCmd(ctx, "cluster", "info")
-			if err := next(ctx, state); err != nil {
-				done <- err
-				return
-			}
-			if st := InfoField(state.Val(), "cluster_state"); st != "ok" {
-				done <- fmt.Errorf("cluster slots: the node says cluster_state:%s; its map is not taken", st)
-				return
-			}
-			done <- next(ctx, asked)
-		}()
-		t := time.NewTimer(slotsWait)
-		defer t.Stop()
-		select {
-		case err := <-done:
-			// The error of a call that got no reply is returned, not set.
-			if err == nil {
-				err = asked.Err()
-			}
-			slots.SetVal(asked.Val())
-			slots.SetErr(err)
-		case <-t.C:
-			slots.SetErr(fmt.Errorf("cluster slots: no answer within %v", slotsWait))
-		}
-		return slots.Err()
-	}
-}
-
 // Validate tells a configuration that names no topology, or both.
 func (c Config) Validate() error {
 	switch {
@@ -153,7 +84,7 @@ func New(c Config) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	if len(c.Cluster) > 0 {
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: c.Cluster, Password: c.Password, NewClient: newNodeClient,
+			Addrs: c.Cluster, Password: c.Password,
 			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
 			MaxRetries: maxRetries, DialerRetries: dialRetries, ClusterStateReloadInterval: stateReload,
 		})
@@ -308,7 +239,7 @@ var crcTable = crc16.MakeTable(crc16.CRC16_XMODEM)
 // moment later, once the cluster has a master for the key again.
 func Unreachable(err error) bool {
 	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrMoved) || errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
 		redis.IsClusterDownError(err) || redis.IsTryAgainError(err) || redis.IsMasterDownError(err) ||
 		redis.IsLoadingError(err) || redis.IsReadOnlyError(err)
@@ -318,6 +249,21 @@ func Unreachable(err error) bool {
 // nothing left its policy may evict, it takes no write until memory is
 // freed; nothing of the refused command or script was written.
 func OutOfMemory(err error) bool { return redis.HasErrorPrefix(err, "OOM") }
+
+// TxError is the error of a MULTI/EXEC: when EXEC answered EXECABORT,
+// the error Redis gave a queued command (OOM at its memory limit), which
+// says why; any other error as it is.
+func TxError(err error, cmds []redis.Cmder) error {
+	if !redis.HasErrorPrefix(err, "EXECABORT") {
+		return err
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && !redis.HasErrorPrefix(cerr, "EXECABORT") {
+			return cerr
+		}
+	}
+	return err
+}
 
 // KeySlot is the cluster slot of a hash tag's content, as Redis computes
 // it (CRC16/XMODEM mod 16384).
@@ -422,10 +368,13 @@ func AutoPipeliner(rdb redis.UniversalClient) (*Pipeliner, error) {
 // first error among them, or why the wait ended first (the context's
 // error, ErrMoved), and then the commands must not be read.
 func (p *Pipeliner) Do(ctx context.Context, key string, cmds ...redis.Cmder) error {
-	var sentTo *redis.Client
+	// Before the send: the master the client routes it to (by address: a
+	// node dropped from the map and met again is a new client).
+	var sentTo string
 	if p.cluster != nil {
-		// Before the send: the master the client routes it to.
-		sentTo, _ = p.cluster.MasterForKey(ctx, key)
+		if m, err := p.cluster.MasterForKey(ctx, key); err == nil {
+			sentTo = m.Options().Addr
+		}
 	}
 	futures := make([]redis.AutoFuture, len(cmds))
 	for i, cmd := range cmds {
@@ -444,8 +393,8 @@ func (p *Pipeliner) Do(ctx context.Context, key string, cmds ...redis.Cmder) err
 	return first
 }
 
-func (p *Pipeliner) await(ctx context.Context, f redis.AutoFuture, key string, sentTo *redis.Client) error {
-	if p.cluster == nil || sentTo == nil {
+func (p *Pipeliner) await(ctx context.Context, f redis.AutoFuture, key, sentTo string) error {
+	if p.cluster == nil {
 		return f.WaitContext(ctx)
 	}
 	sent := time.Now()
@@ -463,8 +412,14 @@ func (p *Pipeliner) await(ctx context.Context, f redis.AutoFuture, key string, s
 		if time.Since(sent) < stalledAfter {
 			continue
 		}
-		if now, err := p.cluster.MasterForKey(ctx, key); err == nil && now != sentTo {
-			return fmt.Errorf("%w (%s, then %s)", ErrMoved, sentTo.Options().Addr, now.Options().Addr)
+		now, err := p.cluster.MasterForKey(ctx, key)
+		switch {
+		case err != nil:
+		case sentTo == "":
+			// The slot map had no master for the key at the send.
+			sentTo = now.Options().Addr
+		case now.Options().Addr != sentTo:
+			return fmt.Errorf("%w (%s, then %s)", ErrMoved, sentTo, now.Options().Addr)
 		}
 	}
 }
@@ -616,15 +571,13 @@ func ReplicationIDs(ctx context.Context, rdb redis.UniversalClient) (map[string]
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !over && ctx.Err() != nil {
-		select {
-		case <-answered:
-		default:
-			errs = append(errs, fmt.Errorf("redis replication ids: a master did not answer: %w", ctx.Err()))
-		}
-	}
 	over = true
-	return maps.Clone(ids), errors.Join(append(errs, err)...)
+	select {
+	case <-answered:
+	default:
+		errs = append(errs, fmt.Errorf("redis replication ids: a master did not answer: %w", ctx.Err()))
+	}
+	return ids, errors.Join(append(errs, err)...)
 }
 
 // trace makes each command of rdb a span of the traced operation that

@@ -228,26 +228,55 @@ func (c *Codes) Issue(ctx context.Context, phone, addr string) (string, error) {
 	return code, nil
 }
 
-// Verify checks code for phone against the code asked from addr: nil when
-// right (the code is used up, and addr trusted for the phone), ErrWrongCode,
+// Hold is a right code held for one login attempt: no other attempt gets
+// it until the attempt spends or releases it.
+type Hold struct {
+	key, attempt string
+}
+
+// Verify checks code for phone against the code asked from addr: a hold
+// on it when right (addr is then trusted for the phone), ErrWrongCode,
 // or ErrNoCode. Each call is one attempt with an id of its own, so that a
 // retry of the script is not a second attempt.
-func (c *Codes) Verify(ctx context.Context, phone, addr, code string) error {
-	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{c.keys.Code(phone, addr), c.keys.trusted(phone)}, code, c.policy.MaxTries,
-		rand.Text(), addr, c.policy.Trust.Milliseconds()).Int64()
+func (c *Codes) Verify(ctx context.Context, phone, addr, code string) (Hold, error) {
+	h := Hold{key: c.keys.Code(phone, addr), attempt: rand.Text()}
+	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{h.key, c.keys.trusted(phone)}, code, c.policy.MaxTries,
+		h.attempt, addr, c.policy.Trust.Milliseconds()).Int64()
 	if err != nil {
-		return fmt.Errorf("verify login code: %w", err)
+		return Hold{}, fmt.Errorf("verify login code: %w", err)
 	}
 	switch res {
 	case 1:
-		return nil
+		return h, nil
 	case 0:
-		return ErrWrongCode
+		return Hold{}, ErrWrongCode
 	case -2:
-		return ErrCodeBurned
+		return Hold{}, ErrCodeBurned
 	default:
-		return ErrNoCode
+		return Hold{}, ErrNoCode
 	}
+}
+
+// Spend uses the held code up: its login has a session.
+func (c *Codes) Spend(ctx context.Context, h Hold) error {
+	return c.endHold(ctx, h, true)
+}
+
+// Release gives the held code back: its login failed after the code was
+// checked (MySQL or Redis could not take it), and the user may try again.
+func (c *Codes) Release(ctx context.Context, h Hold) error {
+	return c.endHold(ctx, h, false)
+}
+
+func (c *Codes) endHold(ctx context.Context, h Hold, spend bool) error {
+	flag := "0"
+	if spend {
+		flag = "1"
+	}
+	if err := lua.EndCodeHold.Run(ctx, c.rdb, []string{h.key}, h.attempt, flag).Err(); err != nil {
+		return fmt.Errorf("end the hold on a login code: %w", err)
+	}
+	return nil
 }
 
 // newCode is six random decimal digits from crypto/rand.

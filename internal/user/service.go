@@ -5,7 +5,9 @@ package user
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/seckill/seckill/internal/apperr"
 )
@@ -44,10 +46,12 @@ func (s *Service) SendCode(ctx context.Context, phone, addr string) error {
 // wrong without asking Redis, and costs no try.
 const codeLength = 6
 
-// Login checks phone's code, asked from the same client address addr, and
-// finds or creates the user; the caller starts the session (in the mode it
-// runs).
-func (s *Service) Login(ctx context.Context, phone, addr, code string) (User, error) {
+// Login checks phone's code, asked from the same client address addr,
+// finds or creates the user and starts its session with start (in the
+// mode the caller runs). The code is used up only once start succeeded:
+// a login that fails after the check (MySQL gone, Redis at its memory
+// limit refusing the session) gives the code back, and its retry works.
+func (s *Service) Login(ctx context.Context, phone, addr, code string, start func(User) error) (User, error) {
 	if !ValidPhone(phone) {
 		return User{}, ErrInvalidPhone
 	}
@@ -57,8 +61,29 @@ func (s *Service) Login(ctx context.Context, phone, addr, code string) (User, er
 	if err := s.Users.Reachable(ctx); err != nil {
 		return User{}, err
 	}
-	if err := s.Codes.Verify(ctx, phone, addr, code); err != nil {
+	hold, err := s.Codes.Verify(ctx, phone, addr, code)
+	if err != nil {
 		return User{}, err
 	}
-	return s.Users.FindOrCreate(ctx, phone)
+	u, err := s.Users.FindOrCreate(ctx, phone)
+	if err == nil {
+		err = start(u)
+	}
+	// The hold ends even when the request's context has: a code left held
+	// stays unusable until it expires.
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdEndTimeout)
+	defer cancel()
+	if err != nil {
+		if rerr := s.Codes.Release(ectx, hold); rerr != nil {
+			return User{}, errors.Join(err, rerr)
+		}
+		return User{}, err
+	}
+	// A spend that fails leaves the login standing, its session stored:
+	// the code stays held, so nobody else can use it, until it expires.
+	_ = s.Codes.Spend(ectx, hold)
+	return u, nil
 }
+
+// holdEndTimeout bounds spending or releasing a held code.
+const holdEndTimeout = 2 * time.Second

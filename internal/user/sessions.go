@@ -53,13 +53,13 @@ func (s *Sessions) Create(ctx context.Context, u User) (string, error) {
 	}
 	token := hex.EncodeToString(b)
 	key := s.keys.Session(token)
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, key, "id", strconv.FormatInt(u.ID, 10), "nickName", u.NickName, "icon", u.Icon)
 		p.Expire(ctx, key, s.ttl)
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("store session: %w", err)
+		return "", fmt.Errorf("store session: %w", redisconn.TxError(err, cmds))
 	}
 	// The user's index is in another slot: a second step. A session
 	// missing from it (this step failed) still ends with its idle timeout.
@@ -144,7 +144,7 @@ func (s *Sessions) Load(ctx context.Context, token string) (u User, ok bool, err
 	var fields *redis.MapStringStringCmd
 	if s.hot != nil {
 		fields = redis.NewMapStringStringCmd(ctx, "hgetall", key)
-		err = s.hot.Do(ctx, key, fields, redis.NewBoolCmd(ctx, "expire", key, int64(s.ttl/time.Second)))
+		err = s.hot.Do(ctx, key, fields, redis.NewBoolCmd(ctx, "expire", key, max(1, int64(s.ttl/time.Second))))
 	} else {
 		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			fields = p.HGetAll(ctx, key)

@@ -61,13 +61,13 @@ func TestCodeIsSingleUseAndBoundToItsPhone(t *testing.T) {
 	if len(code) != 6 {
 		t.Fatalf("code %q is not six digits", code)
 	}
-	if err := codes.Verify(ctx, other, addr, code); !errors.Is(err, user.ErrNoCode) {
+	if err := verify(ctx, codes, other, addr, code); !errors.Is(err, user.ErrNoCode) {
 		t.Fatalf("another phone with this code: %v, want ErrNoCode", err)
 	}
-	if err := codes.Verify(ctx, phone, addr, code); err != nil {
+	if err := verify(ctx, codes, phone, addr, code); err != nil {
 		t.Fatalf("right code: %v", err)
 	}
-	if err := codes.Verify(ctx, phone, addr, code); !errors.Is(err, user.ErrNoCode) {
+	if err := verify(ctx, codes, phone, addr, code); !errors.Is(err, user.ErrNoCode) {
 		t.Fatalf("the same code a second time: %v, want ErrNoCode", err)
 	}
 }
@@ -83,11 +83,11 @@ func TestWrongTriesBurnTheCode(t *testing.T) {
 		phone := randomPhone()
 		code, _ := codes.Issue(ctx, phone, addr)
 		for i := range 4 {
-			if err := codes.Verify(ctx, phone, addr, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
+			if err := verify(ctx, codes, phone, addr, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
 				t.Fatalf("wrong try %d: %v, want ErrWrongCode", i+1, err)
 			}
 		}
-		if err := codes.Verify(ctx, phone, addr, code); err != nil {
+		if err := verify(ctx, codes, phone, addr, code); err != nil {
 			t.Fatalf("right code after 4 wrong tries: %v", err)
 		}
 	})
@@ -95,14 +95,14 @@ func TestWrongTriesBurnTheCode(t *testing.T) {
 		phone := randomPhone()
 		code, _ := codes.Issue(ctx, phone, addr)
 		for i := range 4 {
-			if err := codes.Verify(ctx, phone, addr, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
+			if err := verify(ctx, codes, phone, addr, wrong(code)); !errors.Is(err, user.ErrWrongCode) {
 				t.Fatalf("wrong try %d: %v", i+1, err)
 			}
 		}
-		if err := codes.Verify(ctx, phone, addr, wrong(code)); !errors.Is(err, user.ErrCodeBurned) {
+		if err := verify(ctx, codes, phone, addr, wrong(code)); !errors.Is(err, user.ErrCodeBurned) {
 			t.Fatalf("5th wrong try: %v, want ErrCodeBurned", err)
 		}
-		if err := codes.Verify(ctx, phone, addr, code); !errors.Is(err, user.ErrNoCode) {
+		if err := verify(ctx, codes, phone, addr, code); !errors.Is(err, user.ErrNoCode) {
 			t.Fatalf("6th try, with the right code: %v, want ErrNoCode (burned)", err)
 		}
 	})
@@ -110,17 +110,17 @@ func TestWrongTriesBurnTheCode(t *testing.T) {
 		phone := randomPhone()
 		first, _ := codes.Issue(ctx, phone, addr)
 		for range 4 {
-			_ = codes.Verify(ctx, phone, addr, wrong(first))
+			_ = verify(ctx, codes, phone, addr, wrong(first))
 		}
 		time.Sleep(5 * time.Millisecond)
 		second, err := codes.Issue(ctx, phone, addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := codes.Verify(ctx, phone, addr, wrong(second)); !errors.Is(err, user.ErrWrongCode) {
+		if err := verify(ctx, codes, phone, addr, wrong(second)); !errors.Is(err, user.ErrWrongCode) {
 			t.Fatalf("first wrong try on a new code: %v, want ErrWrongCode", err)
 		}
-		if err := codes.Verify(ctx, phone, addr, second); err != nil {
+		if err := verify(ctx, codes, phone, addr, second); err != nil {
 			t.Fatalf("new code: %v", err)
 		}
 	})
@@ -265,3 +265,47 @@ func TestFindOrCreateMakesOneUserPerPhone(t *testing.T) {
 
 // addr is the client address of the tests' code requests and logins.
 const addr = "192.0.2.1"
+
+func verify(ctx context.Context, codes *user.Codes, phone, addr, code string) error {
+	_, err := codes.Verify(ctx, phone, addr, code)
+	return err
+}
+
+// A right code is held for its login: no other attempt gets it; released
+// (the login failed after the check), it works again; spent, never.
+func TestARightCodeIsHeldUntilItsLoginEnds(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	ctx := context.Background()
+	codes := user.NewCodes(r.Client, user.Keys{Prefix: r.Prefix}, user.DefaultCodePolicy)
+	phone := randomPhone()
+	code, err := codes.Issue(ctx, phone, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, err := codes.Verify(ctx, phone, addr, code)
+	if err != nil {
+		t.Fatalf("right code: %v", err)
+	}
+	if err := verify(ctx, codes, phone, addr, code); !errors.Is(err, user.ErrNoCode) {
+		t.Fatalf("the code while a login holds it: %v, want ErrNoCode", err)
+	}
+	if err := codes.Release(ctx, hold); err != nil {
+		t.Fatal(err)
+	}
+	if err := codes.Spend(ctx, hold); err != nil {
+		t.Fatal(err)
+	}
+	again, err := codes.Verify(ctx, phone, addr, code)
+	if err != nil {
+		t.Fatalf("the code released by its failed login: %v, want it to work (a spend of the old hold must not use it up)", err)
+	}
+	if err := codes.Spend(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if err := codes.Release(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(ctx, codes, phone, addr, code); !errors.Is(err, user.ErrNoCode) {
+		t.Fatalf("the code spent by its login: %v, want ErrNoCode", err)
+	}
+}
