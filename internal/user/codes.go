@@ -237,13 +237,15 @@ type Hold struct {
 // Verify checks code for phone against the code asked from addr: a hold
 // on it when right (addr is then trusted for the phone), ErrWrongCode,
 // or ErrNoCode. Each call is one attempt with an id of its own, so that a
-// retry of the script is not a second attempt.
+// retry of the script is not a second attempt. When Redis's reply is
+// lost the attempt's hold is returned with the error: the script may have
+// run, and the hold is released only by the attempt that took it.
 func (c *Codes) Verify(ctx context.Context, phone, addr, code string) (Hold, error) {
 	h := Hold{key: c.keys.Code(phone, addr), attempt: rand.Text()}
 	res, err := lua.VerifyCode.Run(ctx, c.rdb, []string{h.key, c.keys.trusted(phone)}, code, c.policy.MaxTries,
 		h.attempt, addr, c.policy.Trust.Milliseconds()).Int64()
 	if err != nil {
-		return Hold{}, fmt.Errorf("verify login code: %w", err)
+		return h, fmt.Errorf("verify login code: %w", err)
 	}
 	switch res {
 	case 1:

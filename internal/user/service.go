@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/apperr"
+	"github.com/seckill/seckill/internal/redisconn"
 )
 
 // Service is the login flow.
@@ -61,18 +62,23 @@ func (s *Service) Login(ctx context.Context, phone, addr, code string, start fun
 	if err := s.Users.Reachable(ctx); err != nil {
 		return User{}, err
 	}
+	// The hold ends even when the request's context has: a code left held
+	// stays unusable until it expires.
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdEndTimeout)
+	defer cancel()
 	hold, err := s.Codes.Verify(ctx, phone, addr, code)
 	if err != nil {
+		if redisconn.Unreachable(err) {
+			// The check's reply was lost, not its run: a hold it took is
+			// given back, so that the retry finds the code.
+			_ = s.Codes.Release(ectx, hold)
+		}
 		return User{}, err
 	}
 	u, err := s.Users.FindOrCreate(ctx, phone)
 	if err == nil {
 		err = start(u)
 	}
-	// The hold ends even when the request's context has: a code left held
-	// stays unusable until it expires.
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdEndTimeout)
-	defer cancel()
 	if err != nil {
 		if rerr := s.Codes.Release(ectx, hold); rerr != nil {
 			return User{}, errors.Join(err, rerr)

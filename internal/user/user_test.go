@@ -309,3 +309,38 @@ func TestARightCodeIsHeldUntilItsLoginEnds(t *testing.T) {
 		t.Fatalf("the code spent by its login: %v, want ErrNoCode", err)
 	}
 }
+
+// A login whose session cannot be started gives its code back, and the
+// retry with the same code logs in; a login that started its session has
+// used the code up.
+func TestALoginUsesItsCodeUpOnlyOnceItsSessionStarted(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	m := testsupport.MustMySQL(t)
+	ctx := context.Background()
+	keys := user.Keys{Prefix: r.Prefix}
+	codes := user.NewCodes(r.Client, keys, user.DefaultCodePolicy)
+	svc := &user.Service{Codes: codes, Users: user.NewUsers(m.DB)}
+	phone := randomPhone()
+	code, err := codes.Issue(ctx, phone, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("the session store refused the session")
+	if _, err := svc.Login(ctx, phone, addr, code, func(user.User) error { return refused }); !errors.Is(err, refused) {
+		t.Fatalf("a login whose session was refused: %v; want the refusal", err)
+	}
+	if held, err := r.Client.HExists(ctx, keys.Code(phone, addr), "held").Result(); err != nil || held {
+		t.Fatalf("the code after the refused login: held %v (%v); want released", held, err)
+	}
+	var started user.User
+	u, err := svc.Login(ctx, phone, addr, code, func(u user.User) error { started = u; return nil })
+	if err != nil || u.ID == 0 || started != u {
+		t.Fatalf("the retry with the same code: %+v, %v (session started for %+v); want logged in", u, err, started)
+	}
+	if fields, err := r.Client.HGetAll(ctx, keys.Code(phone, addr)).Result(); err != nil || fields["code"] != "" || fields["held"] != "" {
+		t.Fatalf("the code after its login: %v (%v); want used up, neither there nor held", fields, err)
+	}
+	if _, err := svc.Login(ctx, phone, addr, code, func(user.User) error { return nil }); !errors.Is(err, user.ErrNoCode) {
+		t.Fatalf("the code a second time: %v; want ErrNoCode", err)
+	}
+}
