@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
@@ -308,42 +307,17 @@ var ErrMoved = errors.New("redis: the key's slot moved to another master while t
 
 // stallCheck is how often a call waiting on an autopipeliner looks whether
 // its slot's master changed: the promotion is followed this much later at
-// most, after the client has learnt it (stateReload). Only a call that
-// waited stalledChecks of them (300 ms at least) is abandoned: while a
-// failover is under way the client's slot map may briefly lack the failed
-// master's slots, and go-redis then names a random node as their master
-// (slotMasterNode), which abandoned calls that healthy masters were about
-// to answer (TestAMasterKilledFailsNoCallOnTheOthers); a master answers
-// in milliseconds.
+// most, after the client has learnt it (stateReload). Only a call waiting
+// for stalledAfter is abandoned: while a failover is under way the
+// client's slot map may briefly lack the failed master's slots, and
+// go-redis then names a random node as their master (slotMasterNode),
+// which abandoned calls that healthy masters were about to answer
+// (TestAMasterKilledFailsNoCallOnTheOthers); a master answers in
+// milliseconds.
 const (
-	stallCheck    = 100 * time.Millisecond
-	stalledChecks = 4
+	stallCheck   = 100 * time.Millisecond
+	stalledAfter = 300 * time.Millisecond
 )
-
-// pulse is a context that ends every stallCheck, shared by every waiting
-// call, so that a call on the seckill path arms no timer of its own. Its
-// goroutine starts with the first wait on a cluster and ticks for the
-// process's life (ten wake-ups a second).
-var pulse struct {
-	once sync.Once
-	cur  atomic.Pointer[context.Context]
-}
-
-func pulseContext() context.Context {
-	pulse.once.Do(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		pulse.cur.Store(&ctx)
-		go func() {
-			for range time.Tick(stallCheck) {
-				next, cancelNext := context.WithCancel(context.Background())
-				pulse.cur.Store(&next)
-				cancel()
-				cancel = cancelNext
-			}
-		}()
-	})
-	return *pulse.cur.Load()
-}
 
 // abandoned tells a wait's end (the caller's context, ErrMoved), after
 // which the command is still in flight and must not be read, from its
@@ -399,9 +373,7 @@ func AutoPipeliner(rdb redis.UniversalClient) (*Pipeliner, error) {
 
 // Do sends cmds, every one on key's slot, and waits for their replies: the
 // first error among them, or why the wait ended first (the context's
-// error, ErrMoved), and then the commands must not be read. On a cluster
-// the context is looked at with each pulse: a wait outlives its end by
-// stallCheck at most.
+// error, ErrMoved), and then the commands must not be read.
 func (p *Pipeliner) Do(ctx context.Context, key string, cmds ...redis.Cmder) error {
 	// Before the send: the master the client routes it to (by address: a
 	// node dropped from the map and met again is a new client).
@@ -432,16 +404,19 @@ func (p *Pipeliner) await(ctx context.Context, f redis.AutoFuture, key, sentTo s
 	if p.cluster == nil {
 		return f.WaitContext(ctx)
 	}
-	for checks := 1; ; checks++ {
-		tick := pulseContext()
-		err := f.WaitContext(tick)
-		if err == nil || err != tick.Err() {
+	sent := time.Now()
+	for {
+		wait, cancel := context.WithTimeout(ctx, stallCheck)
+		err := f.WaitContext(wait)
+		ended := err != nil && err == wait.Err()
+		cancel()
+		if !ended {
 			return err // the reply
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if checks < stalledChecks {
+		if time.Since(sent) < stalledAfter {
 			continue
 		}
 		now, err := p.cluster.MasterForKey(ctx, key)
@@ -498,9 +473,9 @@ func (p *Pipeliner) script(ctx context.Context, name, script string, keys []stri
 	if err := p.Do(ctx, key, cmd); abandoned(ctx, err) {
 		// The abandoned command is still in flight: reading it would race
 		// its batch.
-		abandoned := redis.NewCmd(ctx, cmdArgs...)
-		abandoned.SetErr(err)
-		return abandoned
+		ended := redis.NewCmd(ctx, cmdArgs...)
+		ended.SetErr(err)
+		return ended
 	}
 	return cmd
 }
