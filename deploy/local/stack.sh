@@ -983,9 +983,12 @@ kafka_cluster_down() {
       kill -TERM "$(cat "$(kcluster_pid "$n")")" 2>/dev/null || true
     fi
   done
+  # The node that stops last has no controller quorum left to confirm its
+  # controlled shutdown and would wait for it forever: it gets 10 s, and
+  # its logs are recovered at its next start.
   for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
     if pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
-      stop_pid "kafka cluster node $n" "$(kcluster_pid "$n")" "$(kcluster_props "$n")"
+      stop_pid "kafka cluster node $n" "$(kcluster_pid "$n")" "$(kcluster_props "$n")" 10
     else
       rm -f "$(kcluster_pid "$n")"
     fi
@@ -1041,20 +1044,29 @@ cmd_up() {
   case "$MYSQL_TOPOLOGY" in single | cluster) ;; *) die "SECKILL_MYSQL_TOPOLOGY=$MYSQL_TOPOLOGY: say single or cluster" ;; esac
   installed || die "servers or Kafka jars missing: run '$0 install' (make does it for you)"
   mkdir -p "$STACK_DIR"
-  redis_up
-  case "$REDIS_REPLICA" in
-    yes | 1 | true) redis_replica_up ;;
-  esac
-  if [ "$REDIS_TOPOLOGY" = cluster ]; then redis_cluster_up; fi
-  mariadb_up
-  if [ "$MYSQL_TOPOLOGY" = cluster ]; then mariadb_cluster_up; fi
-  kafka_up
-  if [ "$KAFKA_TOPOLOGY" = cluster ]; then kafka_cluster_up; fi
+  # The three families start side by side: each mostly waits (MariaDB's
+  # first start, the JVMs, the cluster handshakes), and none needs another.
+  local pids=()
+  { redis_up
+    case "$REDIS_REPLICA" in
+      yes | 1 | true) redis_replica_up ;;
+    esac
+    if [ "$REDIS_TOPOLOGY" = cluster ]; then redis_cluster_up; fi; } &
+  pids+=($!)
+  { mariadb_up
+    if [ "$MYSQL_TOPOLOGY" = cluster ]; then mariadb_cluster_up; fi; } &
+  pids+=($!)
+  { kafka_up
+    if [ "$KAFKA_TOPOLOGY" = cluster ]; then kafka_cluster_up; fi; } &
+  pids+=($!)
+  wait_all "${pids[@]}" || die "a server did not start: see the errors above and '$0 logs'"
   print_env
 }
 
+# stop_pid NAME PIDFILE PATTERN [SECONDS]: TERM, then KILL after SECONDS
+# (30 by default).
 stop_pid() {
-  local name=$1 file=$2 pattern=$3 pid i
+  local name=$1 file=$2 pattern=$3 grace=${4:-30} pid i
   if ! pid_alive "$file" "$pattern"; then
     say "$name not running"
     rm -f "$file"
@@ -1063,11 +1075,11 @@ stop_pid() {
   pid=$(cat "$file")
   # It may have exited since pid_alive looked.
   kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 60); do
+  for i in $(seq 1 $((grace * 2))); do
     kill -0 "$pid" 2>/dev/null || { say "$name stopped (pid $pid)"; rm -f "$file"; return; }
     sleep 0.5
   done
-  say "$name did not stop within 30s; sending SIGKILL to $pid"
+  say "$name did not stop within ${grace}s; sending SIGKILL to $pid"
   kill -KILL "$pid" 2>/dev/null || true
   rm -f "$file"
 }

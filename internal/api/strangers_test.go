@@ -28,7 +28,7 @@ func TestUnknownShopsCannotFillRedis(t *testing.T) {
 	a := startAPI(t, map[string]string{"SECKILL_REDIS_ADDR": priv.Addr, "SECKILL_ADMIN_TOKEN": testAdminToken,
 		"SECKILL_RATE_SECKILL_USER": "off", "SECKILL_RATE_PUBLIC_IP": "1000000/1s",
 		"SECKILL_RATE_CODE_IP": "off", "SECKILL_RATE_LOGIN_IP": "off"})
-	const stock, buyers, firstWave, secondWave, bytesPerID = 100, 200, 5_000, 20_000, 16
+	const stock, buyers, firstWave, secondWave, bytesPerID = 100, 150, 3_000, 20_000, 16
 	now := time.Now()
 	voucher := a.createVoucher(t, stock, now.Add(-time.Hour), now.Add(time.Hour))
 	tokens := make([]string, buyers)

@@ -26,11 +26,8 @@ import (
 
 const (
 	partitionSales    = 6
-	partitionRate     = 40 // attempts per sale per second, each a new buyer
-	partitionRun      = 30 * time.Second
-	partitionAt       = 5 * time.Second
-	partitionFor      = 10 * time.Second
-	partitionStock    = partitionRate * 30 // more than the run's attempts: no sale sells out
+	partitionRate     = 40                 // attempts per sale per second, each a new buyer
+	partitionStock    = partitionRate * 30 // more than the longest run's attempts: no sale sells out
 	partitionOtherGap = time.Second
 	// partitionResume: the cut-off master's sales sell again within this of
 	// the promotion.
@@ -48,22 +45,27 @@ const (
 // and nothing accepted is lost. The sale check runs at its default
 // interval: a reconcile that failed is not hidden by the next check.
 func TestChaosClusterMasterPartitioned(t *testing.T) {
-	runPartition(t, partitionFault{promotes: true, cut: (*testsupport.Cluster).Partition})
+	runPartition(t, partitionFault{promotes: true, cut: (*testsupport.Cluster).Partition,
+		at: 5 * time.Second, lasts: 10 * time.Second, run: 30 * time.Second})
 }
 
-// A master is cut off from the programs for 10 s while the cluster still
+// A master is cut off from the programs for 6 s while the cluster still
 // reaches it: nothing is failed over, and the programs cannot reach the
 // master of two of the sales. Those sales stop until the cut heals and
 // sell again within a second of the heal; the others never stop more than
 // a second; every buyer is answered (an order, or 503 to try again while
 // the cut lasts), and nothing accepted is lost.
 func TestChaosClusterMasterCutOffFromTheClients(t *testing.T) {
-	runPartition(t, partitionFault{cut: (*testsupport.Cluster).CutClients})
+	runPartition(t, partitionFault{cut: (*testsupport.Cluster).CutClients,
+		at: 3 * time.Second, lasts: 6 * time.Second, run: 15 * time.Second})
 }
 
 type partitionFault struct {
 	promotes bool // the cluster fails the master over
 	cut      func(c *testsupport.Cluster, tb testing.TB, master string) (heal func())
+	// The cut comes at, lasts, and the sales run until run: every gap is
+	// bounded from the cut to the run's end.
+	at, lasts, run time.Duration
 }
 
 func runPartition(t *testing.T, f partitionFault) {
@@ -91,6 +93,7 @@ func runPartition(t *testing.T, f partitionFault) {
 		break
 	}
 	t.Logf("sales by master: %v; %s cut off", onMaster, victim)
+	partitionAt, partitionFor, partitionRun := f.at, f.lasts, f.run
 	attempts := partitionSales * partitionRate * int(partitionRun/time.Second)
 	tokens := s.sessions(t, 1, int64(attempts))
 
