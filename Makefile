@@ -10,6 +10,7 @@ GO ?= go
 # The stack's ports, as stack.sh has them (deploy/local/ports).
 include $(dir $(lastword $(MAKEFILE_LIST)))deploy/local/ports
 REDIS_PORT ?= $(or $(SECKILL_REDIS_PORT),$(REDIS_PORT_DEFAULT))
+REDIS_CACHE_PORT ?= $(or $(SECKILL_REDIS_CACHE_PORT),$(REDIS_CACHE_PORT_DEFAULT))
 MYSQL_PORT ?= $(or $(SECKILL_MYSQL_PORT),$(MYSQL_PORT_DEFAULT))
 KAFKA_PORT ?= $(or $(SECKILL_KAFKA_PORT),$(KAFKA_PORT_DEFAULT))
 # HAProxy in front of the MariaDB cluster (stack.sh up --mysql-cluster).
@@ -42,7 +43,7 @@ REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedi
 # own (the same in both passes), and whole-stack tests whose subject is
 # not Redis (a browser's flow, the images), whose Redis calls the other
 # tests make on the cluster.
-CLUSTER_SKIP = ^(TestBrowserThroughTheCoursesNginx|TestAPIWithoutMySQLIsReadyAndDegraded|TestProgramsWaitForAClusterNoSeedAnswers|TestRedisAtItsMemoryLimitIsAnAnswer|TestRevocationsAreReadOnceRedisAnswers|TestFreshGivesAFailoverGraceAndAStuckFollowerNone|TestUnreachableTellsAFailoverFromARefusal|TestACrowdOnAStalledBucketIsDecidedOnce|TestALeaseGoesOnWhenItsCountersMasterDies|TestALeaseGoesOnWhenItsCountersMasterFreezes|TestBrowserSolvesTheChallengeAndBuys|TestProgramsRunFromTheirImages|TestUnknownShopsCannotFillRedis|TestAMasterKilledFailsNoCallOnTheOthers|TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls|TestOpenWaitsOutWhatMayPass|TestGatePausesASaleBuiltUnderAnotherReplicationID|TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion|TestTxErrorIsTheQueuedCommandsRefusal|TestALoginAtTheMemoryLimitKeepsItsCode)$$
+CLUSTER_SKIP = ^(TestBrowserThroughTheCoursesNginx|TestAPIWithoutMySQLIsReadyAndDegraded|TestProgramsWaitForAClusterNoSeedAnswers|TestRedisAtItsMemoryLimitIsAnAnswer|TestRevocationsAreReadOnceRedisAnswers|TestFreshGivesAFailoverGraceAndAStuckFollowerNone|TestUnreachableTellsAFailoverFromARefusal|TestACrowdOnAStalledBucketIsDecidedOnce|TestALeaseGoesOnWhenItsCountersMasterDies|TestALeaseGoesOnWhenItsCountersMasterFreezes|TestBrowserSolvesTheChallengeAndBuys|TestProgramsRunFromTheirImages|TestUnknownShopsCannotFillRedis|TestAMasterKilledFailsNoCallOnTheOthers|TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls|TestOpenWaitsOutWhatMayPass|TestGatePausesASaleBuiltUnderAnotherReplicationID|TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion|TestTxErrorIsTheQueuedCommandsRefusal|TestALoginAtTheMemoryLimitKeepsItsCode|TestACodeRefusedAtTheMemoryLimitLeavesNoCooldown)$$
 BENCH_REDIS_PACKAGES = $(shell cd $(BENCH_MODULE) && grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # make run SECKILL_REDIS_TOPOLOGY=cluster: the programs on the Redis Cluster.
 ifeq ($(SECKILL_REDIS_TOPOLOGY),cluster)
@@ -67,6 +68,7 @@ else
 MYSQL_RUN_ADDR := 127.0.0.1:$(MYSQL_PORT)
 endif
 RUN_ENV := $(REDIS_RUN_ENV) $(KAFKA_RUN_ENV) $(MYSQL_RUN_ENV) \
+	SECKILL_CACHE_REDIS_ADDR=127.0.0.1:$(REDIS_CACHE_PORT) \
 	SECKILL_MYSQL_DSN='seckill:seckill@tcp($(MYSQL_RUN_ADDR))/seckill' \
 	SECKILL_BINLOG_ADDR=$(MYSQL_RUN_ADDR)
 PROGRAMS := api order-writer cache-invalidator seckillctl

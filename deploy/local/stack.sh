@@ -45,6 +45,7 @@ STACK_DIR=${SECKILL_STACK_DIR:-$repo/.stack}
 . "$here/ports"
 REDIS_PORT=${SECKILL_REDIS_PORT:-$REDIS_PORT_DEFAULT}
 REDIS_REPLICA_PORT=${SECKILL_REDIS_REPLICA_PORT:-$REDIS_REPLICA_PORT_DEFAULT}
+REDIS_CACHE_PORT=${SECKILL_REDIS_CACHE_PORT:-$REDIS_CACHE_PORT_DEFAULT}
 REDIS_REPLICA=${SECKILL_REDIS_REPLICA:-no}
 REDIS_TOPOLOGY=${SECKILL_REDIS_TOPOLOGY:-single}
 REDIS_CLUSTER_PORT=${SECKILL_REDIS_CLUSTER_PORT:-$REDIS_CLUSTER_PORT_DEFAULT}
@@ -92,7 +93,7 @@ die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
 
 need_cmds() {
   local missing=()
-  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db mariabackup socat java mvn curl haproxy promtool podman runc nginx chromium; do
+  for c in redis-server redis-cli mariadbd mariadb mariadb-install-db mariabackup socat java mvn curl haproxy promtool podman runc nginx chromium python3; do
     command -v "$c" >/dev/null 2>&1 || missing+=("$c")
   done
   [ -f /usr/lib/galera/libgalera_smm.so ] || missing+=(galera-4)
@@ -109,6 +110,7 @@ cmd_install() {
     local pkgs=(redis-server redis-tools mariadb-server mariadb-client mariadb-backup galera-4 socat curl ca-certificates haproxy prometheus podman runc nginx-light chromium)
     command -v java >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
     command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+    command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
     say "installing Debian packages: ${pkgs[*]}"
     # Keep the packages' own init scripts from starting system-wide servers
     # on 6379/3306: we run our own instances on our own ports.
@@ -168,9 +170,10 @@ redis_up() {
   mkdir -p "$STACK_DIR/redis" "$logs_dir"
   # appendfsync everysec: at most a second of writes lost on a crash, at a
   # fraction of the cost of fsync on every write (the notes' trade-off).
-  # volatile-lru: when full, Redis evicts only keys with an expiry (cache
-  # entries, null markers, sessions, rate-limit windows), never the sale's
-  # state, the id counter or the shop filter, which have none.
+  # noeviction: what this Redis holds is not to be dropped to make room
+  # (the sale's state, the sessions, the login codes); when full it
+  # refuses writes, which the programs answer 503. The caches live on the
+  # caches' Redis (redis_cache_up), which evicts them.
   cat > "$redis_conf" <<EOF
 bind 127.0.0.1
 port $REDIS_PORT
@@ -183,7 +186,7 @@ appendonly yes
 appendfsync everysec
 save ""
 maxmemory 512mb
-maxmemory-policy volatile-lru
+maxmemory-policy noeviction
 EOF
   if pid_alive "$redis_pid" "$REDIS_PORT"; then
     say "redis already running (pid $(cat "$redis_pid"))"
@@ -192,6 +195,37 @@ EOF
   fi
   wait_for "redis 127.0.0.1:$REDIS_PORT" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $REDIS_PORT ping)\" = PONG ]" \
     || die "redis did not answer PING on 127.0.0.1:$REDIS_PORT; see $logs_dir/redis.log"
+}
+
+# The caches' Redis: the shop caches, their null markers and the order
+# status answers, which MySQL can always give again. allkeys-lru: when full
+# it evicts the least recently used of them, and nothing else is there to
+# evict; no persistence, since a restart only costs MySQL the reads.
+cache_conf=$STACK_DIR/redis-cache/redis.conf
+cache_pid=$STACK_DIR/redis-cache/redis.pid
+
+redis_cache_up() {
+  mkdir -p "$STACK_DIR/redis-cache" "$logs_dir"
+  cat > "$cache_conf" <<EOF
+bind 127.0.0.1
+port $REDIS_CACHE_PORT
+protected-mode yes
+daemonize yes
+pidfile $cache_pid
+logfile $logs_dir/redis-cache.log
+dir $STACK_DIR/redis-cache
+appendonly no
+save ""
+maxmemory 128mb
+maxmemory-policy allkeys-lru
+EOF
+  if pid_alive "$cache_pid" "$REDIS_CACHE_PORT"; then
+    say "redis (caches) already running (pid $(cat "$cache_pid"))"
+  else
+    redis-server "$cache_conf" || die "redis-server (caches) did not start; see $logs_dir/redis-cache.log"
+  fi
+  wait_for "redis (caches) 127.0.0.1:$REDIS_CACHE_PORT" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $REDIS_CACHE_PORT ping)\" = PONG ]" \
+    || die "the caches' redis did not answer PING on 127.0.0.1:$REDIS_CACHE_PORT; see $logs_dir/redis-cache.log"
 }
 
 # A replica of the master, as production runs Redis: replication is
@@ -249,7 +283,7 @@ include $here/redis-cluster-node.conf
 appendfsync everysec
 save ""
 maxmemory 128mb
-maxmemory-policy volatile-lru
+maxmemory-policy noeviction
 EOF
   pid_alive "$(cluster_pid "$port")" "$(cluster_title "$port")" && return
   redis-server "$(cluster_conf "$port")" || die "redis-server :$port did not start; see $logs_dir/redis-cluster-$port.log"
@@ -851,10 +885,10 @@ EOF
   else
     kafka_start "$kafka_pid" "$kafka_props" "$kafka_dir/log4j.properties" "$logs_dir/kafka.out" "$KAFKA_HEAP"
   fi
-  wait_for "kafka 127.0.0.1:$KAFKA_PORT (metadata)" 90 kafka_topics --list \
+  wait_for "kafka 127.0.0.1:$KAFKA_PORT (metadata)" 90 kafka_probe "127.0.0.1:$KAFKA_PORT" \
     || die "kafka did not answer a metadata request on 127.0.0.1:$KAFKA_PORT; see $logs_dir/kafka.log and kafka.out"
   local existing t name parts
-  existing=$(kafka_topics --list)
+  existing=$(kafka_probe "127.0.0.1:$KAFKA_PORT" --topics)
   for t in "${TOPICS[@]}"; do
     name=${t%%:*} parts=${t##*:}
     if ! grep -qx "$name" <<<"$existing"; then
@@ -864,6 +898,10 @@ EOF
     fi
   done
 }
+
+# kafka_probe HOST:PORT [--brokers N | --topics]: one metadata request,
+# without a JVM's start (kafka-probe.py).
+kafka_probe() { python3 "$here/kafka-probe.py" "$@"; }
 
 kafka_topics() {
   timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
@@ -943,7 +981,7 @@ kafka_cluster_up() {
   wait_for "kafka cluster $(kcluster_seeds) (metadata)" 120 kcluster_all_registered \
     || die "the Kafka cluster's three brokers did not all register; see $logs_dir/kafka-cluster-*.log"
   local existing t name parts
-  existing=$(kcluster_topics --list)
+  existing=$(kafka_probe "127.0.0.1:$(kcluster_port 1)" --topics)
   for t in "${TOPICS[@]}"; do
     name=${t%%:*} parts=${t##*:}
     if ! grep -qx "$name" <<<"$existing"; then
@@ -961,11 +999,9 @@ kcluster_all_registered() {
     pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")" || return 1
   done
   # Asked of every node: a restarted node answers from the metadata it
-  # had on disk (all three listed) before the others have unfenced it.
+  # had on disk before the others have unfenced it; each must list all.
   for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
-    [ "$(timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
-      -cp "$kafka_libs/*" kafka.admin.BrokerApiVersionsCommand --bootstrap-server "127.0.0.1:$(kcluster_port "$n")" 2>/dev/null \
-      | grep -c '^127.0.0.1:.* (id: [0-9]* rack: null) -> (')" = "$KAFKA_CLUSTER_NODES" ] || return 1
+    kafka_probe "127.0.0.1:$(kcluster_port "$n")" --brokers "$KAFKA_CLUSTER_NODES" || return 1
   done
 }
 
@@ -1018,6 +1054,7 @@ print_env() {
   cat <<EOF
 stack: up. Addresses (the programs' defaults; the tests read the SECKILL_TEST_* ones):
   REDIS_ADDR=127.0.0.1:$REDIS_PORT
+  CACHE_REDIS_ADDR=127.0.0.1:$REDIS_CACHE_PORT   (SECKILL_CACHE_REDIS_ADDR: the caches' Redis)
 EOF
   if [ "$KAFKA_TOPOLOGY" = cluster ]; then
     echo "  KAFKA_CLUSTER=$(kcluster_seeds)   (SECKILL_KAFKA_BROKERS for the Kafka cluster)"
@@ -1048,6 +1085,7 @@ cmd_up() {
   # first start, the JVMs, the cluster handshakes), and none needs another.
   local pids=()
   { redis_up
+    redis_cache_up
     case "$REDIS_REPLICA" in
       yes | 1 | true) redis_replica_up ;;
     esac
@@ -1103,6 +1141,7 @@ cmd_down() {
   mariadb_cluster_down &
   pids+=($!)
   { stop_pid redis "$redis_pid" "$REDIS_PORT"
+    stop_pid "redis (caches)" "$cache_pid" "$REDIS_CACHE_PORT"
     if pid_alive "$replica_pid" "$REDIS_REPLICA_PORT"; then stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT"; fi; } &
   pids+=($!)
   redis_cluster_down &
@@ -1114,6 +1153,7 @@ cmd_stop() {
   case "${1:-}" in
     redis) stop_pid redis "$redis_pid" "$REDIS_PORT" ;;
     redis-replica) stop_pid "redis replica" "$replica_pid" "$REDIS_REPLICA_PORT" ;;
+    redis-cache) stop_pid "redis (caches)" "$cache_pid" "$REDIS_CACHE_PORT" ;;
     redis-cluster) redis_cluster_down ;;
     kafka-cluster) kafka_cluster_down ;;
     kafka-node) kcluster_node_arg "${2:-}"; stop_pid "kafka cluster node $2" "$(kcluster_pid "$2")" "$(kcluster_props "$2")" ;;
@@ -1121,7 +1161,7 @@ cmd_stop() {
     mysql-cluster) mariadb_cluster_down ;;
     mysql-node) mcluster_node_arg "${2:-}"; stop_pid "mariadb cluster node $2" "$(mcluster_pid "$2")" "$(mcluster_cnf "$2")" ;;
     kafka) stop_pid kafka "$kafka_pid" "$kafka_props" ;;
-    *) die "stop: which server? redis, redis-replica, redis-cluster, mariadb, mysql-cluster, mysql-node N, kafka, kafka-cluster or kafka-node N" ;;
+    *) die "stop: which server? redis, redis-replica, redis-cache, redis-cluster, mariadb, mysql-cluster, mysql-node N, kafka, kafka-cluster or kafka-node N" ;;
   esac
 }
 
@@ -1157,6 +1197,7 @@ cmd_kill() {
 cmd_status() {
   local rc=0
   for s in "redis:$redis_pid:$REDIS_PORT:127.0.0.1:$REDIS_PORT" \
+           "rcache:$cache_pid:$REDIS_CACHE_PORT:127.0.0.1:$REDIS_CACHE_PORT" \
            "mariadb:$mysql_pid:$mysql_cnf:127.0.0.1:$MYSQL_PORT" \
            "kafka:$kafka_pid:$kafka_props:127.0.0.1:$KAFKA_PORT"; do
     IFS=: read -r name file pattern host port <<<"$s"

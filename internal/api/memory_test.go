@@ -8,29 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
-// fillToTheLimit sets r's maxmemory just above what it holds and writes
-// keys that do not expire until Redis refuses a write: nothing left that
-// its policy (volatile-lru, as the stack runs it) may evict.
+// fillToTheLimit leaves r just past its limit: nothing that its policy
+// (volatile-lru or noeviction) may evict, a write refused.
 func fillToTheLimit(t *testing.T, r *testsupport.Redis) {
 	t.Helper()
-	ctx := context.Background()
-	if err := r.Client.ConfigSet(ctx, "maxmemory", strconv.FormatInt(testsupport.UsedMemory(t, r.Client)+256<<10, 10)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	value := strings.Repeat("x", 1024)
-	for i := 0; ; i++ {
-		err := r.Client.Set(ctx, r.Key("filler:"+strconv.Itoa(i)), value, 0).Err()
-		if redisconn.OutOfMemory(err) {
-			return
-		}
-		if err != nil || i > 10_000 {
-			t.Fatalf("filling Redis to its limit: %d keys, %v", i, err)
-		}
-	}
+	testsupport.FillToTheLimit(t, r, 256<<10, 0)
 }
 
 // Redis at its memory limit refuses writes (OOM): that is an answer to

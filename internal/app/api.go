@@ -96,8 +96,12 @@ func (m *API) Run(ctx context.Context) error {
 	case sender == nil:
 		m.logger.Warn("no SMS provider is configured: POST /user/code answers 503; SECKILL_DEV_MODE=true logs the codes instead, on a developer's machine")
 	}
+	caches, err := b.cacheRedis(c.CacheRedis, false)
+	if err != nil {
+		return abandon(err, b.closers)
+	}
 	shopKeys := shop.Keys{Prefix: c.Sale.KeyPrefix}
-	shops := shop.NewService(db, b.rdb, shopKeys, c.HTTP.ShopCache, c.HTTP.TypeCache, m.logger, cache.NewMetrics(b.reg))
+	shops := shop.NewService(db, caches, shopKeys, c.HTTP.ShopCache, c.HTTP.TypeCache, m.logger, cache.NewMetrics(b.reg))
 	if c.ShopFilter > 0 {
 		shops.Filter = shop.NewFilter(b.rdb, db, shopKeys, uint(c.ShopFilter), m.logger)
 	}
@@ -135,7 +139,7 @@ func (m *API) Run(ctx context.Context) error {
 			Durable: broker.OrderDurability{Topic: durability},
 			SoldOut: order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger, Metrics: order.NewMetrics(b.reg),
 		},
-		Lookup: &order.Lookup{Settled: statuscache.New(b.rdb, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store},
+		Lookup: &order.Lookup{Settled: statuscache.New(caches, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store},
 	})
 	if err != nil {
 		return abandon(err, b.closers)

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 )
@@ -95,6 +97,32 @@ func newBase(ctx context.Context, c daemon.Common, logger *slog.Logger) (base, e
 	daemon.WatchRedisMemory(b.reg, b.rdb)
 	b.closers = []daemon.Step{closer("redis", b.rdb)}
 	return b, nil
+}
+
+// cacheRedis is the Redis of the shop caches: c's, checked as "cache
+// redis" (required: the program is not ready without it; otherwise it is
+// degraded), or the program's own Redis when c names none. Its client
+// dials when first used, so that a cache Redis that is down does not stop
+// a start.
+func (b *base) cacheRedis(c redisconn.Config, required bool) (redis.UniversalClient, error) {
+	if c.Addr == "" && len(c.Cluster) == 0 {
+		return b.rdb, nil
+	}
+	rdb, err := redisconn.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("the caches' Redis: %w", err)
+	}
+	where := c.Addr
+	if where == "" {
+		where = "cluster " + strings.Join(c.Cluster, ",")
+	}
+	add := b.monitor.AddOptional
+	if required {
+		add = b.monitor.Add
+	}
+	add("cache redis", where, func(ctx context.Context) error { return redisconn.Serving(ctx, rdb) })
+	b.closeFirst(closer("cache redis", rdb))
+	return rdb, nil
 }
 
 // newSaleBase is the base of a program on the order's path: Redis, MySQL

@@ -46,6 +46,10 @@ func (m *CacheInvalidator) Run(ctx context.Context) error {
 	b.monitor.Add("binlog", c.Binlog.Addr, func(ctx context.Context) error { return binlog.CheckServer(ctx, binlogDB) })
 	c.WatchKafka(b.monitor)
 
+	caches, err := b.cacheRedis(c.CacheRedis, true)
+	if err != nil {
+		return abandon(err, b.closers)
+	}
 	keys := shop.Keys{Prefix: c.KeyPrefix}
 	metrics := binlog.NewMetrics(b.reg)
 	retryW, dlqW := broker.NewWriter(c.KafkaBrokers, c.RetryTopic), broker.NewWriter(c.KafkaBrokers, c.DLQTopic)
@@ -58,14 +62,14 @@ func (m *CacheInvalidator) Run(ctx context.Context) error {
 
 	invalidator := &binlog.Invalidator{
 		Source: c.Binlog, Database: c.Database, Mapping: binlog.Mapping(keys), Families: keys.Patterns(),
-		Redis: b.rdb, Retry: retry, Positions: &binlog.PositionFile{Path: c.PositionFile, Every: time.Second},
+		Redis: caches, Retry: retry, Positions: &binlog.PositionFile{Path: c.PositionFile, Every: time.Second},
 		DeleteTimeout: c.DeleteTimeout, Logger: m.logger, Metrics: metrics,
 	}
 	if c.ShopFilter > 0 {
 		// The follower only adds: the API rebuilds the filter from MySQL.
 		invalidator.Shops = shop.NewFilter(b.rdb, nil, keys, uint(c.ShopFilter), m.logger)
 	}
-	retrier := &binlog.Retrier{Retry: retry, DLQ: dlq, Redis: b.rdb, MaxAttempts: c.MaxAttempts,
+	retrier := &binlog.Retrier{Retry: retry, DLQ: dlq, Redis: caches, MaxAttempts: c.MaxAttempts,
 		DeleteTimeout: c.DeleteTimeout, Logger: m.logger, Metrics: metrics}
 	retries := &broker.Consumer{Name: "cache retries", Reader: reader, Handle: retrier.Handle, Logger: m.logger,
 		Stuck: broker.NewStuckMetric(b.reg).WithLabelValues("cache retries")}

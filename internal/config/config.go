@@ -78,6 +78,10 @@ type API struct {
 	// BotCheck is the lifetimes of the order paths and challenges of the
 	// sales that keep bots out.
 	BotCheck botcheck.Config
+	// CacheRedis holds the shop caches and order-status answers: a Redis
+	// whose policy may evict them, so that the one holding sessions and
+	// the sale need evict nothing. Zero: the caches share Common.Redis.
+	CacheRedis redisconn.Config
 }
 
 // The session modes.
@@ -135,6 +139,8 @@ type CacheInvalidator struct {
 	// ShopFilter is the capacity of the filter of shop ids, which the
 	// follower adds inserted shops to; the API's must be the same.
 	ShopFilter int
+	// CacheRedis is where the shop caches it deletes live (API.CacheRedis).
+	CacheRedis redisconn.Config
 }
 
 // LoadAPI reads the api's variables.
@@ -148,7 +154,7 @@ func loadAPI(r *Reader) API {
 	return API{Common: loadCommon(r), HTTP: loadHTTP(r), Sale: loadSale(r),
 		AdminAddr: r.HostPort("SECKILL_ADMIN_ADDR", "127.0.0.1:9100"), DevMode: r.Bool("SECKILL_DEV_MODE", false),
 		ShopFilter: shopFilter(r), AutoPipeline: r.Bool("SECKILL_REDIS_AUTOPIPELINE", true),
-		Sessions: loadSessions(r), TLS: loadTLS(r), BotCheck: loadBotCheck(r)}
+		Sessions: loadSessions(r), TLS: loadTLS(r), BotCheck: loadBotCheck(r), CacheRedis: loadCacheRedis(r)}
 }
 
 // LoadOrderWriter reads the order-writer's variables.
@@ -199,6 +205,7 @@ func loadCacheInvalidator(r *Reader) CacheInvalidator {
 		MaxAttempts:   r.Int("SECKILL_INVALIDATE_MAX_ATTEMPTS", 12, 1, 100),
 		DeleteTimeout: r.Duration("SECKILL_INVALIDATE_DELETE_TIMEOUT", time.Second),
 		ShopFilter:    shopFilter(r),
+		CacheRedis:    loadCacheRedis(r),
 	}
 }
 
@@ -277,6 +284,24 @@ func loadRedis(r *Reader) redisconn.Config {
 	}
 	if err := c.Validate(); err != nil && len(c.Cluster) > 0 {
 		r.Fail("SECKILL_REDIS_CLUSTER", strings.Join(c.Cluster, ","), err.Error())
+	}
+	return c
+}
+
+// loadCacheRedis reads the caches' Redis: SECKILL_CACHE_REDIS_ADDR (one
+// node) or SECKILL_CACHE_REDIS_CLUSTER (a cluster's seeds); neither is the
+// zero Config, the caches then sharing the sale's Redis.
+func loadCacheRedis(r *Reader) redisconn.Config {
+	c := redisconn.Config{Password: r.String("SECKILL_CACHE_REDIS_PASSWORD", "")}
+	_, addrSet := r.raw("SECKILL_CACHE_REDIS_ADDR")
+	seeds, clusterSet := r.raw("SECKILL_CACHE_REDIS_CLUSTER")
+	switch {
+	case addrSet && clusterSet:
+		r.Fail("SECKILL_CACHE_REDIS_CLUSTER", seeds, "SECKILL_CACHE_REDIS_ADDR is set too: name one topology for the caches' Redis")
+	case addrSet:
+		c.Addr = r.HostPort("SECKILL_CACHE_REDIS_ADDR", "")
+	case clusterSet:
+		c.Cluster = r.HostPorts("SECKILL_CACHE_REDIS_CLUSTER", "")
 	}
 	return c
 }

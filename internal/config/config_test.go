@@ -110,3 +110,46 @@ func TestPublishCompression(t *testing.T) {
 		})
 	}
 }
+
+// The caches' Redis: none named shares the sale's; one topology each; both
+// stop the start naming the variable.
+func TestCacheRedis(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		addr, seeds string
+		err         string
+	}{
+		{"none: the sale's Redis", nil, "", "", ""},
+		{"one node", map[string]string{"SECKILL_CACHE_REDIS_ADDR": "127.0.0.1:16381"}, "127.0.0.1:16381", "", ""},
+		{"a cluster", map[string]string{"SECKILL_CACHE_REDIS_CLUSTER": "r1:6379, r2:6379"}, "", "r1:6379,r2:6379", ""},
+		{"both", map[string]string{"SECKILL_CACHE_REDIS_ADDR": "127.0.0.1:16381", "SECKILL_CACHE_REDIS_CLUSTER": "r1:6379"}, "", "", "SECKILL_CACHE_REDIS_CLUSTER"},
+		{"a bad address", map[string]string{"SECKILL_CACHE_REDIS_ADDR": "nowhere"}, "", "", "SECKILL_CACHE_REDIS_ADDR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			api, err := config.LoadAPI(lookup)
+			inv, invErr := config.LoadCacheInvalidator(lookup)
+			if tt.err != "" {
+				for _, err := range []error{err, invErr} {
+					if err == nil || !strings.Contains(err.Error(), tt.err) {
+						t.Errorf("error %v, want one naming %s", err, tt.err)
+					}
+				}
+				return
+			}
+			if err != nil || invErr != nil {
+				t.Fatal(err, invErr)
+			}
+			for _, c := range []struct {
+				addr  string
+				seeds []string
+			}{{api.CacheRedis.Addr, api.CacheRedis.Cluster}, {inv.CacheRedis.Addr, inv.CacheRedis.Cluster}} {
+				if c.addr != tt.addr || strings.Join(c.seeds, ",") != tt.seeds {
+					t.Errorf("caches' Redis %q %q, want %q %q", c.addr, c.seeds, tt.addr, tt.seeds)
+				}
+			}
+		})
+	}
+}

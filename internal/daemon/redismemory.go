@@ -28,9 +28,9 @@ func WatchRedisMemory(reg prometheus.Registerer, rdb redis.UniversalClient) {
 		used: prometheus.NewDesc("seckill_redis_memory_used_bytes",
 			"Memory a Redis master uses (INFO used_memory).", []string{"master"}, nil),
 		limit: prometheus.NewDesc("seckill_redis_memory_limit_bytes",
-			"A Redis master's maxmemory: past it, it evicts keys with an expiry (volatile-lru), then refuses writes; 0 when it has none.", []string{"master"}, nil),
+			"A Redis master's maxmemory: past it, it refuses writes (noeviction, as the sale's Redis runs); 0 when it has none.", []string{"master"}, nil),
 		evicted: prometheus.NewDesc("seckill_redis_evicted_keys_total",
-			"Keys a Redis master has evicted since it started (INFO evicted_keys): caches, and sessions and login codes too.", []string{"master"}, nil),
+			"Keys a Redis master has evicted since it started (INFO evicted_keys): none under noeviction; under an evicting policy sessions and login codes too.", []string{"master"}, nil),
 	})
 }
 

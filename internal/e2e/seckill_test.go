@@ -104,10 +104,11 @@ func (s *sale) startWriter(t *testing.T) {
 }
 
 type result struct {
-	Status   int
-	Success  bool   `json:"success"`
-	ErrorMsg string `json:"errorMsg"`
-	Data     any    `json:"data"`
+	Status     int
+	RetryAfter string // the header
+	Success    bool   `json:"success"`
+	ErrorMsg   string `json:"errorMsg"`
+	Data       any    `json:"data"`
 }
 
 func (s *sale) do(t *testing.T, method, path, token string, header map[string]string, body string) result {
@@ -133,7 +134,7 @@ func (s *sale) doAt(t *testing.T, base, method, path, token string, header map[s
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	r := result{Status: res.StatusCode}
+	r := result{Status: res.StatusCode, RetryAfter: res.Header.Get("Retry-After")}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Errorf("%s %s: %d %s", method, path, res.StatusCode, raw)
 	}

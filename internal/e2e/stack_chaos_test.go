@@ -30,7 +30,7 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Clear of the shared stack's ports and of its cluster buses (+10000).
-	env := append(os.Environ(), "SECKILL_STACK_DIR="+dir, "SECKILL_REDIS_PORT=26379", "SECKILL_REDIS_CLUSTER_PORT=18001",
+	env := append(os.Environ(), "SECKILL_STACK_DIR="+dir, "SECKILL_REDIS_PORT=26379", "SECKILL_REDIS_CACHE_PORT=26381", "SECKILL_REDIS_CLUSTER_PORT=18001",
 		"SECKILL_MYSQL_PORT=23306", "SECKILL_KAFKA_PORT=29092", "SECKILL_KAFKA_CONTROLLER_PORT=29093", "SECKILL_KAFKA_CLUSTER_PORT=29192",
 		"SECKILL_MYSQL_CLUSTER_PORT=23310", "SECKILL_MYSQL_CLUSTER_GCOMM_PORT=24567")
 	run := func(args ...string) string {
@@ -57,7 +57,7 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 	run("up", "--redis-cluster", "--mysql-cluster", "--kafka-brokers", "3")
 
 	status := run("status")
-	want := []string{"127.0.0.1:26379", "127.0.0.1:23306", "127.0.0.1:29092", "127.0.0.1:29192", "127.0.0.1:29292", "127.0.0.1:29392",
+	want := []string{"127.0.0.1:26379", "127.0.0.1:26381", "127.0.0.1:23306", "127.0.0.1:29092", "127.0.0.1:29192", "127.0.0.1:29292", "127.0.0.1:29392",
 		"127.0.0.1:18001", "127.0.0.1:18002", "127.0.0.1:18003", "127.0.0.1:18004", "127.0.0.1:18005", "127.0.0.1:18006",
 		"127.0.0.1:23310", "127.0.0.1:23311", "127.0.0.1:23312", "127.0.0.1:23313"}
 	for _, addr := range want {
@@ -67,7 +67,7 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 	}
 
 	run("down")
-	if left := ownProcesses(t, dir, []string{":26379", ":18001", ":18002", ":18003", ":18004", ":18005", ":18006", ":23306"}); len(left) > 0 {
+	if left := ownProcesses(t, dir, []string{":26379", ":26381", ":18001", ":18002", ":18003", ":18004", ":18005", ":18006", ":23306"}); len(left) > 0 {
 		t.Fatalf("down left servers of the stack running:\n%s", strings.Join(left, "\n"))
 	}
 }

@@ -150,3 +150,28 @@ func UsedMemory(tb testing.TB, client redis.Cmdable) int64 {
 	}
 	return n
 }
+
+// FillToTheLimit sets r's maxmemory to what it holds plus headroom and
+// writes 1 KB keys with ttl (0: none) until Redis refuses one (OOM): with
+// ttl 0 nothing it wrote is left for a volatile policy to evict. It
+// returns how many it wrote; one that was evicted on the way counts too.
+func FillToTheLimit(tb testing.TB, r *Redis, headroom int64, ttl time.Duration) int {
+	tb.Helper()
+	ctx := context.Background()
+	if err := r.Client.ConfigSet(ctx, "maxmemory", strconv.FormatInt(UsedMemory(tb, r.Client)+headroom, 10)).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	value := strings.Repeat("x", 1024)
+	limit := int(headroom>>10) * 4 // an evicting Redis never refuses: stop well past its room
+	for i := 0; ; i++ {
+		err := r.Client.Set(ctx, r.Key("filler:"+strconv.Itoa(i)), value, ttl).Err()
+		switch {
+		case redisconn.OutOfMemory(err):
+			return i
+		case err != nil:
+			tb.Fatalf("filling Redis to its limit: %d keys, %v", i, err)
+		case i > limit:
+			return i
+		}
+	}
+}

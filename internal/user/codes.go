@@ -3,7 +3,6 @@ package user
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -112,8 +111,8 @@ func (k Keys) Session(token string) string { return k.Prefix + "login:token:{" +
 // codeRedis is what the codes need of Redis.
 type codeRedis interface {
 	redis.Scripter
-	Get(ctx context.Context, key string) *redis.StringCmd
 	Incr(ctx context.Context, key string) *redis.IntCmd
+	Decr(ctx context.Context, key string) *redis.IntCmd
 	PExpire(ctx context.Context, key string, ttl time.Duration) *redis.BoolCmd
 }
 
@@ -181,16 +180,28 @@ func (c *Codes) Issue(ctx context.Context, phone, addr string) (string, error) {
 	now := c.now().In(c.policy.Day)
 	y, m, d := now.Date()
 	dayEnds := time.Date(y, m, d+1, 0, 0, 0, 0, c.policy.Day).Sub(now)
-	// The site's budget is another slot than the phone's keys: read before
-	// the phone's script, counted after it issued. Concurrent requests can
-	// pass it by as many as are in flight; a request a limit refuses costs
-	// the budget nothing, so refused requests cannot use it up.
+	// The site's budget is another slot than the phone's keys. It is
+	// counted first and given back when a limit refuses the code or the
+	// code is not stored, so that a request that fails costs the budget
+	// nothing and none is counted after its code was stored: a count
+	// refused at Redis's memory limit once left behind a code never sent
+	// and the cooldown it started, which the retry then met.
 	siteKey := c.keys.siteDay(now.Format("20060102"))
-	used, err := c.rdb.Get(ctx, siteKey).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", fmt.Errorf("read the site's code budget: %w", err)
+	n, err := c.rdb.Incr(ctx, siteKey).Result()
+	if err != nil {
+		return "", fmt.Errorf("count the site's code budget: %w", err)
 	}
-	if used >= int64(c.policy.SiteDailyMax) {
+	if n == 1 {
+		// Kept a day past its own, so that a clock near midnight reads it.
+		c.rdb.PExpire(ctx, siteKey, dayEnds+24*time.Hour)
+	}
+	giveBack := func() {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		c.rdb.Decr(gctx, siteKey)
+	}
+	if n > int64(c.policy.SiteDailyMax) {
+		giveBack()
 		c.metrics.refused.WithLabelValues("site_budget").Inc()
 		return "", ErrCodeSiteBudget.Retry(dayEnds)
 	}
@@ -200,9 +211,13 @@ func (c *Codes) Issue(ctx context.Context, phone, addr string) (string, error) {
 		c.policy.Cooldown.Milliseconds(), c.policy.DailyMax, max(dayEnds.Milliseconds(), 1), rand.Text(),
 		c.policy.PhoneDailyMax, addr, c.policy.PastCeilingEvery.Milliseconds()).Int64Slice()
 	if err != nil {
+		giveBack()
 		return "", fmt.Errorf("issue login code: %w", err)
 	}
 	wait := time.Duration(res[1]) * time.Millisecond
+	if res[0] != 1 {
+		giveBack()
+	}
 	switch res[0] {
 	case 1:
 	case 0:
@@ -214,14 +229,6 @@ func (c *Codes) Issue(ctx context.Context, phone, addr string) (string, error) {
 	default:
 		c.metrics.refused.WithLabelValues("phone_ceiling").Inc()
 		return "", ErrCodePhoneDailyMax.Retry(wait)
-	}
-	n, err := c.rdb.Incr(ctx, siteKey).Result()
-	if err != nil {
-		return "", fmt.Errorf("count the site's code budget: %w", err)
-	}
-	if n == 1 {
-		// Kept a day past its own, so that a clock near midnight reads it.
-		c.rdb.PExpire(ctx, siteKey, dayEnds+24*time.Hour)
 	}
 	c.metrics.sent.Inc()
 	c.metrics.used.Set(float64(n))

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/testsupport"
@@ -342,5 +344,41 @@ func TestALoginUsesItsCodeUpOnlyOnceItsSessionStarted(t *testing.T) {
 	}
 	if _, err := svc.Login(ctx, phone, addr, code, func(user.User) error { return nil }); !errors.Is(err, user.ErrNoCode) {
 		t.Fatalf("the code a second time: %v; want ErrNoCode", err)
+	}
+}
+
+// A code request that Redis's memory limit refuses leaves nothing behind.
+// The site's budget is on a master that is full, the phone's keys on one
+// with room: the request fails (OOM), and its retry once Redis has room
+// gets a code. It met the cooldown of a code stored for the failed request
+// and never sent, when the budget was counted after the code was stored.
+func TestACodeRefusedAtTheMemoryLimitLeavesNoCooldown(t *testing.T) {
+	cl := testsupport.MustPrivateCluster(t)
+	ctx := context.Background()
+	keys := user.Keys{Prefix: cl.Prefix}
+	codes := user.NewCodes(cl.Client, keys, user.DefaultCodePolicy)
+	const addr = "203.0.113.7"
+	site := cl.MasterOf(t, codes.SiteDayKey())
+	phone := ""
+	for i := 0; phone == ""; i++ {
+		if p := fmt.Sprintf("138%08d", i); cl.MasterOf(t, keys.Code(p, addr)) != site {
+			phone = p
+		}
+	}
+	full := redis.NewClient(&redis.Options{Addr: site})
+	defer full.Close()
+	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
+		if err := full.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := codes.Issue(ctx, phone, addr); !redisconn.OutOfMemory(err) {
+		t.Fatalf("a code whose budget's master is full: %v, want Redis's OOM", err)
+	}
+	if err := full.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := codes.Issue(ctx, phone, addr); err != nil {
+		t.Fatalf("the retry once Redis has room: %v, want a code", err)
 	}
 }
