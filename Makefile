@@ -76,7 +76,7 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: apicheck-tools fuzz test-started help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image config-docs
+.PHONY: apicheck-tools fuzz test-started test-prep help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image config-docs
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -104,7 +104,8 @@ down:
 status:
 	@$(STACK) status
 
-apicheck-tools:
+# After install: both may run apt-get, which takes one lock.
+apicheck-tools: install
 	@python3 -c 'import venv, ensurepip' 2>/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv; } \
 	  || { echo "make: Python 3 with venv is missing and could not be installed (Debian: apt-get install python3 python3-venv, as root)" >&2; exit 1; }
 	@[ -x $(SCHEMATHESIS) ] || { python3 -m venv $(SCHEMATHESIS_VENV) && $(SCHEMATHESIS_VENV)/bin/pip install -q --disable-pip-version-check -r deploy/apidoc/schemathesis-requirements.txt; } \
@@ -172,7 +173,7 @@ PHASE := deploy/local/phase.sh
 test: export SECKILL_REDIS_TOPOLOGY := cluster
 test: export SECKILL_KAFKA_TOPOLOGY := cluster
 test: export SECKILL_PHASES := $(CURDIR)/.stack/test-phases
-test: test-started migrate apicheck-tools image
+test: test-started test-prep
 	@$(STACK) stop mysql-cluster > /dev/null
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
 	@# -p 4: four packages at once on two cores; their tests mostly wait on
@@ -194,6 +195,11 @@ test: test-started migrate apicheck-tools image
 	  || { $(STACK) stop mysql-cluster > /dev/null; exit 1; }
 	@$(STACK) stop mysql-cluster > /dev/null
 	@echo; echo "make test: the phases"; $(PHASE) --print
+
+# What make test needs first, side by side: the stack mostly waits on its
+# servers while the programs, the images and the API checker build.
+test-prep:
+	@$(MAKE) --no-print-directory -j3 migrate apicheck-tools image
 
 # The start of make test, before its prerequisites.
 test-started:
