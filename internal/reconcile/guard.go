@@ -20,7 +20,9 @@ type Guard struct {
 	// Timeout bounds one reconcile, its wait for the writer included.
 	Timeout time.Duration
 	// RetryMin is the wait before a failed reconcile runs again; it
-	// doubles up to RetryMax, for RetryFor in all. A reconcile fails mostly
+	// doubles up to RetryMax, while the waits add up to RetryFor at most
+	// (the waits, not the clock: how many tries a sale gets does not
+	// depend on how long a loaded machine takes for each). A reconcile fails mostly
 	// on a server's passing state (a master rejoining the cluster answers
 	// CLUSTERDOWN for a moment): seconds, not the periodic check's next
 	// round, put the sale back. Past RetryFor it is left to the periodic
@@ -89,10 +91,10 @@ func (g *Guard) Violated(voucherID int64, check string, detail ...any) {
 
 // reconcile runs the voucher's reconcile until it is done, cannot be done
 // by this guard (no such voucher in MySQL; a newer reconcile of it ran,
-// which does it), the tries have taken RetryFor, or the guard is closed.
+// which does it), its waits have taken RetryFor, or the guard is closed.
 func (g *Guard) reconcile(voucherID int64) {
 	log := g.Reconciler.Logger
-	giveUp := time.Now().Add(g.RetryFor)
+	var waited time.Duration
 	for wait := g.RetryMin; ; wait = min(2*wait, g.RetryMax) {
 		ctx, cancel := context.WithTimeout(g.ctx, g.Timeout)
 		_, err := g.Reconciler.Run(ctx, voucherID)
@@ -113,7 +115,7 @@ func (g *Guard) reconcile(voucherID int64) {
 			g.reconciles.WithLabelValues("failed").Inc()
 			log.Error("reconcile after a violated invariant failed: the voucher is not in MySQL", "voucher", voucherID, "err", err)
 			return
-		case time.Now().Add(wait).After(giveUp):
+		case waited+wait > g.RetryFor:
 			g.reconciles.WithLabelValues("failed").Inc()
 			log.Error("reconcile after a violated invariant kept failing; giving up: run seckillctl reconcile", "voucher", voucherID,
 				"tried_for", g.RetryFor, "err", err)
@@ -126,6 +128,7 @@ func (g *Guard) reconcile(voucherID int64) {
 			return
 		case <-time.After(wait):
 		}
+		waited += wait
 	}
 }
 

@@ -149,14 +149,17 @@ func TestGuardCloseDuringTheRetryWait(t *testing.T) {
 	}
 }
 
-// A reconcile that keeps failing is given up after RetryFor, said at ERROR
-// with what to do, and counted once as failed.
+// A reconcile that keeps failing is given up once its waits took
+// RetryFor, said at ERROR with what to do, and counted once as failed.
+// Each try here takes longer than RetryFor, as on a loaded machine: the
+// tries still come, since the waits are counted and not the clock (with a
+// deadline on the clock, a loaded CI run gave up after the first try).
 func TestGuardGivesUpAfterRetryFor(t *testing.T) {
 	g := newRig(t)
 	const v = 63
 	g.onSale(t, v, 7, 9)
 	log := &logged{}
-	g.rec.Sale, g.rec.Logger = &failingSale{Sale: g.store}, slog.New(log)
+	g.rec.Sale, g.rec.Logger = &failingSale{Sale: g.store, takes: 250 * time.Millisecond}, slog.New(log)
 	guard := reconcile.NewGuard(g.rec, time.Minute, prometheus.NewRegistry())
 	guard.RetryMin, guard.RetryFor = 10*time.Millisecond, 200*time.Millisecond
 	defer guard.Close()
@@ -165,14 +168,20 @@ func TestGuardGivesUpAfterRetryFor(t *testing.T) {
 		errs := log.at(slog.LevelError)
 		return len(errs) == 2 && strings.Contains(errs[1], "giving up: run seckillctl reconcile")
 	})
-	if warns := len(log.at(slog.LevelWarn)); warns < 2 {
-		t.Fatalf("%d retries said, want several before giving up", warns)
+	// Waits of 10, 20, 40 and 80 ms; the next, 160, would pass 200.
+	if warns := len(log.at(slog.LevelWarn)); warns != 4 {
+		t.Fatalf("%d retries said, want 4 before giving up", warns)
 	}
 }
 
-// failingSale cannot be frozen: the reconcile never gets anywhere.
-type failingSale struct{ reconcile.Sale }
+// failingSale cannot be frozen: the reconcile never gets anywhere, each
+// try after takes.
+type failingSale struct {
+	reconcile.Sale
+	takes time.Duration
+}
 
-func (failingSale) FreezeSuspect(context.Context, int64, int64) error {
+func (f failingSale) FreezeSuspect(context.Context, int64, int64) error {
+	time.Sleep(f.takes)
 	return errors.New("injected: CLUSTERDOWN for good")
 }
