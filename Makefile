@@ -176,13 +176,11 @@ test: export SECKILL_PHASES := $(CURDIR)/.stack/test-phases
 test: test-started test-prep
 	@$(STACK) stop mysql-cluster > /dev/null
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
-	@# -p 4: four packages at once on two cores; their tests mostly wait on
-	@# the servers (a cold run used half the machine's CPU with two).
-	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -p 4 -parallel 4 -timeout 15m ./...
+	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
 	$(PHASE) "bench/: go test -race ./..." env $(TEST_ENV) bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
 	$(PHASE) "deploy/kubernetes: the manifests" bash -c 'cd deploy/kubernetes && $(GO) test -count=1 ./...'
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
-	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -p 4 -parallel 4 -timeout 15m \
+	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m \
 	  -skip '$(CLUSTER_SKIP)' $(REDIS_PACKAGES)
 	$(PHASE) "bench/: the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) \
 	  bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 $(BENCH_REDIS_PACKAGES)'
