@@ -7,6 +7,8 @@
 
 stack.sh's readiness checks: a Kafka tool is a JVM that takes seconds of
 CPU to start, and the checks run every half second while a broker starts.
+Metadata v1 is served by the stack's Kafka 3.9; Kafka 4.0 drops it
+(KIP-896), so an upgrade of the stack's jars moves this to v4 or later.
 """
 import socket
 import struct
@@ -56,7 +58,7 @@ class Reader:
 
 
 def main(argv):
-    if len(argv) < 2:
+    if len(argv) < 2 or ":" not in argv[1]:
         print(__doc__, file=sys.stderr)
         return 2
     host, port = argv[1].rsplit(":", 1)

@@ -18,7 +18,7 @@
 #                      nodes behind HAProxy beside the single server (or
 #                      SECKILL_MYSQL_TOPOLOGY=cluster)
 #   stack.sh down      stop the processes this script started, by their pid
-#   stack.sh stop redis|redis-replica|redis-cluster|mariadb|mysql-cluster|kafka|kafka-cluster
+#   stack.sh stop redis|redis-replica|redis-cache|redis-cluster|mariadb|mysql-cluster|kafka|kafka-cluster
 #                      stop one of them (the failure tests use it; `up` starts
 #                      it again)
 #   stack.sh stop|kill kafka-node N   stop (SIGTERM) or kill -9 node N (1-3)
@@ -30,7 +30,7 @@
 #                      failure tests' rejoin, without the other servers'
 #                      checks)
 #   stack.sh status    which of them run, and where
-#   stack.sh logs [redis|mariadb|kafka]   tail their logs
+#   stack.sh logs [redis|redis-cache|mariadb|kafka]   tail their logs
 #
 # Everything lives under $SECKILL_STACK_DIR (default: .stack in the repo,
 # git-ignored). The ports are the project's own, so a Redis on 6379 or a
@@ -1019,9 +1019,10 @@ kafka_cluster_down() {
       kill -TERM "$(cat "$(kcluster_pid "$n")")" 2>/dev/null || true
     fi
   done
-  # The node that stops last has no controller quorum left to confirm its
-  # controlled shutdown and would wait for it forever: it gets 10 s, and
-  # its logs are recovered at its next start.
+  # They stop together, and the node that stops last has no controller
+  # quorum left to confirm its controlled shutdown: it would wait for it
+  # forever. 10 s each (the first two are gone by then), and the killed
+  # node's logs are recovered at its next start.
   for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
     if pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
       stop_pid "kafka cluster node $n" "$(kcluster_pid "$n")" "$(kcluster_props "$n")" 10
@@ -1220,10 +1221,11 @@ cmd_status() {
 cmd_logs() {
   case "${1:-all}" in
     redis) tail -n 100 -f "$logs_dir/redis.log" ;;
+    redis-cache) tail -n 100 -f "$logs_dir/redis-cache.log" ;;
     mariadb) tail -n 100 -f "$logs_dir/mariadb.log" ;;
     kafka) tail -n 100 -f "$logs_dir/kafka.log" ;;
     all) tail -n 30 -f "$logs_dir/redis.log" "$logs_dir/mariadb.log" "$logs_dir/kafka.log" ;;
-    *) die "logs: unknown server '$1' (redis, mariadb, kafka)" ;;
+    *) die "logs: unknown server '$1' (redis, redis-cache, mariadb, kafka)" ;;
   esac
 }
 

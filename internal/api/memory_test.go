@@ -11,8 +11,9 @@ import (
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
-// fillToTheLimit leaves r just past its limit: nothing that its policy
-// (volatile-lru or noeviction) may evict, a write refused.
+// fillToTheLimit leaves r just past its limit with keys that do not
+// expire, so that neither volatile-lru nor noeviction has room to make: a
+// write refused.
 func fillToTheLimit(t *testing.T, r *testsupport.Redis) {
 	t.Helper()
 	testsupport.FillToTheLimit(t, r, 256<<10, 0)

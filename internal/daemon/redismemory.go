@@ -13,10 +13,10 @@ import (
 )
 
 // redisMemory exports, at each scrape, every master's memory in use, its
-// limit and the keys it has evicted, read from INFO: the headroom that
-// decides when Redis starts evicting (sessions among the keys with an
-// expiry) and then refusing writes. Each program reads the masters it
-// uses; alerts take the largest reading per master.
+// limit and the keys it has evicted, read from INFO: the headroom left
+// before the sale's Redis (noeviction) refuses writes, and the evictions
+// that say it runs an evicting policy instead. Each program reads the
+// masters it uses; alerts take the largest reading per master.
 type redisMemory struct {
 	rdb                  redis.UniversalClient
 	used, limit, evicted *prometheus.Desc

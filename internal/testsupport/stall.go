@@ -170,8 +170,10 @@ func FillToTheLimit(tb testing.TB, r *Redis, headroom int64, ttl time.Duration) 
 			return i
 		case err != nil:
 			tb.Fatalf("filling Redis to its limit: %d keys, %v", i, err)
-		case i > limit:
-			return i
+		case i+1 == limit && ttl == 0:
+			tb.Fatalf("filling Redis to its limit: %d keys that do not expire and no write refused", limit)
+		case i+1 == limit:
+			return limit
 		}
 	}
 }
