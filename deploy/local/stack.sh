@@ -188,13 +188,20 @@ save ""
 maxmemory 512mb
 maxmemory-policy noeviction
 EOF
-  if pid_alive "$redis_pid" "$REDIS_PORT"; then
-    say "redis already running (pid $(cat "$redis_pid"))"
+  redis_start redis "$redis_conf" "$redis_pid" "$REDIS_PORT" "$logs_dir/redis.log"
+}
+
+# redis_start NAME CONF PIDFILE PORT LOG: starts one node unless it runs,
+# and waits for its PING.
+redis_start() {
+  local name=$1 conf=$2 pid=$3 port=$4 log=$5
+  if pid_alive "$pid" "$port"; then
+    say "$name already running (pid $(cat "$pid"))"
   else
-    redis-server "$redis_conf" || die "redis-server did not start; see $logs_dir/redis.log"
+    redis-server "$conf" || die "$name did not start; see $log"
   fi
-  wait_for "redis 127.0.0.1:$REDIS_PORT" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $REDIS_PORT ping)\" = PONG ]" \
-    || die "redis did not answer PING on 127.0.0.1:$REDIS_PORT; see $logs_dir/redis.log"
+  wait_for "$name 127.0.0.1:$port" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $port ping)\" = PONG ]" \
+    || die "$name did not answer PING on 127.0.0.1:$port; see $log"
 }
 
 # The caches' Redis: the shop caches, their null markers and the order
@@ -219,13 +226,7 @@ save ""
 maxmemory 128mb
 maxmemory-policy allkeys-lru
 EOF
-  if pid_alive "$cache_pid" "$REDIS_CACHE_PORT"; then
-    say "redis (caches) already running (pid $(cat "$cache_pid"))"
-  else
-    redis-server "$cache_conf" || die "redis-server (caches) did not start; see $logs_dir/redis-cache.log"
-  fi
-  wait_for "redis (caches) 127.0.0.1:$REDIS_CACHE_PORT" 30 bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $REDIS_CACHE_PORT ping)\" = PONG ]" \
-    || die "the caches' redis did not answer PING on 127.0.0.1:$REDIS_CACHE_PORT; see $logs_dir/redis-cache.log"
+  redis_start "redis (caches)" "$cache_conf" "$cache_pid" "$REDIS_CACHE_PORT" "$logs_dir/redis-cache.log"
 }
 
 # A replica of the master, as production runs Redis: replication is

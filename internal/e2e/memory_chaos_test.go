@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/shop"
 	"github.com/seckill/seckill/internal/testsupport"
@@ -101,7 +100,7 @@ func TestChaosRedisFillsUpUnderASale(t *testing.T) {
 	// Cache entries (1 KB, an hour's TTL, as a shop page's): 16 MB into
 	// the caches' Redis's 4 MB of room.
 	written := testsupport.FillToTheLimit(t, caches, 4<<20, time.Hour)
-	evicted := evictedKeys(t, caches)
+	evicted := testsupport.InfoInt(t, caches.Client, "stats", "evicted_keys")
 	n, other := lost()
 	t.Logf("caches' Redis: %d cache entries written, %d evicted; sessions lost: %d of %d", written, evicted, n, buyers)
 	if evicted == 0 {
@@ -170,18 +169,4 @@ func cachesHoldShop1(t *testing.T, s *sale, st stack, caches *testsupport.Redis)
 			t.Fatalf("the changed shop's cache entry is still on the caches' Redis 20 s later")
 		}
 	}
-}
-
-// evictedKeys is INFO's evicted_keys of r.
-func evictedKeys(t *testing.T, r *testsupport.Redis) int64 {
-	t.Helper()
-	info, err := r.Client.Info(context.Background(), "stats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.ParseInt(redisconn.InfoField(info, "evicted_keys"), 10, 64)
-	if err != nil {
-		t.Fatalf("evicted_keys: %v", err)
-	}
-	return n
 }

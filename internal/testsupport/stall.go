@@ -140,13 +140,19 @@ func StallRedis(tb testing.TB, addr string, d time.Duration) <-chan struct{} {
 // figure its maxmemory is compared with.
 func UsedMemory(tb testing.TB, client redis.Cmdable) int64 {
 	tb.Helper()
-	info, err := client.Info(context.Background(), "memory").Result()
+	return InfoInt(tb, client, "memory", "used_memory")
+}
+
+// InfoInt is the integer field of the Redis of client's INFO section.
+func InfoInt(tb testing.TB, client redis.Cmdable, section, field string) int64 {
+	tb.Helper()
+	info, err := client.Info(context.Background(), section).Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n, err := strconv.ParseInt(redisconn.InfoField(info, "used_memory"), 10, 64)
+	n, err := strconv.ParseInt(redisconn.InfoField(info, field), 10, 64)
 	if err != nil {
-		tb.Fatalf("used_memory: %v", err)
+		tb.Fatalf("%s: %v", field, err)
 	}
 	return n
 }
