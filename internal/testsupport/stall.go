@@ -157,9 +157,14 @@ func InfoInt(tb testing.TB, client redis.Cmdable, section, field string) int64 {
 	return n
 }
 
+// fillMargin is how far below what Redis holds FillToTheLimit leaves its
+// limit once Redis refuses a write.
+const fillMargin = 128 << 10
+
 // FillToTheLimit sets r's maxmemory to what it holds plus headroom and
-// writes 1 KB keys with ttl (0: none) until Redis refuses one (OOM): with
-// ttl 0 nothing it wrote is left for a volatile policy to evict. It
+// writes 1 KB keys with ttl (0: none) until Redis refuses one (OOM), then
+// lowers the limit fillMargin below what Redis holds: with ttl 0 nothing
+// it wrote is left for a volatile policy to evict. It
 // returns how many it wrote; one that was evicted on the way counts too.
 func FillToTheLimit(tb testing.TB, r *Redis, headroom int64, ttl time.Duration) int {
 	tb.Helper()
@@ -173,6 +178,14 @@ func FillToTheLimit(tb testing.TB, r *Redis, headroom int64, ttl time.Duration) 
 		err := r.Client.Set(ctx, r.Key("filler:"+strconv.Itoa(i)), value, ttl).Err()
 		switch {
 		case redisconn.OutOfMemory(err):
+			// Refused just past the limit, Redis's figure still moves by
+			// tens of KB as clients' buffers come and go (an INFO reply is
+			// several KB); a limit this far below what it holds keeps a
+			// small write refused through such a dip.
+			under := UsedMemory(tb, r.Client) - fillMargin
+			if err := r.Client.ConfigSet(ctx, "maxmemory", strconv.FormatInt(under, 10)).Err(); err != nil {
+				tb.Fatal(err)
+			}
 			return i
 		case err != nil:
 			tb.Fatalf("filling Redis to its limit: %d keys, %v", i, err)

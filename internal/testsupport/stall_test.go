@@ -22,3 +22,27 @@ func TestPrivateClusterNodeBusIsBelowTheEphemeralRange(t *testing.T) {
 		t.Fatalf("cluster-port %q; want one of FreeAddr's (23000–26999)", got["cluster-port"])
 	}
 }
+
+// A Redis filled to its limit stays there when its memory dips a little
+// (a client's buffers shrinking, an INFO reply sent, filler keys freed): CI's
+// TestRedisAtItsMemoryLimitIsAnAnswer saw a code's write taken after the
+// fill, which stopped at the first refusal, just past the limit.
+func TestFillToTheLimitHoldsThroughASmallDip(t *testing.T) {
+	for _, policy := range []string{"noeviction", "volatile-lru"} {
+		t.Run(policy, func(t *testing.T) {
+			r, _ := testsupport.MustPrivateRedis(t, "--maxmemory-policy", policy)
+			ctx := context.Background()
+			if n := testsupport.FillToTheLimit(t, r, 256<<10, 0); n == 0 {
+				t.Fatal("nothing written before the limit")
+			}
+			for i := range 32 {
+				if err := r.Client.Del(ctx, r.Key("filler:"+strconv.Itoa(i))).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := r.Client.Set(ctx, r.Key("after-the-dip"), "code", 0).Err(); err == nil {
+				t.Errorf("a write taken after 32 KB freed at the limit: the fill left no margin past it")
+			}
+		})
+	}
+}
