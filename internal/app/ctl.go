@@ -249,7 +249,7 @@ func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
 			Backlog: &broker.Progress{Brokers: cfg.KafkaBrokers, Group: cfg.Group, Topic: cfg.Sale.OrdersTopic},
 			IDs:     orderIDs(rdb, cfg.Sale),
 			Locks:   lock.New(rdb, cfg.Sale.KeyPrefix),
-			Wait:    time.Minute, Poll: 200 * time.Millisecond,
+			Wait:    time.Minute, Poll: reconcilePoll,
 			Logger: daemon.NewLogger(out, cfg.LogFormat, slog.LevelInfo, "seckillctl"),
 		}
 		rep, err := r.Run(ctx, voucherID)

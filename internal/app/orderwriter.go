@@ -22,6 +22,13 @@ import (
 	"github.com/seckill/seckill/internal/replid"
 )
 
+// reconcilePoll is how often a reconcile reads the writer's committed
+// offsets while it waits for the writer (twice per reconcile, the sale
+// paused for the second): a failed-over master's sales sell again only
+// after it, so a wait of 200 ms per poll was most of their pause after
+// the promotion. One OffsetFetch per poll, only while a reconcile waits.
+const reconcilePoll = 50 * time.Millisecond
+
 // OrderWriter is the order-writer program: the orders consumer and the
 // reservation relay.
 type OrderWriter struct {
@@ -68,7 +75,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	progress := &broker.Progress{Brokers: c.KafkaBrokers, Group: c.Group, Topic: c.Sale.OrdersTopic}
 	guard := reconcile.NewGuard(&reconcile.Reconciler{Sale: store, Records: &orderdb.Orders{DB: db}, Backlog: progress,
 		Locks: lock.New(b.rdb, c.Sale.KeyPrefix),
-		IDs:   orderIDs(b.rdb, c.Sale), Wait: time.Minute, Poll: 200 * time.Millisecond, Logger: m.logger}, 2*time.Minute, b.reg)
+		IDs:   orderIDs(b.rdb, c.Sale), Wait: time.Minute, Poll: reconcilePoll, Logger: m.logger}, 2*time.Minute, b.reg)
 	b.closeFirst(closer("reconciles", guard))
 	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store, Records: store,
 		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: store, Guard: guard}

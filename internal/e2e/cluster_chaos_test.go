@@ -79,14 +79,18 @@ const (
 	resumeBound = 30 * time.Second
 	// resumeAfterPromotion bounds how long after the promotion the failed
 	// master's sales sell again: every program learns the promotion (the
-	// slot map reloaded every 500 ms, the replication ids read without
-	// waiting for a frozen master), then the writer reconciles. The goal
-	// is a second; measured 0.3–2.5 s (docs/redis-cluster.md), so the
-	// figure is printed and the bound catches what was broken before:
-	// sales that waited for the clients' slot map to age a minute.
-	// TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion checks that a
-	// frozen master's slots answer before it wakes.
-	resumeAfterPromotion = 5 * time.Second
+	// slot map read from every node at once every 500 ms, the replication
+	// ids read without waiting for a frozen master, a check round stuck
+	// on it abandoned), then the writer catches up and reconciles. The
+	// goal is a second; measured 0.5–0.75 s after a kill, 0.75–1.4 s
+	// after a freeze (docs/redis-cluster.md), so the figure is printed
+	// and the bound leaves room for a loaded machine; before, a freeze
+	// took up to 2.5 s (the slot map's reload asking the frozen node
+	// first, the writer's batch retry asleep up to 1.7 s).
+	resumeAfterPromotion = 2 * time.Second
+	// survivingShare is the least share of their rate before the fault
+	// the other masters' sales keep from the fault to the promotion.
+	survivingShare = 0.5
 )
 
 func runClusterFault(t *testing.T, f clusterFault) {
@@ -190,6 +194,33 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	gap, gapAt := longestGapAfter(survivors[:len(survivors)*95/100], clusterFaultAt)
 	t.Logf("surviving masters' sales: %d orders, the longest gap after the fault %v (from %v after the crowd began; the fault at %v)",
 		len(survivors), gap.Round(time.Millisecond), gapAt.Round(time.Millisecond), clusterFaultAt)
+	// Their rate before the fault, and from the fault to the promotion
+	// (or until they had sold 95 %, if sooner).
+	var promotedAt time.Duration
+	select {
+	case promotedAt = <-promoted:
+	default:
+		t.Fatalf("the replica %s of the failed master was never promoted", replica)
+	}
+	const from = time.Second
+	until := min(promotedAt, survivors[len(survivors)*95/100])
+	var before, during int
+	for _, at := range survivors {
+		switch {
+		case at >= from && at < clusterFaultAt:
+			before++
+		case at >= clusterFaultAt && at < until:
+			during++
+		}
+	}
+	rateBefore := float64(before) / (clusterFaultAt - from).Seconds()
+	rateDuring := float64(during) / (until - clusterFaultAt).Seconds()
+	t.Logf("surviving masters' sales: %.0f accepts/s before the fault, %.0f/s from the fault to %v (%.0f %%)", rateBefore, rateDuring,
+		until.Round(time.Millisecond), 100*rateDuring/rateBefore)
+	if rateDuring < survivingShare*rateBefore {
+		t.Errorf("the surviving masters' sales fell to %.0f accepts/s during the failover from %.0f; want at least %.0f %%", rateDuring,
+			rateBefore, 100*survivingShare)
+	}
 	if gap > time.Second {
 		// What the surviving sales' buyers were answered while none of
 		// them was accepted: the request that stalled, and why.
@@ -220,17 +251,12 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	pause, pauseAt := longestGapAfter(affected, clusterFaultAt)
 	t.Logf("the failed master's sales: %d orders, stopped %v from %v, the last at %v", len(affected), pause.Round(time.Millisecond),
 		pauseAt.Round(time.Millisecond), affected[len(affected)-1].Round(time.Millisecond))
-	select {
-	case at := <-promoted:
-		resumed := pauseAt + pause
-		t.Logf("Redis promoted %s %v after the fault; the failed master's sales sold again %v after that", replica,
-			(at - clusterFaultAt).Round(time.Millisecond), (resumed - at).Round(time.Millisecond))
-		if resumed-at > resumeAfterPromotion {
-			t.Errorf("the failed master's sales sold again %v after the promotion; want within %v", (resumed - at).Round(time.Millisecond),
-				resumeAfterPromotion)
-		}
-	default:
-		t.Fatalf("the replica %s of the failed master was never promoted", replica)
+	resumed := pauseAt + pause
+	t.Logf("Redis promoted %s %v after the fault; the failed master's sales sold again %v after that", replica,
+		(promotedAt - clusterFaultAt).Round(time.Millisecond), (resumed - promotedAt).Round(time.Millisecond))
+	if resumed-promotedAt > resumeAfterPromotion {
+		t.Errorf("the failed master's sales sold again %v after the promotion; want within %v", (resumed - promotedAt).Round(time.Millisecond),
+			resumeAfterPromotion)
 	}
 	if pause > resumeBound {
 		t.Fatalf("the failed master's sales sold again only %v after they stopped; want within %v", pause, resumeBound)

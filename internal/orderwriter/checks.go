@@ -55,8 +55,9 @@ type SaleChecks struct {
 	// Errors, when set, counts the vouchers whose check could not be made.
 	Errors prometheus.Counter
 
-	once  sync.Once
-	asked chan struct{}
+	once   sync.Once
+	asked  chan struct{}
+	rounds sync.WaitGroup
 }
 
 // Violations takes what a check finds: reconcile.Guard reconciles, a
@@ -70,9 +71,10 @@ type Violations interface {
 // restart, MySQL away) is logged and tried again a second later: it may be
 // the one a new replication id asked for.
 func (c *SaleChecks) Run(ctx context.Context) error {
+	defer c.rounds.Wait()
 	for {
 		wait := c.Interval
-		if _, err := c.Check(ctx); err != nil && ctx.Err() == nil {
+		if err := c.round(ctx); err != nil && ctx.Err() == nil {
 			c.Logger.Warn("sale checks failed; trying again in a second", "err", err)
 			wait = min(wait, time.Second)
 		}
@@ -84,6 +86,35 @@ func (c *SaleChecks) Run(ctx context.Context) error {
 		case <-t.C:
 		case <-c.now():
 			t.Stop()
+		}
+	}
+}
+
+// round is one Check, abandoned for a new one at once when Now is called
+// during it: the round under way may be waiting on the master that failed
+// over (its reads went there until the client learnt of the promotion),
+// while the promoted master's sales, paused at the gate, wait for this
+// check to reconcile them. A Redis read does not end when its context is
+// cancelled, only at its read timeout (go-redis), so the abandoned round
+// is not waited for: its context is cancelled, it ends at its next call,
+// and Run waits for it only when it returns.
+func (c *SaleChecks) round(ctx context.Context) error {
+	for {
+		rctx, cancel := context.WithCancel(ctx)
+		result := make(chan error, 1)
+		c.rounds.Go(func() {
+			_, err := c.Check(rctx)
+			result <- err
+		})
+		select {
+		case err := <-result:
+			cancel()
+			return err
+		case <-c.now():
+			cancel()
+		case <-ctx.Done():
+			cancel()
+			return ctx.Err()
 		}
 	}
 }
@@ -113,6 +144,9 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 	var errs []error
 	fail := func(voucher int64, err error) {
 		errs = append(errs, err)
+		if ctx.Err() != nil {
+			return // the round was given up: not the voucher's fault
+		}
 		c.Logger.Warn("a voucher's sale check failed; the others are checked", "voucher", voucher, "err", err)
 		if c.Errors != nil {
 			c.Errors.Inc()

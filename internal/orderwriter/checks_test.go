@@ -2,6 +2,7 @@ package orderwriter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -126,4 +127,65 @@ func (v *violations) list() []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return slices.Sorted(slices.Values(v.found))
+}
+
+// A check round waiting on a master that stopped answering (its reads go
+// there until the client learns of the promotion) held up the round a new
+// replication id asks for (Now): the failed master's sales stayed paused
+// until the stuck read timed out (measured: 0.5 s past the new id, the
+// read 4.1 s in all). Now starts a round at once, without waiting for the
+// stuck one, whose read does not end with its context.
+func TestANewReplicationIDCutsAStuckCheck(t *testing.T) {
+	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store := gate.NewStore(r.Client, r.Prefix)
+	const voucher = 80
+	m.MustSeedVoucher(t, voucher, 5)
+	if err := store.Warm(ctx, voucher, 5, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	sizer := &stuckOnce{SaleSizer: store, stuck: make(chan struct{}), release: make(chan struct{}), reads: make(chan struct{}, 10)}
+	checks := &orderwriter.SaleChecks{DB: m.DB, Sale: sizer, Guard: &violations{}, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+	done := make(chan error, 1)
+	go func() { done <- checks.Run(ctx) }()
+	select {
+	case <-sizer.stuck:
+	case <-ctx.Done():
+		t.Fatal("the first check round never read the sale")
+	}
+	checks.Now(ctx)
+	select {
+	case <-sizer.reads:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a check asked for by a new replication id waited for the round stuck on the failed master")
+	}
+	cancel()
+	close(sizer.release)
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// stuckOnce's first read waits until released, whatever its context says,
+// as go-redis's read of a frozen master waits for its read timeout; the
+// next ones answer.
+type stuckOnce struct {
+	orderwriter.SaleSizer
+	once    sync.Once
+	stuck   chan struct{}
+	release chan struct{}
+	reads   chan struct{}
+}
+
+func (s *stuckOnce) Size(ctx context.Context, voucherID int64) (sale.Size, error) {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.stuck)
+		<-s.release
+		return sale.Size{}, errors.New("read timeout")
+	}
+	s.reads <- struct{}{}
+	return s.SaleSizer.Size(ctx, voucherID)
 }

@@ -83,10 +83,12 @@ func New(c Config) (redis.UniversalClient, error) {
 	}
 	var rdb redis.UniversalClient
 	if len(c.Cluster) > 0 {
+		slots := newSlotMap(c.Cluster, c.Password)
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Cluster, Password: c.Password,
 			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: poolTimeout,
 			MaxRetries: maxRetries, DialerRetries: dialRetries, ClusterStateReloadInterval: stateReload,
+			ClusterSlots: slots.load, NewClient: slots.newClient,
 		})
 	} else {
 		rdb = redis.NewClient(&redis.Options{

@@ -378,15 +378,21 @@ func TestUnreachableTellsAFailoverFromARefusal(t *testing.T) {
 	}
 }
 
+// followBound is how soon after a promotion TestAFrozenMastersSlots…
+// wants calls answered: the goal is a second (a reload every 500 ms that
+// waits 20 ms for a node that does not answer), measured 0.38–0.44 s; the
+// bound leaves room for a loaded machine and still fails go-redis's own
+// reload, which asked the frozen node first in 2 of 3 runs (2.9 s, 5.4 s).
+const followBound = 2 * time.Second
+
 // A master frozen past the node timeout (SIGSTOP) never answers, not even
 // MOVED: its slots are served again only when the client learns of the
 // promotion by itself. Calls on its slots, autopipelined (the gate, the
 // sessions) and plain (the lease, the admin), each bounded as the api
-// bounds a request, are answered again after the promotion and before
-// the frozen master wakes (the autopipelined ones waited for the wake,
-// 5.5 s after the promotion). How soon is printed: the slot map's reload
-// every 500 ms, longer when it asks the frozen node first
-// (docs/redis-cluster.md).
+// bounds a request, are answered again soon after the promotion, long
+// before the frozen master wakes (the autopipelined ones once waited for
+// the wake, 5.5 s after the promotion; go-redis's slot map reload, asking
+// the frozen node first, up to 5.4 s).
 func TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion(t *testing.T) {
 	cl, rdb, ap := privateAutoPipeliner(t)
 	ctx := context.Background()
@@ -487,6 +493,10 @@ func TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion(t *testing.T) {
 		}
 		t.Logf("%s: answered again %v after the promotion (%v after the freeze)", pa.name, (at - promotedAt).Round(time.Millisecond),
 			promotedAt.Round(time.Millisecond))
+		if at-promotedAt > followBound {
+			t.Errorf("%s: answered again %v after the promotion; want within %v (the goal is a second)", pa.name,
+				(at - promotedAt).Round(time.Millisecond), followBound)
+		}
 	}
 }
 
