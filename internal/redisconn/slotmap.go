@@ -37,7 +37,9 @@ type slotMap struct {
 	// asking holds the addresses whose last query is still unanswered: a
 	// frozen node is not asked again until it answers or times out.
 	asking map[string]bool
-	// known is every address of the last map, seeds first.
+	// known is every address of the last map: the seeds only until one
+	// was made, or when none of its nodes answers (a seed that died would
+	// otherwise be dialled at every reload, for ever).
 	known []string
 	// loopback restores the host go-redis strips from a loopback address
 	// it did not learn from a node (":7000" → "127.0.0.1:7000"): without
@@ -126,6 +128,13 @@ collect:
 		}
 	}
 	if len(views) == 0 {
+		m.mu.Lock()
+		for _, seed := range m.seeds {
+			if !slices.Contains(m.known, seed) {
+				m.known = append(m.known, seed)
+			}
+		}
+		m.mu.Unlock()
 		return nil, fmt.Errorf("redis cluster slot map: no node answered CLUSTER NODES: %w", errors.Join(errs...))
 	}
 	slots, err := mergeViews(views)
@@ -155,7 +164,7 @@ func (m *slotMap) clusterNodes(ctx context.Context, addr string) (string, error)
 		m.mu.Unlock()
 	}
 	c = redis.NewClient(&redis.Options{Addr: addr, Password: m.password, DialTimeout: slotsWait, ReadTimeout: slotsWait,
-		WriteTimeout: slotsWait, MaxRetries: -1, PoolSize: 1})
+		WriteTimeout: slotsWait, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
 	defer c.Close()
 	return c.ClusterNodes(ctx).Result()
 }
@@ -165,7 +174,7 @@ func (m *slotMap) clusterNodes(ctx context.Context, addr string) (string, error)
 func (m *slotMap) remember(slots []redis.ClusterSlot) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	known := append([]string(nil), m.seeds...)
+	var known []string
 	for _, s := range slots {
 		for _, n := range s.Nodes {
 			if !slices.Contains(known, n.Addr) {
