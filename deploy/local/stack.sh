@@ -485,7 +485,7 @@ wsrep_cluster_address=gcomm://$(mcluster_addresses)
 wsrep_node_name=node$n
 wsrep_node_address=127.0.0.1:$gcomm
 wsrep_node_incoming_address=127.0.0.1:$(mcluster_port "$n")
-wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm;ist.recv_addr=127.0.0.1:$((gcomm + 1));gcache.size=64M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;evs.install_timeout=PT4S"
+wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm;ist.recv_addr=127.0.0.1:$((gcomm + 1));gcache.size=64M;pc.recovery=FALSE;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;evs.install_timeout=PT4S"
 # A joiner's snapshot by mariabackup, streamed (socat), as root like the
 # server: rsync's daemon, run as root, would drop to nobody, who may not
 # reach the stack's directory. The donor's root enters by its socket.
@@ -569,12 +569,19 @@ mcluster_seqno() {
 
 # The node that holds the most, among every node's (running or not), and
 # its seqno: "node seqno", or nothing when a node's position is unknown.
+# Of nodes that hold as much, a running one: after a loss of quorum the
+# survivor commits nothing more, so its seqno ties with those of the
+# nodes that died, and bootstrapping it is what keeps one history.
 mcluster_most_advanced() {
-  local n seqno best="" best_seqno=-1
+  local n seqno best="" best_seqno=-1 best_running=no running
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     seqno=$(mcluster_seqno "$n")
     [ "$seqno" = "?" ] && return 0
-    if [ "$seqno" -gt "$best_seqno" ]; then best=$n best_seqno=$seqno; fi
+    running=no
+    if mcluster_running "$n"; then running=yes; fi
+    if [ "$seqno" -gt "$best_seqno" ] || { [ "$seqno" = "$best_seqno" ] && [ "$running" = yes ] && [ "$best_running" = no ]; }; then
+      best=$n best_seqno=$seqno best_running=$running
+    fi
   done
   [ -n "$best" ] && echo "$best $best_seqno"
   return 0
@@ -596,32 +603,60 @@ mcluster_primary_somewhere() {
 }
 
 # After two nodes of three died, the survivor is a minority and stays out
-# of a Primary component. Galera recovers the last one by itself when
-# every member of it returns with its state, but the members that come
-# back that way log what they apply under GTID domain 0 (MariaDB 10.11),
-# and their binlogs no longer match the survivor's. So when the running
-# nodes hold every transaction the stopped ones had, the most advanced of
-# them becomes a new Primary component (pc.bootstrap, what an operator
-# does) and the others rejoin it by IST, as any restarted node does;
-# otherwise the stack leaves it to Galera, and bootstraps the most
-# advanced node only if no Primary component forms. Either way it says so.
-mcluster_bootstrap_running() {
-  local best n seqno
+# of a Primary component. Galera could re-form the last one by itself once
+# every member returns (pc.recovery), but the members that come back that
+# way log what they apply under GTID domain 0 (MariaDB 10.11): the nodes'
+# binlogs fork, and a binlog follower's position on one names nothing on
+# the others. So pc.recovery is off and the stack bootstraps exactly one
+# node, as an operator does: the most advanced, a running one first
+# (pc.bootstrap); when a stopped node holds more, the running ones are
+# stopped and that node starts a new cluster. The others join it by IST.
+mcluster_bootstrap_most_advanced() {
+  local best n seqno other
   best=$(mcluster_most_advanced)
   [ -n "$best" ] || die "no node of the MariaDB cluster is in a Primary component, and the position of one is unknown: find the most advanced node (mariadbd --wsrep-recover), bootstrap it (SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'), start the others"
   n=${best% *} seqno=${best#* }
-  mcluster_running "$n" && mcluster_root "$n" -e "SELECT 1" > /dev/null 2>&1 \
-    || die "no node of the MariaDB cluster is in a Primary component, and node $n, the most advanced (seqno $seqno), does not answer: bootstrapping another would discard its commits; see $logs_dir/mariadb-cluster-$n.log"
-  say "no node of the MariaDB cluster is in a Primary component: making node $n (the most advanced, seqno $seqno) a new one (pc.bootstrap)"
-  mcluster_root "$n" -e "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'" \
-    || die "could not bootstrap node $n; see $logs_dir/mariadb-cluster-$n.log"
+  if mcluster_running "$n"; then
+    mcluster_root "$n" -e "SELECT 1" > /dev/null 2>&1 \
+      || die "no node of the MariaDB cluster is in a Primary component, and node $n, the most advanced (seqno $seqno), does not answer: bootstrapping another would discard its commits; see $logs_dir/mariadb-cluster-$n.log"
+    say "no node of the MariaDB cluster is in a Primary component: making node $n (the most advanced, seqno $seqno) a new one (pc.bootstrap)"
+    mcluster_root "$n" -e "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'" \
+      || die "could not bootstrap node $n; see $logs_dir/mariadb-cluster-$n.log"
+    return
+  fi
+  say "no node of the MariaDB cluster is in a Primary component, and node $n, stopped, holds the most (seqno $seqno): stopping the running ones, starting a new cluster from node $n"
+  for other in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    if mcluster_running "$other"; then mcluster_node_down "$other"; mcluster_recover "$other"; fi
+  done
+  sed -i 's/^safe_to_bootstrap: 0/safe_to_bootstrap: 1/' "$mcluster_dir/$n/data/grastate.dat"
+  mcluster_launch "$n" --wsrep-new-cluster
+  mcluster_wait "$n" 180 || die "mariadb cluster node $n did not bootstrap; see $logs_dir/mariadb-cluster-$n.log"
 }
 
-# The running nodes hold every transaction a stopped one committed.
-mcluster_running_ahead() {
-  local best
-  best=$(mcluster_most_advanced)
-  [ -n "$best" ] && mcluster_running "${best% *}"
+# The GTID domains in node N's binlog other than the cluster's
+# (wsrep_gtid_domain_id): a node that logged under another one forked
+# from the others' history.
+mcluster_foreign_domains() {
+  mcluster_root "$1" -N -e "SELECT @@gtid_binlog_pos, @@wsrep_gtid_domain_id" 2>/dev/null \
+    | awk -F'\t' '{ n = split($1, g, ","); for (i = 1; i <= n; i++) { split(g[i], f, "-"); if (f[1] != $2) printf "%s ", g[i] } }'
+}
+
+# A node whose binlog forked (above: an earlier stack's recovery) is not
+# served: it is stopped, its state and binlog dropped, and it joins again
+# by a whole snapshot from a donor, which brings the cluster's history.
+mcluster_rebuild_forked() {
+  local n foreign
+  for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    foreign=$(mcluster_foreign_domains "$n")
+    [ -n "$foreign" ] || continue
+    say "mariadb cluster node $n logged transactions under another GTID domain than the cluster's ($foreign): rebuilding it from a snapshot (SST)"
+    mcluster_node_down "$n"
+    rm -f "$mcluster_dir/$n/data/grastate.dat" "$mcluster_dir/$n/data/galera.cache" "$mcluster_dir/$n/recovered-position" "$mcluster_dir/$n/binlog/"*
+    mcluster_launch "$n"
+    mcluster_wait "$n" 180 || die "mariadb cluster node $n did not rejoin by a snapshot; see $logs_dir/mariadb-cluster-$n.log"
+    foreign=$(mcluster_foreign_domains "$n")
+    [ -z "$foreign" ] || die "mariadb cluster node $n still logs under another GTID domain after its snapshot ($foreign); see $logs_dir/mariadb-cluster-$n.log"
+  done
 }
 
 # The node a cluster with none running starts from: the one Galera marked
@@ -671,23 +706,19 @@ GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$MYSQL_CANAL_USER
 CREATE USER IF NOT EXISTS '$MYSQL_CHECK_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_CHECK_PASSWORD';
 EOF
   fi
-  if [ "$any" = yes ] && ! mcluster_primary_somewhere && mcluster_running_ahead; then
-    mcluster_bootstrap_running
+  if [ "$any" = yes ] && ! mcluster_primary_somewhere; then
+    mcluster_bootstrap_most_advanced
     wait_for "a Primary component in the MariaDB cluster" 30 mcluster_primary_somewhere \
       || die "the MariaDB cluster has no Primary component after a bootstrap; see $logs_dir/mariadb-cluster-*.log"
   fi
-  # The missing nodes start together: after a loss of quorum, the last
-  # Primary component's members recover it only when all are back.
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     if ! mcluster_running "$n"; then mcluster_launch "$n"; fi
   done
-  if ! wait_for "a Primary component in the MariaDB cluster" 60 mcluster_primary_somewhere; then
-    mcluster_bootstrap_running
-  fi
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     mcluster_wait "$n" 180 \
       || die "mariadb cluster node $n is not Synced in a Primary component; see $logs_dir/mariadb-cluster-$n.log"
   done
+  mcluster_rebuild_forked
   mcluster_proxy_up
 }
 
