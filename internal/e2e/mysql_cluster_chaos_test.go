@@ -22,6 +22,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -470,4 +471,78 @@ func grepLines(text, part string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Galera certifies a commit on every node and applies it on each in its
+// own time. The reconcile's truth (SaleTruth), read on a node that has not
+// applied the writer's last batch yet, would miss orders whose
+// reservations are gone from Redis and put their units on sale again. A
+// node's applying is held back here (desynced, FLUSH TABLES WITH READ
+// LOCK): a plain read there misses the orders written through another
+// node; the programs' pools read causally (wsrep_sync_wait), so the
+// truth read there waits for them and counts every one.
+func TestChaosMySQLClusterReadsAreCausal(t *testing.T) {
+	m := testsupport.MustMySQLCluster(t)
+	ctx := context.Background()
+	const voucher, orders = 1, 5
+	m.MustSeedVoucher(t, voucher, 100)
+	writes := activeNode(t, m)
+	lagging := writes%3 + 1
+	sameGTIDs(t, m, writes)
+
+	held, err := nodeDB(t, m, lagging).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	release := func() {
+		_, _ = held.ExecContext(ctx, "UNLOCK TABLES")
+		_, _ = held.ExecContext(ctx, "SET GLOBAL wsrep_desync = OFF")
+	}
+	t.Cleanup(release)
+	for _, q := range []string{"SET GLOBAL wsrep_desync = ON", "FLUSH TABLES WITH READ LOCK"} {
+		if _, err := held.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s on node %d: %v", q, lagging, err)
+		}
+	}
+	for i := range orders {
+		if _, err := m.DB.ExecContext(ctx, "INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, ?)", 9000+i, 100+i, voucher); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cfg, err := mysql.ParseDSN(m.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(m.Addr)
+	p, _ := strconv.Atoi(port)
+	cfg.Addr = net.JoinHostPort(host, strconv.Itoa(p+lagging))
+	plain, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	var seen int
+	if err := plain.QueryRowContext(ctx, "SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?", voucher).Scan(&seen); err != nil {
+		t.Fatal(err)
+	}
+	if seen == orders {
+		t.Fatalf("node %d applied the %d orders while held back: the test shows nothing", lagging, orders)
+	}
+	t.Logf("a plain read on node %d, held back: %d of %d orders", lagging, seen, orders)
+
+	released := time.AfterFunc(time.Second, release)
+	defer released.Stop()
+	began := time.Now()
+	truth, ok, err := (&orderdb.Orders{DB: nodeDB(t, m, lagging)}).SaleTruth(ctx, voucher, nil)
+	if err != nil || !ok {
+		t.Fatalf("the reconcile's truth on node %d: %v, found %v", lagging, err, ok)
+	}
+	t.Logf("the reconcile's truth on node %d: %d holders, read in %v (applying resumed after 1 s)", lagging, len(truth.Holders),
+		time.Since(began).Round(time.Millisecond))
+	if len(truth.Holders) != orders {
+		t.Fatalf("the reconcile's truth on node %d, behind the cluster, has %d of the %d orders written through node %d: "+
+			"a reconcile would sell the missing ones' units again", lagging, len(truth.Holders), orders, writes)
+	}
 }

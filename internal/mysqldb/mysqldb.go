@@ -61,10 +61,11 @@ func Open(dsn string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	connector, err := mysql.NewConnector(cfg)
+	plain, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("MySQL connector: %w", err)
 	}
+	connector := causal{plain}
 	var db *sql.DB
 	if telemetry.Enabled() {
 		db = traced(connector)
@@ -76,6 +77,39 @@ func Open(dsn string) (*sql.DB, error) {
 	db.SetConnMaxLifetime(30 * time.Minute)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	return db, nil
+}
+
+// causal makes every read of its connections causal on a Galera node
+// (wsrep_sync_wait = 1: a SELECT, SHOW or BEGIN first waits until the node
+// has applied every write the cluster certified before it). Galera applies
+// a commit on each node in its own time: a read on a node behind the one
+// that took the order-writer's last batch would miss it, and the reads
+// here decide what Redis holds (the reconcile's truth, the sale checks,
+// a creation's lookup, the writer's "already settled?"): a missed order's
+// unit would be sold again (TestChaosMySQLClusterReadsAreCausal). On MySQL
+// the variable does not exist (1193) and there is nothing to wait for; on
+// a MariaDB outside a cluster it is accepted and costs nothing.
+type causal struct{ driver.Connector }
+
+// unknownVariable is MySQL's ER_UNKNOWN_SYSTEM_VARIABLE.
+const unknownVariable = 1193
+
+func (c causal) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ex, ok := conn.(driver.ExecerContext)
+	if !ok {
+		conn.Close()
+		return nil, errors.New("MySQL connection: the driver cannot run a statement to make its reads causal")
+	}
+	var me *mysql.MySQLError
+	if _, err := ex.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1", nil); err != nil && !(errors.As(err, &me) && me.Number == unknownVariable) {
+		conn.Close()
+		return nil, fmt.Errorf("make the connection's reads causal (wsrep_sync_wait): %w", err)
+	}
+	return conn, nil
 }
 
 // Check is the readiness check of a pool. On a Galera node it asks the

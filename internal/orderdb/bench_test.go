@@ -2,10 +2,14 @@ package orderdb_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/testsupport"
@@ -58,4 +62,52 @@ func benchApply(b *testing.B, m *testsupport.MySQL, batch int) {
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "orders/s")
 	b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/batch")
+}
+
+// The reconcile's truth (SaleTruth, a voucher of 200 orders) on the
+// Galera cluster through HAProxy, read plainly and causally (the
+// programs' pools: wsrep_sync_wait = 1, mysqldb.Open): what waiting for
+// the node to have applied every certified write costs a read when it
+// is not behind.
+func BenchmarkSaleTruthOnTheClusterCausalOrNot(b *testing.B) {
+	m := testsupport.MustMySQLCluster(b)
+	ctx := context.Background()
+	if _, err := m.DB.Exec("INSERT INTO tb_voucher (id, shop_id, title, pay_value, actual_value, type) VALUES (1, 1, 'v', 100, 200, 1)"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.DB.Exec("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (1, 1000, NOW(), NOW() + INTERVAL 1 DAY)"); err != nil {
+		b.Fatal(err)
+	}
+	events := make([]order.Event, 200)
+	for i := range events {
+		events[i] = order.Event{OrderID: int64(i + 1), UserID: int64(i + 1), VoucherID: 1, AcceptedAt: time.Now().UnixMilli()}
+	}
+	if _, err := orderdb.Apply(ctx, m.DB, events); err != nil {
+		b.Fatal(err)
+	}
+	// The programs' settings without the causal reads.
+	cfg, err := mysqldb.Config(m.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := sql.OpenDB(connector)
+	defer plain.Close()
+	for _, c := range []struct {
+		name string
+		db   *sql.DB
+	}{{"plain", plain}, {"causal", m.DB}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				truth, ok, err := (&orderdb.Orders{DB: c.db}).SaleTruth(ctx, 1, nil)
+				if err != nil || !ok || len(truth.Holders) != len(events) {
+					b.Fatalf("truth: %d holders, %v %v", len(truth.Holders), ok, err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/read")
+		})
+	}
 }
