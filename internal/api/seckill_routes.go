@@ -26,20 +26,44 @@ func pathID(c echo.Context, name, what string) (int64, error) {
 	return id, nil
 }
 
-// POST /voucher and POST /voucher/seckill (admin)
+// POST /voucher and POST /voucher/seckill (admin), with an optional
+// Idempotency-Key header (voucher.Create).
 func (s *Server) createVoucher(kind int) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		key, err := idempotencyKey(c)
+		if err != nil {
+			return err
+		}
 		var v voucher.Voucher
 		if err := bindJSON(c, &v); err != nil {
 			return err
 		}
 		v.Type = kind
-		id, err := s.deps.Vouchers.Create(c.Request().Context(), v)
+		id, err := s.deps.Vouchers.Create(c.Request().Context(), v, key)
 		if err != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, OK(id))
 	}
+}
+
+// errBadKey is an Idempotency-Key the server does not keep.
+var errBadKey = apperr.New(apperr.Invalid, "Idempotency-Key must be 1 to 255 visible ASCII characters")
+
+// idempotencyKey is the request's Idempotency-Key, "" without one.
+func idempotencyKey(c echo.Context) (string, error) {
+	values := c.Request().Header.Values("Idempotency-Key")
+	switch {
+	case len(values) == 0:
+		return "", nil
+	case len(values) > 1:
+		return "", errBadKey.With("one Idempotency-Key header, not %d", len(values))
+	}
+	key := values[0]
+	if len(key) == 0 || len(key) > 255 || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+		return "", errBadKey
+	}
+	return key, nil
 }
 
 // PUT /voucher/seckill/:id (admin): add or remove units, move the window.

@@ -260,3 +260,35 @@ func TestSaleChangeThatChangesNothing(t *testing.T) {
 		t.Fatalf("a decrease MySQL refuses: %d %s, want 409 naming the bound", res.Status, res.Raw)
 	}
 }
+
+// The creating routes take an Idempotency-Key: the same key and body
+// answer the first voucher's id (one voucher made), the key with another
+// body 422, a key the server does not keep 400.
+func TestCreatingAVoucherWithAnIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	a := startAPI(t, map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken})
+	now := time.Now().UTC()
+	key := "k-" + randomPhone()
+	body := func(title string) string {
+		return fmt.Sprintf(`{"shopId":1,"title":%q,"payValue":100,"actualValue":1000,"stock":5,"beginTime":%q,"endTime":%q}`,
+			title, now.Add(-time.Hour).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	}
+	headers := func(key string) map[string]string {
+		return map[string]string{"X-Admin-Token": testAdminToken, "Idempotency-Key": key}
+	}
+	for _, route := range []string{"/voucher/seckill", "/voucher"} {
+		first := call(t, "POST", a.URL+route, headers(key), body("keyed"))
+		again := call(t, "POST", a.URL+route, headers(key), body("keyed"))
+		if first.Status != 200 || again.Status != 200 || string(first.Body.Data) != string(again.Body.Data) {
+			t.Errorf("POST %s twice with one key: %d %s, then %d %s; want the same id twice", route, first.Status, first.Raw, again.Status, again.Raw)
+		}
+		if res := call(t, "POST", a.URL+route, headers(key), body("another")); res.Status != 422 || res.Body.Success {
+			t.Errorf("POST %s with the key and another body: %d %s; want 422", route, res.Status, res.Raw)
+		}
+		for _, bad := range []string{"has space", strings.Repeat("k", 256), "é"} {
+			if res := call(t, "POST", a.URL+route, headers(bad), body("bad key")); res.Status != 400 {
+				t.Errorf("POST %s with Idempotency-Key %q: %d %s; want 400", route, bad, res.Status, res.Raw)
+			}
+		}
+	}
+}

@@ -57,7 +57,7 @@ func (f *fixture) sale(t *testing.T, check string, begin, end time.Time) int64 {
 	t.Helper()
 	stock := int64(10)
 	id, err := f.vs.Create(context.Background(), voucher.Voucher{ShopID: 1, Title: "bots", Type: voucher.TypeSeckill,
-		Stock: &stock, BeginTime: &begin, EndTime: &end, BotCheck: check})
+		Stock: &stock, BeginTime: &begin, EndTime: &end, BotCheck: check}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

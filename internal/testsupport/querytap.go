@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -38,6 +39,9 @@ type loss struct {
 	answered func(txn []string)
 	// unsent: the statement itself never reaches the server.
 	unsent bool
+	// delay: the program's connection is cut, the statement reaches the
+	// server this much later.
+	delay time.Duration
 }
 
 // DSNThrough is m's DSN with tap between the program and the server.
@@ -87,6 +91,16 @@ func (t *QueryTap) LoseNextAnswer(match func(query string) bool, answered func(t
 // from a commit made whose answer was lost.
 func (t *QueryTap) LoseNextCommit(lost func(txn []string)) {
 	t.lose.Store(&loss{match: func(q string) bool { return strings.EqualFold(strings.TrimSpace(q), "COMMIT") }, answered: lost, unsent: true})
+}
+
+// DelayNextCommit arms the tap: at the next COMMIT it cuts the program's
+// connection at once, and sends the COMMIT on to the server wait later,
+// as a proxy that cut a session may still deliver what it had taken in
+// (HAProxy's shutdown-sessions): the program saw no answer, and the
+// commit lands after it looked. landed is called with the transaction's
+// statements once the server has answered the COMMIT.
+func (t *QueryTap) DelayNextCommit(wait time.Duration, landed func(txn []string)) {
+	t.lose.Store(&loss{match: func(q string) bool { return strings.EqualFold(strings.TrimSpace(q), "COMMIT") }, answered: landed, delay: wait})
 }
 
 // comQuery is the protocol's COM_QUERY command byte.
@@ -199,6 +213,21 @@ func (t *QueryTap) forward(client net.Conn) {
 				if l.unsent {
 					l.answered(txn)
 					server.Close()
+					return
+				}
+				if l.delay > 0 {
+					client.Close()
+					committed, done := txn, make(chan struct{})
+					landed := func() { l.answered(committed); close(done) }
+					drop.Store(&landed)
+					time.Sleep(l.delay) // the fault: the COMMIT held in the proxy
+					if _, err := server.Write(append(header, payload...)); err != nil {
+						return
+					}
+					select {
+					case <-done:
+					case <-time.After(10 * time.Second):
+					}
 					return
 				}
 				committed := txn

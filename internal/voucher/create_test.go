@@ -29,7 +29,7 @@ func TestCreateWhoseCommitAnswerIsLostIsComplete(t *testing.T) {
 	begin, end := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
 	ctx := context.Background()
 	id, err := vs.Create(ctx, voucher.Voucher{ShopID: 1, Title: "lost answer", PayValue: 100, ActualValue: 200,
-		Type: voucher.TypeSeckill, Stock: &stock, BeginTime: &begin, EndTime: &end})
+		Type: voucher.TypeSeckill, Stock: &stock, BeginTime: &begin, EndTime: &end}, "")
 	if !lost.Load() {
 		t.Fatal("the tap lost no COMMIT's answer")
 	}
@@ -62,7 +62,7 @@ func TestCreateWhoseCommitNeverArrivedIsRefused(t *testing.T) {
 	begin, end := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
 	title := "never committed " + strconv.FormatInt(time.Now().UnixNano(), 36)
 	_, err := vs.Create(context.Background(), voucher.Voucher{ShopID: 1, Title: title, PayValue: 100, ActualValue: 200,
-		Type: voucher.TypeSeckill, Stock: &stock, BeginTime: &begin, EndTime: &end})
+		Type: voucher.TypeSeckill, Stock: &stock, BeginTime: &begin, EndTime: &end}, "")
 	if !lost.Load() {
 		t.Fatal("the tap lost no COMMIT")
 	}
@@ -75,5 +75,72 @@ func TestCreateWhoseCommitNeverArrivedIsRefused(t *testing.T) {
 	}
 	if active, err := r.Client.SMembers(context.Background(), store.ActiveVouchers()).Result(); err != nil || len(active) != 0 {
 		t.Fatalf("active sales in Redis: %v, %v; want none", active, err)
+	}
+}
+
+// A proxy cut the admin's connection at COMMIT and delivered the COMMIT
+// 500 ms later (HAProxy cuts live nodes' sessions): the creation's lookup
+// found nothing, and without a key the admin was told nothing was made
+// (ErrNotCreated) while the voucher landed; a retry made a second sale.
+// With an Idempotency-Key the answer is "unknown: retry with the same
+// key", and the retry answers the one voucher, its sale put on in Redis.
+func TestACreationRetriedWithItsKeyIsMadeOnce(t *testing.T) {
+	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
+	tap := testsupport.MustQueryTap(t, m.Addr)
+	store := gate.NewStore(r.Client, r.Prefix)
+	vs := &voucher.Vouchers{DB: m.MustOpenThrough(t, tap), Sale: store}
+	ctx := context.Background()
+	stock := int64(7)
+	begin, end := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	for _, c := range []struct {
+		name, key string
+	}{{"without a key", ""}, {"with a key", "create-" + strconv.FormatInt(time.Now().UnixNano(), 36)}} {
+		t.Run(c.name, func(t *testing.T) {
+			title := c.name + " " + strconv.FormatInt(time.Now().UnixNano(), 36)
+			v := voucher.Voucher{ShopID: 1, Title: title, PayValue: 100, ActualValue: 200, Type: voucher.TypeSeckill, Stock: &stock,
+				BeginTime: &begin, EndTime: &end}
+			landed := make(chan struct{})
+			tap.DelayNextCommit(500*time.Millisecond, func([]string) { close(landed) })
+			_, err := vs.Create(ctx, v, c.key)
+			<-landed
+			switch {
+			case c.key == "" && !errors.Is(err, voucher.ErrNotCreated):
+				t.Fatalf("a keyless creation whose COMMIT landed late: %v; want today's guess, ErrNotCreated", err)
+			case c.key != "" && !errors.Is(err, voucher.ErrOutcomeUnknown):
+				t.Fatalf("a keyed creation whose COMMIT landed late: %v; want ErrOutcomeUnknown (retry with the same key)", err)
+			}
+			retried, err := vs.Create(ctx, v, c.key)
+			if err != nil {
+				t.Fatalf("the retry: %v", err)
+			}
+			var n int
+			if err := m.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher WHERE title = ?", title).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.key == "" && n != 2:
+				t.Fatalf("%d vouchers titled %q after a keyless retry; the test wants to show the second sale (2)", n, title)
+			case c.key != "" && n != 1:
+				t.Fatalf("%d vouchers titled %q after a retry with the key; want 1", n, title)
+			}
+			if c.key == "" {
+				return
+			}
+			var first int64
+			if err := m.DB.QueryRow("SELECT id FROM tb_voucher WHERE title = ?", title).Scan(&first); err != nil || first != retried {
+				t.Fatalf("the retry answered voucher %d; the one made is %d (%v)", retried, first, err)
+			}
+			if totals, err := store.Totals(ctx, retried); err != nil || totals.Stock != stock {
+				t.Fatalf("Redis of voucher %d after the retry: %+v, %v; want its sale on with %d units", retried, totals, err, stock)
+			}
+			if again, err := vs.Create(ctx, v, c.key); err != nil || again != retried {
+				t.Fatalf("a third try with the key: %d, %v; want %d", again, err, retried)
+			}
+			other := v
+			other.Title += " (another)"
+			if _, err := vs.Create(ctx, other, c.key); !errors.Is(err, voucher.ErrKeyReused) {
+				t.Fatalf("the key with another voucher: %v; want ErrKeyReused (422)", err)
+			}
+		})
 	}
 }

@@ -4,8 +4,10 @@ package voucher
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -128,6 +130,8 @@ type Sale interface {
 	// Adjust changes the stock by delta and, when not zero, the window;
 	// it returns the stock after, sale.ErrNotEnoughStock or sale.ErrNotWarmed.
 	Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error)
+	// Size says, among the rest, whether the sale is in place.
+	Size(ctx context.Context, voucherID int64) (sale.Size, error)
 }
 
 // BotChecks keeps a new sale's bot check where the order route reads it.
@@ -145,9 +149,21 @@ type Vouchers struct {
 // Create inserts v (tb_voucher, and tb_seckill_voucher for a flash-sale
 // voucher, in one transaction) and warms its sale in Redis before
 // returning, so the sale can start at once. It returns the new id.
-func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
+//
+// key, when not "", is the admin's Idempotency-Key (the IETF httpapi
+// draft's semantics): kept with the voucher in the same transaction, so
+// that a creation is made once whatever the retries. A key already used
+// with the same voucher answers that voucher's id; with another, 422.
+func (vs *Vouchers) Create(ctx context.Context, v Voucher, key string) (int64, error) {
 	if err := v.Validate(); err != nil {
 		return 0, err
+	}
+	var hash string
+	if key != "" {
+		hash = v.hash()
+		if id, found, err := vs.keyed(ctx, v, key, hash); err != nil || found {
+			return id, err
+		}
 	}
 	tx, err := vs.DB.BeginTx(ctx, nil)
 	if err != nil {
@@ -170,30 +186,126 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher) (int64, error) {
 			return 0, fmt.Errorf("insert seckill voucher: %w", err)
 		}
 	}
+	if key != "" {
+		// A creation with the same key under way waits here for the
+		// other's commit (the row's lock), then finds its key taken.
+		if _, err := tx.ExecContext(ctx, "INSERT INTO tb_idempotency_key (route, idem_key, request_hash, resource_id) VALUES (?, ?, ?, ?)",
+			v.route(), key, hash, id); err != nil {
+			var me *mysql.MySQLError
+			if errors.As(err, &me) && me.Number == errDuplicateKey {
+				_ = tx.Rollback()
+				id, found, err := vs.keyed(ctx, v, key, hash)
+				if err == nil && !found {
+					err = ErrOutcomeUnknown.With("the Idempotency-Key's other creation was rolled back meanwhile: retry with the same key")
+				}
+				return id, err
+			}
+			return 0, fmt.Errorf("keep the Idempotency-Key: %w", err)
+		}
+	}
 	// From the commit on, the admin's hanging up changes nothing: a
 	// voucher made is warmed, and one whose commit is in doubt looked up.
 	ctx = context.WithoutCancel(ctx)
 	if err := tx.Commit(); err != nil {
+		if key != "" {
+			return vs.keyedAfterLostCommit(ctx, v, key, hash, err)
+		}
 		if err := vs.madeAnyway(ctx, id, v, err); err != nil {
 			return 0, err
 		}
 	}
+	return id, vs.warm(ctx, id, v)
+}
+
+// warm puts a new flash-sale voucher's sale on in Redis.
+func (vs *Vouchers) warm(ctx context.Context, id int64, v Voucher) error {
+	if v.Type != TypeSeckill {
+		return nil
+	}
+	// The sale first, as soon as the commit: the order-writer's sale
+	// check takes a sale in MySQL still not in Redis a second later
+	// (orderwriter.SaleChecks.MissingRecheck) for lost writes.
+	// Its mode after: an order in between has the mode read from
+	// MySQL (botcheck.Store.ModeOf), never none for a sale without it.
+	if err := vs.Sale.WarmBuckets(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
+		return err
+	}
+	if vs.BotChecks != nil {
+		mode, _ := botcheck.ParseMode(v.BotCheck) // validated
+		return vs.BotChecks.SetMode(ctx, id, mode, *v.EndTime)
+	}
+	return nil
+}
+
+// errDuplicateKey is ER_DUP_ENTRY.
+const errDuplicateKey = 1062
+
+// ErrKeyReused is an Idempotency-Key sent again with another voucher.
+var ErrKeyReused = apperr.New(apperr.Unprocessable, "this Idempotency-Key was used for another request: use a new key for a new voucher")
+
+// ErrOutcomeUnknown is a creation whose COMMIT's answer was lost and
+// whose key's row is not there yet: the COMMIT may still land (a proxy
+// that cut the connection may deliver it later), so "not created" would
+// be a guess, and the same key is what makes the retry safe.
+var ErrOutcomeUnknown = apperr.New(apperr.Unavailable, "the database's answer was lost and whether the voucher was made is not known yet: retry with the same Idempotency-Key")
+
+// keyed answers a creation whose key is already kept: its voucher's id
+// when it asked for the same voucher (hash), with the sale put on in
+// Redis if it is not (the first creation's answer may have been lost
+// before it warmed it), ErrKeyReused otherwise. found is false when the
+// key is not kept. The pool's reads are causal on a cluster
+// (mysqldb.Open): a key another node committed is seen.
+func (vs *Vouchers) keyed(ctx context.Context, v Voucher, key, hash string) (id int64, found bool, err error) {
+	var kept string
+	err = vs.DB.QueryRowContext(ctx, "SELECT request_hash, resource_id FROM tb_idempotency_key WHERE route = ? AND idem_key = ?",
+		v.route(), key).Scan(&kept, &id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("look up the Idempotency-Key: %w", err)
+	case kept != hash:
+		return 0, true, ErrKeyReused
+	}
 	if v.Type == TypeSeckill {
-		// The sale first, as soon as the commit: the order-writer's sale
-		// check takes a sale in MySQL still not in Redis a second later
-		// (orderwriter.SaleChecks.MissingRecheck) for lost writes.
-		// Its mode after: an order in between has the mode read from
-		// MySQL (botcheck.Store.ModeOf), never none for a sale without it.
-		if err := vs.Sale.WarmBuckets(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
-			return id, err
+		size, err := vs.Sale.Size(ctx, id)
+		if err != nil {
+			return id, true, err
 		}
-		if vs.BotChecks != nil {
-			if err := vs.BotChecks.SetMode(ctx, id, mode, *v.EndTime); err != nil {
-				return id, err
-			}
+		if !size.Exists {
+			return id, true, vs.warm(context.WithoutCancel(ctx), id, v)
 		}
 	}
+	return id, true, nil
+}
+
+// keyedAfterLostCommit answers a keyed creation whose COMMIT's answer was
+// lost: made when its key is kept, unknown otherwise.
+func (vs *Vouchers) keyedAfterLostCommit(ctx context.Context, v Voucher, key, hash string, commitErr error) (int64, error) {
+	id, found, err := vs.keyed(ctx, v, key, hash)
+	switch {
+	case err != nil:
+		return 0, ErrOutcomeUnknown.Wrap(errors.Join(commitErr, err))
+	case !found:
+		return 0, ErrOutcomeUnknown.Wrap(commitErr)
+	}
 	return id, nil
+}
+
+// hash identifies what a creation asked for: its voucher as the server
+// read it (so a body sent again with other spacing is the same request).
+func (v Voucher) hash() string {
+	b, _ := json.Marshal(v) // a struct of plain fields: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// route names the creating route in the keys' table.
+func (v Voucher) route() string {
+	if v.Type == TypeSeckill {
+		return "POST /voucher/seckill"
+	}
+	return "POST /voucher"
 }
 
 // ErrNotCreated is a voucher the database did not take.
@@ -205,10 +317,13 @@ var ErrNotCreated = apperr.New(apperr.Unavailable, "the database did not take th
 // been. The voucher's row says which, read on a connection of its own:
 // behind a cluster's proxy, from the node that took over, which has
 // certified every commit but may not have applied the last ones yet, so
-// the read waits for them (wsrep_sync_wait). The row must be v's own: a
-// cluster that changed its members may hand an id out again.
+// the read waits for them (the pool's reads are causal). The row must be
+// v's own: a cluster that changed its members may hand an id out again.
+// Without an Idempotency-Key this is a guess when the proxy delivers the
+// COMMIT after the lookup: the key is what makes a retry safe.
 func (vs *Vouchers) madeAnyway(ctx context.Context, id int64, v Voucher, commitErr error) error {
-	n, err := vs.countCausally(ctx, "SELECT COUNT(*) FROM tb_voucher WHERE id = ? AND shop_id = ? AND title = ?", id, v.ShopID, v.Title)
+	var n int
+	err := vs.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM tb_voucher WHERE id = ? AND shop_id = ? AND title = ?", id, v.ShopID, v.Title).Scan(&n)
 	switch {
 	case err != nil:
 		return ErrStoresDisagree.With("the database's answer to the creation of voucher %d was lost, and whether it was made is unknown: if the shop's voucher list has it, `seckillctl reconcile %d` puts its sale on",
@@ -217,30 +332,6 @@ func (vs *Vouchers) madeAnyway(ctx context.Context, id int64, v Voucher, commitE
 		return ErrNotCreated.Wrap(commitErr)
 	}
 	return nil
-}
-
-// errUnknownVariable is ER_UNKNOWN_SYSTEM_VARIABLE: wsrep_sync_wait on a
-// server outside Galera.
-const errUnknownVariable = 1193
-
-// countCausally runs a COUNT query that sees every transaction the
-// cluster committed before it (a Galera node's wsrep_sync_wait), on a
-// connection of its own that is closed afterwards rather than returned to
-// the pool with the setting.
-func (vs *Vouchers) countCausally(ctx context.Context, query string, args ...any) (int, error) {
-	conn, err := vs.DB.Conn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	defer func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }) }()
-	var me *mysql.MySQLError
-	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil && !(errors.As(err, &me) && me.Number == errUnknownVariable) {
-		return 0, err
-	}
-	var n int
-	err = conn.QueryRowContext(ctx, query, args...).Scan(&n)
-	return n, err
 }
 
 // List is a shop's vouchers, flash-sale ones with their stock and window.
