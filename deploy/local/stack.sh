@@ -449,6 +449,16 @@ mcluster_addresses() {
   (IFS=,; echo "${out[*]}")
 }
 
+# The donors node N asks for, in order: the other backups (HAProxy sends
+# the writes to node 1), then any node.
+mcluster_donors() {
+  local n=$1 m out=""
+  for m in $(seq 2 $MYSQL_CLUSTER_NODES); do
+    [ "$m" = "$n" ] || out+="node$m,"
+  done
+  echo "$out"
+}
+
 mcluster_node_config() {
   local n=$1 dir=$mcluster_dir/$1 gcomm
   gcomm=$(mcluster_gcomm_port "$n")
@@ -492,6 +502,10 @@ wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm;ist.recv_addr=
 wsrep_sst_method=mariabackup
 wsrep_sst_auth=root:
 wsrep_sst_receive_address=127.0.0.1:$((gcomm + 2))
+# A donor leaves the Synced state for a snapshot, and HAProxy's check
+# then takes it out of rotation, cutting its sessions: the backups
+# donate, node 1 (the writes') only when neither can (the trailing comma).
+wsrep_sst_donor=$(mcluster_donors "$n")
 wsrep_gtid_mode=ON
 wsrep_gtid_domain_id=1
 wsrep_slave_threads=2
@@ -728,11 +742,15 @@ EOF
 # than the nodes themselves); a node that leaves the Synced state has its
 # connections cut at once, so no client goes on writing to a node the
 # cluster left behind, and node 1 coming back takes the connections back
-# from the backup it relieved. A node found dead by
-# a client's connection is marked down then and there (observe layer4),
-# not at the next two checks, and that connection tries the next node
-# (redispatch): a client that dials in the second after a node died
-# reaches a live one instead of a closed handshake.
+# from the backup it relieved. A node found dead by clients'
+# connections is marked down then (observe layer4), not at the next two
+# checks, and each such connection tries the next node (redispatch): a
+# client that dials in the second after a node died reaches a live one
+# instead of a closed handshake. Three errors in a row, not one: marking
+# a node down cuts every session on it, and one connection refused or
+# reset on a live node (its max_connections reached for a moment, a
+# client's reset) would cut the sessions of every client, COMMITs in
+# flight among them, whose outcome the programs then cannot know.
 mcluster_proxy_up() {
   local n flags
   {
@@ -760,7 +778,7 @@ listen mysql
   external-check command $here/galera-check.sh
 EOF
     for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-      flags="check inter 2s fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down on-marked-down shutdown-sessions"
+      flags="check inter 2s fall 2 rise 2 observe layer4 error-limit 3 on-error mark-down on-marked-down shutdown-sessions"
       if [ "$n" = 1 ]; then flags="$flags on-marked-up shutdown-backup-sessions"; else flags="$flags backup"; fi
       echo "  server node$n 127.0.0.1:$(mcluster_port "$n") $flags"
     done

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -545,4 +546,46 @@ func TestChaosMySQLClusterReadsAreCausal(t *testing.T) {
 		t.Fatalf("the reconcile's truth on node %d, behind the cluster, has %d of the %d orders written through node %d: "+
 			"a reconcile would sell the missing ones' units again", lagging, len(truth.Holders), orders, writes)
 	}
+}
+
+// An operator sets the writes' node aside (read_only, or
+// wsrep_reject_queries): it is still Synced in a Primary component, and
+// HAProxy's check kept sending every connection to it, where each write
+// failed. The check now refuses it: new connections go to a backup, and
+// come back when the node takes writes again.
+func TestChaosMySQLClusterSetAsideNodeLeavesRotation(t *testing.T) {
+	m := testsupport.MustMySQLCluster(t)
+	ctx := context.Background()
+	writes := activeNode(t, m)
+	node := nodeDB(t, m, writes)
+	t.Cleanup(func() { _, _ = node.ExecContext(ctx, "SET GLOBAL read_only = OFF") })
+	if _, err := node.ExecContext(ctx, "SET GLOBAL read_only = ON"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := func() int {
+		// A connection of its own: HAProxy picks the node at connect.
+		c, err := m.DB.Conn(ctx)
+		if err != nil {
+			return 0
+		}
+		defer c.Close()
+		defer func() { _ = c.Raw(func(any) error { return driver.ErrBadConn }) }()
+		var name string
+		if err := c.QueryRowContext(ctx, "SELECT @@wsrep_node_name").Scan(&name); err != nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(strings.TrimPrefix(name, "node"))
+		return n
+	}
+	waitFor(t, 15*time.Second, "HAProxy sending new connections away from the read-only node", func() bool {
+		n := fresh()
+		return n != 0 && n != writes
+	})
+	if _, err := m.DB.ExecContext(ctx, "INSERT INTO tb_voucher (shop_id, title, pay_value, actual_value, type) VALUES (1, 'set aside', 1, 2, 0)"); err != nil {
+		t.Fatalf("a write with the writes' node read-only: %v", err)
+	}
+	if _, err := node.ExecContext(ctx, "SET GLOBAL read_only = OFF"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "node "+strconv.Itoa(writes)+" taking the connections back", func() bool { return fresh() == writes })
 }
