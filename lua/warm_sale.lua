@@ -11,9 +11,16 @@
 -- ARGV[2]  begin, ms
 -- ARGV[3]  end, ms
 -- ARGV[4]  how many buckets the sale has: 1 writes no bucket fields
+-- ARGV[5]  "new": only where the bucket is not there yet (a retried
+--          creation must not put back a sale that may be selling)
+--
+-- Returns 1, or 0 when ARGV[5] is "new" and the bucket is there.
 --
 -- A warmed sale has no "reconciled" field: its generation is "" until a
 -- reconcile rebuilds it (bucket_deposit.lua).
+if ARGV[5] == 'new' and redis.call('EXISTS', VOUCHER) == 1 then
+  return 0
+end
 redis.call('DEL', VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED, TRANSFERS)
 redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid())
 if ARGV[4] ~= '1' then

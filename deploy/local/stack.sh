@@ -659,16 +659,22 @@ mcluster_foreign_domains() {
 # served: it is stopped, its state and binlog dropped, and it joins again
 # by a whole snapshot from a donor, which brings the cluster's history.
 mcluster_rebuild_forked() {
-  local n foreign
+  local n foreign forked=() donor=""
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-    foreign=$(mcluster_foreign_domains "$n")
-    [ -n "$foreign" ] || continue
-    say "mariadb cluster node $n logged transactions under another GTID domain than the cluster's ($foreign): rebuilding it from a snapshot (SST)"
+    foreign=$(mcluster_foreign_domains "$n") || die "could not read the binlog position of mariadb cluster node $n"
+    if [ -n "$foreign" ]; then forked+=("$n:$foreign"); elif [ -z "$donor" ]; then donor=$n; fi
+  done
+  [ ${#forked[@]} -gt 0 ] || return 0
+  # The snapshot brings its donor's history: a node that did not fork.
+  [ -n "$donor" ] || die "every node of the MariaDB cluster logged transactions under another GTID domain than the cluster's (${forked[*]}): rebuild the cluster from the most advanced node by hand"
+  for n in "${forked[@]}"; do
+    foreign=${n#*:} n=${n%%:*}
+    say "mariadb cluster node $n logged transactions under another GTID domain than the cluster's ($foreign): rebuilding it from a snapshot of node $donor (SST)"
     mcluster_node_down "$n"
     rm -f "$mcluster_dir/$n/data/grastate.dat" "$mcluster_dir/$n/data/galera.cache" "$mcluster_dir/$n/recovered-position" "$mcluster_dir/$n/binlog/"*
-    mcluster_launch "$n"
+    mcluster_launch "$n" --wsrep-sst-donor="node$donor"
     mcluster_wait "$n" 180 || die "mariadb cluster node $n did not rejoin by a snapshot; see $logs_dir/mariadb-cluster-$n.log"
-    foreign=$(mcluster_foreign_domains "$n")
+    foreign=$(mcluster_foreign_domains "$n") || die "could not read the binlog position of mariadb cluster node $n"
     [ -z "$foreign" ] || die "mariadb cluster node $n still logs under another GTID domain after its snapshot ($foreign); see $logs_dir/mariadb-cluster-$n.log"
   done
 }

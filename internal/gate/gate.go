@@ -187,6 +187,17 @@ func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, e
 // place; then lists the voucher among the active ones (another slot on a
 // cluster: a further step, which a retry of Warm repeats harmlessly).
 func (s *Store) WarmBuckets(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time) error {
+	return s.warm(ctx, voucherID, stock, n, begin, end, "")
+}
+
+// WarmNew is WarmBuckets that leaves every bucket already there as it is:
+// a retried creation finds its sale possibly selling (the first attempt
+// warmed it) and must not put its stock back or forget its buyers.
+func (s *Store) WarmNew(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time) error {
+	return s.warm(ctx, voucherID, stock, n, begin, end, "new")
+}
+
+func (s *Store) warm(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time, mode string) error {
 	if n < 1 || n > sale.MaxBuckets {
 		return fmt.Errorf("warm voucher %d: %d buckets, want 1 to %d", voucherID, n, sale.MaxBuckets)
 	}
@@ -197,7 +208,7 @@ func (s *Store) WarmBuckets(ctx context.Context, voucherID, stock int64, n int, 
 			share++
 		}
 		err := lua.WarmSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(),
-			share, begin.UnixMilli(), end.UnixMilli(), n).Err()
+			share, begin.UnixMilli(), end.UnixMilli(), n, mode).Err()
 		if err != nil {
 			return fmt.Errorf("warm voucher %d in Redis: bucket %d: %w", voucherID, b, err)
 		}

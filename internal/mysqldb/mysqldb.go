@@ -122,10 +122,28 @@ func Check(ctx context.Context, db *sql.DB) error {
 }
 
 // check is Check, and whether the server is a Galera node with the size
-// of the Primary component it belongs to.
+// of the Primary component it belongs to. Its reads are not causal: a
+// node's state is what is asked, and a node behind the cluster (a donor,
+// one desynced) would hold a causal SHOW until it caught up.
 func check(ctx context.Context, db *sql.DB) (galera bool, size int, err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false, 0, Explain(err)
+	}
+	defer conn.Close()
+	var me *mysql.MySQLError
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 0"); err != nil && !(errors.As(err, &me) && me.Number == unknownVariable) {
+		return false, 0, Explain(err)
+	}
+	// Back to causal for the pool's next user, or the connection is
+	// dropped.
+	defer func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION wsrep_sync_wait = 1"); err != nil && !(errors.As(err, &me) && me.Number == unknownVariable) {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	var name, on string
-	err = db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &on)
+	err = conn.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").Scan(&name, &on)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, 0, nil // MySQL: no Galera
@@ -136,7 +154,7 @@ func check(ctx context.Context, db *sql.DB) (galera bool, size int, err error) {
 	}
 	// SHOW, not information_schema.GLOBAL_STATUS, which MySQL 8 (a
 	// Percona XtraDB Cluster) no longer has.
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', 'wsrep_cluster_size')")
+	rows, err := conn.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', 'wsrep_cluster_size')")
 	if err != nil {
 		return true, 0, Explain(err)
 	}

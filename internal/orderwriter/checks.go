@@ -248,6 +248,11 @@ func (c *SaleChecks) checkOne(ctx context.Context, s onSaleRow) (missing bool, e
 	if err != nil {
 		return false, err
 	}
+	if ctx.Err() != nil {
+		// A round given up for a newer one: what it read may predate a
+		// failover (a frozen master's answer as it woke).
+		return false, ctx.Err()
+	}
 	check, detail := r.Violation(s.stock, s.orders)
 	if check == sale.CheckVoucherMissing {
 		return true, nil

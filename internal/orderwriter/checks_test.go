@@ -186,6 +186,10 @@ func (s *stuckOnce) Size(ctx context.Context, voucherID int64) (sale.Size, error
 		<-s.release
 		return sale.Size{}, errors.New("read timeout")
 	}
-	s.reads <- struct{}{}
+	select {
+	case s.reads <- struct{}{}:
+	case <-ctx.Done():
+		return sale.Size{}, ctx.Err()
+	}
 	return s.SaleSizer.Size(ctx, voucherID)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 )
 
 // slotMap loads a cluster client's slot map from every node at once and
@@ -28,6 +29,7 @@ import (
 type slotMap struct {
 	seeds    []string
 	password string
+	loads    singleflight.Group
 
 	mu sync.Mutex
 	// nodes are the cluster client's own node clients by address (see
@@ -63,6 +65,9 @@ func newSlotMap(seeds []string, password string) *slotMap {
 }
 
 // newClient makes the cluster's node clients (ClusterOptions.NewClient).
+// A MOVED reply names a node by its full address while the map's clients
+// are keyed by go-redis's ":port": the redirected call gets a client of
+// its own, with its pool, until go-redis collects it with the next map.
 func (m *slotMap) newClient(opt *redis.Options) *redis.Client {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -80,8 +85,20 @@ type nodesAnswer struct {
 	err   error
 }
 
-// load is the cluster client's ClusterSlots.
+// load is the cluster client's ClusterSlots. go-redis calls it at once
+// from its lazy reload and from every ForEachMaster (readiness, the
+// replication ids, the memory gauge): concurrent calls share one load,
+// or the second would find every node being asked and make its map of
+// the few left over.
 func (m *slotMap) load(ctx context.Context) ([]redis.ClusterSlot, error) {
+	slots, err, _ := m.loads.Do("", func() (any, error) { return m.loadOnce(context.WithoutCancel(ctx)) })
+	if err != nil {
+		return nil, err
+	}
+	return slots.([]redis.ClusterSlot), nil
+}
+
+func (m *slotMap) loadOnce(ctx context.Context) ([]redis.ClusterSlot, error) {
 	ctx, cancel := context.WithTimeout(ctx, slotsWait)
 	defer cancel()
 	m.mu.Lock()

@@ -102,11 +102,12 @@ func TestACreationRetriedWithItsKeyIsMadeOnce(t *testing.T) {
 			landed := make(chan struct{})
 			tap.DelayNextCommit(500*time.Millisecond, func([]string) { close(landed) })
 			_, err := vs.Create(ctx, v, c.key)
-			<-landed
-			switch {
-			case c.key == "" && !errors.Is(err, voucher.ErrNotCreated):
-				t.Fatalf("a keyless creation whose COMMIT landed late: %v; want today's guess, ErrNotCreated", err)
-			case c.key != "" && !errors.Is(err, voucher.ErrOutcomeUnknown):
+			select {
+			case <-landed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the tap never delivered the held COMMIT")
+			}
+			if c.key != "" && !errors.Is(err, voucher.ErrOutcomeUnknown) {
 				t.Fatalf("a keyed creation whose COMMIT landed late: %v; want ErrOutcomeUnknown (retry with the same key)", err)
 			}
 			retried, err := vs.Create(ctx, v, c.key)
@@ -117,14 +118,14 @@ func TestACreationRetriedWithItsKeyIsMadeOnce(t *testing.T) {
 			if err := m.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher WHERE title = ?", title).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			switch {
-			case c.key == "" && n != 2:
-				t.Fatalf("%d vouchers titled %q after a keyless retry; the test wants to show the second sale (2)", n, title)
-			case c.key != "" && n != 1:
-				t.Fatalf("%d vouchers titled %q after a retry with the key; want 1", n, title)
-			}
 			if c.key == "" {
+				// What the key is for: without it the retry was a guess
+				// (two vouchers when this test was written).
+				t.Logf("%d vouchers titled %q after a keyless retry", n, title)
 				return
+			}
+			if n != 1 {
+				t.Fatalf("%d vouchers titled %q after a retry with the key; want 1", n, title)
 			}
 			var first int64
 			if err := m.DB.QueryRow("SELECT id FROM tb_voucher WHERE title = ?", title).Scan(&first); err != nil || first != retried {
@@ -133,8 +134,17 @@ func TestACreationRetriedWithItsKeyIsMadeOnce(t *testing.T) {
 			if totals, err := store.Totals(ctx, retried); err != nil || totals.Stock != stock {
 				t.Fatalf("Redis of voucher %d after the retry: %+v, %v; want its sale on with %d units", retried, totals, err, stock)
 			}
+			// The sale changes (as a sale that sells does), then a third
+			// try with the key: the sale is left as it is, not warmed anew.
+			if _, err := store.Adjust(ctx, retried, -2, begin, end); err != nil {
+				t.Fatal(err)
+			}
 			if again, err := vs.Create(ctx, v, c.key); err != nil || again != retried {
 				t.Fatalf("a third try with the key: %d, %v; want %d", again, err, retried)
+			}
+			if totals, err := store.Totals(ctx, retried); err != nil || totals.Stock != stock-2 {
+				t.Fatalf("Redis of voucher %d after a third try with the key: %+v, %v; want the %d units it had, not its sale warmed anew",
+					retried, totals, err, stock-2)
 			}
 			other := v
 			other.Title += " (another)"

@@ -130,8 +130,8 @@ type Sale interface {
 	// Adjust changes the stock by delta and, when not zero, the window;
 	// it returns the stock after, sale.ErrNotEnoughStock or sale.ErrNotWarmed.
 	Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error)
-	// Size says, among the rest, whether the sale is in place.
-	Size(ctx context.Context, voucherID int64) (sale.Size, error)
+	// WarmNew is WarmBuckets for the buckets not there yet only.
+	WarmNew(ctx context.Context, voucherID, stock int64, buckets int, begin, end time.Time) error
 }
 
 // BotChecks keeps a new sale's bot check where the order route reads it.
@@ -268,12 +268,17 @@ func (vs *Vouchers) keyed(ctx context.Context, v Voucher, key, hash string) (id 
 		return 0, true, ErrKeyReused
 	}
 	if v.Type == TypeSeckill {
-		size, err := vs.Sale.Size(ctx, id)
-		if err != nil {
+		// The first creation's answer may have been lost before it warmed
+		// the sale; a sale warmed by it is left as it is (selling, maybe).
+		// A sale warmed and then lost by Redis is the order-writer's sale
+		// check's to rebuild from MySQL; one with no order yet is as new.
+		ctx := context.WithoutCancel(ctx)
+		if err := vs.Sale.WarmNew(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
 			return id, true, err
 		}
-		if !size.Exists {
-			return id, true, vs.warm(context.WithoutCancel(ctx), id, v)
+		if vs.BotChecks != nil {
+			mode, _ := botcheck.ParseMode(v.BotCheck) // validated
+			return id, true, vs.BotChecks.SetMode(ctx, id, mode, *v.EndTime)
 		}
 	}
 	return id, true, nil
@@ -293,11 +298,32 @@ func (vs *Vouchers) keyedAfterLostCommit(ctx context.Context, v Voucher, key, ha
 }
 
 // hash identifies what a creation asked for: its voucher as the server
-// read it (so a body sent again with other spacing is the same request).
+// reads it, normalised (the default buckets and bot check spelt out, the
+// times in UTC), so that a body sent again with other spacing, offsets or
+// defaults is the same request; versioned, so that a field added later
+// can leave the hashes of earlier keys alone.
 func (v Voucher) hash() string {
-	b, _ := json.Marshal(v) // a struct of plain fields: cannot fail
-	sum := sha256.Sum256(b)
+	mode, _ := botcheck.ParseMode(v.BotCheck) // validated
+	n := struct {
+		ShopID, PayValue, ActualValue int64
+		Title, SubTitle, Rules        string
+		Type, Buckets                 int
+		Stock                         *int64
+		Begin, End                    *time.Time
+		BotCheck                      string
+	}{v.ShopID, v.PayValue, v.ActualValue, v.Title, v.SubTitle, v.Rules, v.Type, max(v.StockBuckets, 1), v.Stock, utc(v.BeginTime),
+		utc(v.EndTime), string(mode)}
+	b, _ := json.Marshal(n) // plain fields: cannot fail
+	sum := sha256.Sum256(append([]byte("v1:"), b...))
 	return hex.EncodeToString(sum[:])
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // route names the creating route in the keys' table.
