@@ -449,14 +449,21 @@ mcluster_addresses() {
   (IFS=,; echo "${out[*]}")
 }
 
-# The donors node N asks for, in order: the other backups (HAProxy sends
-# the writes to node 1), then any node.
-mcluster_donors() {
-  local n=$1 m out=""
+# The donor node N asks for when it starts, as mariadbd's argument: a
+# donor leaves the Synced state for a snapshot, and HAProxy's check then
+# takes it out of rotation, cutting its sessions; so a backup that is
+# Synced donates rather than node 1 (the writes'), which donates only
+# when none is (the trailing comma). Named in my.cnf instead, a joiner
+# waits for its donor while that one is joining too (two backups started
+# together: 184 s instead of 28).
+mcluster_donor_arg() {
+  local n=$1 m
   for m in $(seq 2 $MYSQL_CLUSTER_NODES); do
-    [ "$m" = "$n" ] || out+="node$m,"
+    if [ "$m" != "$n" ] && mcluster_running "$m" && mcluster_synced "$m"; then
+      echo "--wsrep-sst-donor=node$m,"
+      return
+    fi
   done
-  echo "$out"
 }
 
 mcluster_node_config() {
@@ -502,10 +509,6 @@ wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm;ist.recv_addr=
 wsrep_sst_method=mariabackup
 wsrep_sst_auth=root:
 wsrep_sst_receive_address=127.0.0.1:$((gcomm + 2))
-# A donor leaves the Synced state for a snapshot, and HAProxy's check
-# then takes it out of rotation, cutting its sessions: the backups
-# donate, node 1 (the writes') only when neither can (the trailing comma).
-wsrep_sst_donor=$(mcluster_donors "$n")
 wsrep_gtid_mode=ON
 wsrep_gtid_domain_id=1
 wsrep_slave_threads=2
@@ -732,7 +735,10 @@ EOF
       || die "the MariaDB cluster has no Primary component after a bootstrap; see $logs_dir/mariadb-cluster-*.log"
   fi
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-    if ! mcluster_running "$n"; then mcluster_launch "$n"; fi
+    if ! mcluster_running "$n"; then
+      # shellcheck disable=SC2046 # one argument or none
+      mcluster_launch "$n" $(mcluster_donor_arg "$n")
+    fi
   done
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     mcluster_wait "$n" 180 \

@@ -161,6 +161,9 @@ func (c *SaleChecks) Check(ctx context.Context) (int, error) {
 			missing = append(missing, s.voucher)
 		}
 	}
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
 	left := 0
 	if len(missing) > 0 {
 		if left, err = c.recheckMissing(ctx, missing, fail); err != nil {
