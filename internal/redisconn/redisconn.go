@@ -90,6 +90,7 @@ func New(c Config) (redis.UniversalClient, error) {
 			MaxRetries: maxRetries, DialerRetries: dialRetries, ClusterStateReloadInterval: stateReload,
 			ClusterSlots: slots.load, NewClient: slots.newClient,
 		})
+		rdb.(*redis.ClusterClient).OnNewNode(slots.adopt)
 	} else {
 		rdb = redis.NewClient(&redis.Options{
 			Addr: c.Addr, Password: c.Password, DB: c.DB,

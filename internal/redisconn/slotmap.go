@@ -64,19 +64,27 @@ func newSlotMap(seeds []string, password string) *slotMap {
 		known: seeds, loopback: map[string]string{}}
 }
 
-// newClient makes the cluster's node clients (ClusterOptions.NewClient).
-// A MOVED reply names a node by its full address while the map's clients
-// are keyed by go-redis's ":port": the redirected call gets a client of
-// its own, with its pool, until go-redis collects it with the next map.
+// newClient makes the cluster's node clients (ClusterOptions.NewClient),
+// with the loopback host go-redis stripped put back.
 func (m *slotMap) newClient(opt *redis.Options) *redis.Client {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if full, ok := m.loopback[opt.Addr]; ok {
 		opt.Addr = full
 	}
-	c := redis.NewClient(opt)
-	m.nodes[opt.Addr] = c
-	return c
+	m.mu.Unlock()
+	return redis.NewClient(opt)
+}
+
+// adopt keeps a node client of the cluster's for the queries
+// (ClusterClient.OnNewNode): called once go-redis has set the client up,
+// not from newClient, where go-redis has yet to finish it. A MOVED reply
+// names a node by its full address while the map's clients are keyed by
+// go-redis's ":port": the redirected call gets a client of its own, with
+// its pool, until go-redis collects it with the next map.
+func (m *slotMap) adopt(c *redis.Client) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nodes[c.Options().Addr] = c
 }
 
 type nodesAnswer struct {
