@@ -449,23 +449,6 @@ mcluster_addresses() {
   (IFS=,; echo "${out[*]}")
 }
 
-# The donor node N asks for when it starts, as mariadbd's argument: a
-# donor leaves the Synced state for a snapshot, and HAProxy's check then
-# takes it out of rotation, cutting its sessions; so a backup that is
-# Synced donates rather than node 1 (the writes'), which donates only
-# when none is (the trailing comma). Named in my.cnf instead, a joiner
-# waits for its donor while that one is joining too (two backups started
-# together: 184 s instead of 28).
-mcluster_donor_arg() {
-  local n=$1 m
-  for m in $(seq 2 $MYSQL_CLUSTER_NODES); do
-    if [ "$m" != "$n" ] && mcluster_running "$m" && mcluster_synced "$m"; then
-      echo "--wsrep-sst-donor=node$m,"
-      return
-    fi
-  done
-}
-
 mcluster_node_config() {
   local n=$1 dir=$mcluster_dir/$1 gcomm
   gcomm=$(mcluster_gcomm_port "$n")
@@ -735,10 +718,7 @@ EOF
       || die "the MariaDB cluster has no Primary component after a bootstrap; see $logs_dir/mariadb-cluster-*.log"
   fi
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-    if ! mcluster_running "$n"; then
-      # shellcheck disable=SC2046 # one argument or none
-      mcluster_launch "$n" $(mcluster_donor_arg "$n")
-    fi
+    if ! mcluster_running "$n"; then mcluster_launch "$n"; fi
   done
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     mcluster_wait "$n" 180 \
@@ -754,15 +734,13 @@ EOF
 # than the nodes themselves); a node that leaves the Synced state has its
 # connections cut at once, so no client goes on writing to a node the
 # cluster left behind, and node 1 coming back takes the connections back
-# from the backup it relieved. A node found dead by clients'
-# connections is marked down then (observe layer4), not at the next two
-# checks, and each such connection tries the next node (redispatch): a
-# client that dials in the second after a node died reaches a live one
-# instead of a closed handshake. Three errors in a row, not one: marking
-# a node down cuts every session on it, and one connection refused or
-# reset on a live node (its max_connections reached for a moment, a
-# client's reset) would cut the sessions of every client, COMMITs in
-# flight among them, whose outcome the programs then cannot know.
+# from the backup it relieved. A node found dead by a client's
+# connection is marked down then and there (observe layer4), not at the
+# next two checks, and that connection tries the next node (redispatch):
+# a client that dials in the second after a node died reaches a live one
+# instead of a closed handshake. (Three errors instead of one let the
+# connections of that window reach the dead node: the failure suite's
+# audit read failed on one.)
 mcluster_proxy_up() {
   local n flags
   {
@@ -790,7 +768,7 @@ listen mysql
   external-check command $here/galera-check.sh
 EOF
     for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-      flags="check inter 2s fall 2 rise 2 observe layer4 error-limit 3 on-error mark-down on-marked-down shutdown-sessions"
+      flags="check inter 2s fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down on-marked-down shutdown-sessions"
       if [ "$n" = 1 ]; then flags="$flags on-marked-up shutdown-backup-sessions"; else flags="$flags backup"; fi
       echo "  server node$n 127.0.0.1:$(mcluster_port "$n") $flags"
     done
