@@ -94,6 +94,15 @@ type causal struct{ driver.Connector }
 // unknownVariable is MySQL's ER_UNKNOWN_SYSTEM_VARIABLE.
 const unknownVariable = 1193
 
+// noGalera is err but for MySQL refusing a Galera variable it does not
+// have (1193): there is nothing to set there.
+func noGalera(err error) error {
+	if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == unknownVariable {
+		return nil
+	}
+	return err
+}
+
 func (c causal) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
 	if err != nil {
@@ -104,8 +113,7 @@ func (c causal) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, errors.New("MySQL connection: the driver cannot run a statement to make its reads causal")
 	}
-	var me *mysql.MySQLError
-	if _, err := ex.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1", nil); err != nil && !(errors.As(err, &me) && me.Number == unknownVariable) {
+	if _, err := ex.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1", nil); noGalera(err) != nil {
 		conn.Close()
 		return nil, fmt.Errorf("make the connection's reads causal (wsrep_sync_wait): %w", err)
 	}
@@ -131,14 +139,15 @@ func check(ctx context.Context, db *sql.DB) (galera bool, size int, err error) {
 		return false, 0, Explain(err)
 	}
 	defer conn.Close()
-	var me *mysql.MySQLError
-	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 0"); err != nil && !(errors.As(err, &me) && me.Number == unknownVariable) {
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 0"); noGalera(err) != nil {
 		return false, 0, Explain(err)
 	}
 	// Back to causal for the pool's next user, or the connection is
-	// dropped.
+	// dropped; a check cancelled or past its deadline still restores.
 	defer func() {
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION wsrep_sync_wait = 1"); err != nil && !(errors.As(err, &me) && me.Number == unknownVariable) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); noGalera(err) != nil {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()

@@ -33,7 +33,7 @@ type slotMap struct {
 
 	mu sync.Mutex
 	// nodes are the cluster client's own node clients by address (see
-	// newClient): a query borrows their connections, and go-redis closes
+	// adopt): a query borrows their connections, and go-redis closes
 	// them with the client.
 	nodes map[string]*redis.Client
 	// asking holds the addresses whose last query is still unanswered: a
@@ -80,11 +80,15 @@ func (m *slotMap) newClient(opt *redis.Options) *redis.Client {
 // not from newClient, where go-redis has yet to finish it. A MOVED reply
 // names a node by its full address while the map's clients are keyed by
 // go-redis's ":port": the redirected call gets a client of its own, with
-// its pool, until go-redis collects it with the next map.
+// its pool, until go-redis collects it with the next map: the first
+// client of an address is kept, as a client collected would leave each
+// load dialling connections of its own.
 func (m *slotMap) adopt(c *redis.Client) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.nodes[c.Options().Addr] = c
+	if _, ok := m.nodes[c.Options().Addr]; !ok {
+		m.nodes[c.Options().Addr] = c
+	}
 }
 
 type nodesAnswer struct {

@@ -146,6 +146,29 @@ func TestACreationRetriedWithItsKeyIsMadeOnce(t *testing.T) {
 				t.Fatalf("Redis of voucher %d after a third try with the key: %+v, %v; want the %d units it had, not its sale warmed anew",
 					retried, totals, err, stock-2)
 			}
+			// Redis loses the sale after an order was taken (a failover
+			// that lost its writes): a try with the key must not put it on
+			// again with its whole stock and no buyers. Rebuilding it from
+			// MySQL's orders is the sale check's job.
+			if _, err := m.DB.Exec("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, ?)", time.Now().UnixNano(), 1, retried); err != nil {
+				t.Fatal(err)
+			}
+			lost := r.Keys(t, r.Prefix+"*")
+			if len(lost) == 0 {
+				t.Fatal("no sale keys to lose")
+			}
+			for _, k := range lost { // one by one: a cluster's keys span slots
+				if err := r.Client.Del(ctx, k).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if again, err := vs.Create(ctx, v, c.key); err != nil || again != retried {
+				t.Fatalf("a try with the key after Redis lost the sale: %d, %v; want %d", again, err, retried)
+			}
+			if totals, err := store.Totals(ctx, retried); err == nil && totals.Stock == stock {
+				t.Fatalf("Redis of voucher %d after a try with the key once Redis lost its sale with an order taken: %+v; want it not warmed with its whole stock",
+					retried, totals)
+			}
 			other := v
 			other.Title += " (another)"
 			if _, err := vs.Create(ctx, other, c.key); !errors.Is(err, voucher.ErrKeyReused) {

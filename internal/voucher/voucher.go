@@ -269,12 +269,22 @@ func (vs *Vouchers) keyed(ctx context.Context, v Voucher, key, hash string) (id 
 	}
 	if v.Type == TypeSeckill {
 		// The first creation's answer may have been lost before it warmed
-		// the sale; a sale warmed by it is left as it is (selling, maybe).
-		// A sale warmed and then lost by Redis is the order-writer's sale
-		// check's to rebuild from MySQL; one with no order yet is as new.
+		// the sale: warm the buckets that are not there, and leave a sale
+		// warmed by it as it is (selling, maybe). A sale that has sold and
+		// then was lost by Redis is not put back with its whole stock: the
+		// order-writer's sale check rebuilds it from MySQL's orders once
+		// the accepted ones are written. An order accepted but not yet in
+		// MySQL escapes this look; the retry comes seconds after the
+		// creation, and the check's rebuild corrects the stock then.
 		ctx := context.WithoutCancel(ctx)
-		if err := vs.Sale.WarmNew(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
+		sold, err := vs.sold(ctx, id)
+		if err != nil {
 			return id, true, err
+		}
+		if !sold {
+			if err := vs.Sale.WarmNew(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
+				return id, true, err
+			}
 		}
 		if vs.BotChecks != nil {
 			mode, _ := botcheck.ParseMode(v.BotCheck) // validated
@@ -282,6 +292,19 @@ func (vs *Vouchers) keyed(ctx context.Context, v Voucher, key, hash string) (id 
 		}
 	}
 	return id, true, nil
+}
+
+// sold is whether MySQL holds an order of the voucher.
+func (vs *Vouchers) sold(ctx context.Context, voucherID int64) (bool, error) {
+	var one int
+	err := vs.DB.QueryRowContext(ctx, "SELECT 1 FROM tb_voucher_order WHERE voucher_id = ? LIMIT 1", voucherID).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up voucher %d's orders: %w", voucherID, err)
+	}
+	return true, nil
 }
 
 // keyedAfterLostCommit answers a keyed creation whose COMMIT's answer was
