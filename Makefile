@@ -41,9 +41,10 @@ REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedi
 # What the cluster's pass leaves to the first, among the heaviest of the
 # suite on two cores: tests that start a Redis or a Redis Cluster of their
 # own (the same in both passes), and whole-stack tests whose subject is
-# not Redis (a browser's flow, the images), whose Redis calls the other
-# tests make on the cluster.
-CLUSTER_SKIP = ^(TestBrowserThroughTheCoursesNginx|TestAPIWithoutMySQLIsReadyAndDegraded|TestProgramsWaitForAClusterNoSeedAnswers|TestRedisAtItsMemoryLimitIsAnAnswer|TestRevocationsAreReadOnceRedisAnswers|TestFreshGivesAFailoverGraceAndAStuckFollowerNone|TestUnreachableTellsAFailoverFromARefusal|TestACrowdOnAStalledBucketIsDecidedOnce|TestALeaseGoesOnWhenItsCountersMasterDies|TestALeaseGoesOnWhenItsCountersMasterFreezes|TestBrowserSolvesTheChallengeAndBuys|TestProgramsRunFromTheirImages|TestUnknownShopsCannotFillRedis|TestAMasterKilledFailsNoCallOnTheOthers|TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls|TestOpenWaitsOutWhatMayPass|TestGatePausesASaleBuiltUnderAnotherReplicationID|TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion|TestTxErrorIsTheQueuedCommandsRefusal|TestALoginAtTheMemoryLimitKeepsItsCode|TestACodeRefusedAtTheMemoryLimitLeavesNoCooldown)$$
+# not Redis (a browser's flow, the images, the API document against the
+# server, the balancer's client addresses, dead letters' replay), whose
+# Redis calls the other tests make on the cluster.
+CLUSTER_SKIP = ^(TestBrowserThroughTheCoursesNginx|TestAPIDocumentAgreesWithTheServer|TestBalancerKeepsEachClientsAddress|TestDeadLettersListedAndReplayedIdempotently|TestAPIWithoutMySQLIsReadyAndDegraded|TestProgramsWaitForAClusterNoSeedAnswers|TestRedisAtItsMemoryLimitIsAnAnswer|TestRevocationsAreReadOnceRedisAnswers|TestFreshGivesAFailoverGraceAndAStuckFollowerNone|TestUnreachableTellsAFailoverFromARefusal|TestACrowdOnAStalledBucketIsDecidedOnce|TestALeaseGoesOnWhenItsCountersMasterDies|TestALeaseGoesOnWhenItsCountersMasterFreezes|TestBrowserSolvesTheChallengeAndBuys|TestProgramsRunFromTheirImages|TestUnknownShopsCannotFillRedis|TestAMasterKilledFailsNoCallOnTheOthers|TestFrozenMasterHoldsOnlyItsOwnAutopipelinedCalls|TestOpenWaitsOutWhatMayPass|TestGatePausesASaleBuiltUnderAnotherReplicationID|TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion|TestTxErrorIsTheQueuedCommandsRefusal|TestALoginAtTheMemoryLimitKeepsItsCode|TestACodeRefusedAtTheMemoryLimitLeavesNoCooldown)$$
 BENCH_REDIS_PACKAGES = $(shell cd $(BENCH_MODULE) && grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # make run SECKILL_REDIS_TOPOLOGY=cluster: the programs on the Redis Cluster.
 ifeq ($(SECKILL_REDIS_TOPOLOGY),cluster)

@@ -70,7 +70,8 @@ MYSQL_CANAL_PASSWORD=canal
 MYSQL_DATABASE=seckill
 # HAProxy's health check of the MariaDB cluster's nodes: reads their state,
 # nothing else (galera-check.sh, which HAProxy runs with no environment of
-# ours, has the same names).
+# ours, has the same names). The cluster's users are made from
+# galera-users.sql, which names these.
 MYSQL_CHECK_USER=galera_check
 MYSQL_CHECK_PASSWORD=galera_check
 
@@ -449,11 +450,23 @@ mcluster_addresses() {
   (IFS=,; echo "${out[*]}")
 }
 
+# galera_provider_options: the provider options every node shares, from
+# galera-node.cnf; a node's own line puts its addresses before them.
+galera_provider_options() {
+  sed -n 's/^wsrep_provider_options="\(.*\)"$/\1/p' "$here/galera-node.cnf"
+}
+
+# A node's file: the settings every node has (galera-node.cnf, which the
+# compose file's galera profile mounts too), then the node's own.
 mcluster_node_config() {
-  local n=$1 dir=$mcluster_dir/$1 gcomm
+  local n=$1 dir=$mcluster_dir/$1 gcomm shared
   gcomm=$(mcluster_gcomm_port "$n")
+  shared=$(galera_provider_options)
+  [ -n "$shared" ] || die "no wsrep_provider_options in $here/galera-node.cnf"
   mkdir -p "$dir/binlog" "$logs_dir"
   cat > "$(mcluster_cnf "$n")" <<EOF
+!include $here/galera-node.cnf
+
 [mysqld]
 user=root
 datadir=$dir/data
@@ -462,39 +475,14 @@ pid-file=$(mcluster_pid "$n")
 port=$(mcluster_port "$n")
 bind-address=127.0.0.1
 log-error=$logs_dir/mariadb-cluster-$n.log
-skip-name-resolve
-character-set-server=utf8mb4
-collation-server=utf8mb4_general_ci
-max_connections=300
-innodb_buffer_pool_size=64M
-innodb_flush_log_at_trx_commit=1
-sync_binlog=1
-innodb_autoinc_lock_mode=2
-default_storage_engine=InnoDB
-server_id=1
 log_bin=$dir/binlog/mysql-bin
-log_slave_updates=ON
-binlog_format=ROW
-binlog_row_image=FULL
-expire_logs_days=2
 gtid_domain_id=$((100 + n))
-wsrep_on=ON
-wsrep_provider=/usr/lib/galera/libgalera_smm.so
-wsrep_cluster_name=seckill
 wsrep_cluster_address=gcomm://$(mcluster_addresses)
 wsrep_node_name=node$n
 wsrep_node_address=127.0.0.1:$gcomm
 wsrep_node_incoming_address=127.0.0.1:$(mcluster_port "$n")
-wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm;ist.recv_addr=127.0.0.1:$((gcomm + 1));gcache.size=64M;pc.recovery=FALSE;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;evs.install_timeout=PT4S"
-# A joiner's snapshot by mariabackup, streamed (socat), as root like the
-# server: rsync's daemon, run as root, would drop to nobody, who may not
-# reach the stack's directory. The donor's root enters by its socket.
-wsrep_sst_method=mariabackup
-wsrep_sst_auth=root:
+wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm;ist.recv_addr=127.0.0.1:$((gcomm + 1));$shared"
 wsrep_sst_receive_address=127.0.0.1:$((gcomm + 2))
-wsrep_gtid_mode=ON
-wsrep_gtid_domain_id=1
-wsrep_slave_threads=2
 EOF
   if [ ! -d "$dir/data/mysql" ]; then
     mariadb-install-db --defaults-file="$(mcluster_cnf "$n")" --auth-root-authentication-method=socket \
@@ -693,6 +681,8 @@ mcluster_bootstrap_node() {
 
 mariadb_cluster_up() {
   local n first="" any=no
+  # One node after another: mariadb-install-db run side by side failed
+  # now and then (a bootstrap's temporary table gone, Errcode 2).
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
     mcluster_node_config "$n"
     if mcluster_running "$n"; then any=yes; else mcluster_recover "$n"; fi
@@ -703,14 +693,7 @@ mariadb_cluster_up() {
     mcluster_launch "$first" --wsrep-new-cluster
     mcluster_wait "$first" 180 \
       || die "mariadb cluster node $first did not bootstrap; see $logs_dir/mariadb-cluster-$first.log"
-    mcluster_root "$first" <<EOF || die "could not create the MariaDB cluster's users"
-CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;
-CREATE USER IF NOT EXISTS '$MYSQL_APP_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_APP_PASSWORD';
-GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_APP_USER'@'127.0.0.1';
-CREATE USER IF NOT EXISTS '$MYSQL_CANAL_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_CANAL_PASSWORD';
-GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$MYSQL_CANAL_USER'@'127.0.0.1';
-CREATE USER IF NOT EXISTS '$MYSQL_CHECK_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_CHECK_PASSWORD';
-EOF
+    mcluster_root "$first" < "$here/galera-users.sql" || die "could not create the MariaDB cluster's users (galera-users.sql)"
   fi
   if [ "$any" = yes ] && ! mcluster_primary_somewhere; then
     mcluster_bootstrap_most_advanced
@@ -728,51 +711,20 @@ EOF
   mcluster_proxy_up
 }
 
-# HAProxy in front: node 1 takes the connections while it is Synced,
-# node 2 when it is not, node 3 when neither is (checked every 2 s: a
-# check forks a client, and every second would cost the idle stack more
-# than the nodes themselves); a node that leaves the Synced state has its
-# connections cut at once, so no client goes on writing to a node the
-# cluster left behind, and node 1 coming back takes the connections back
-# from the backup it relieved. A node found dead by a client's
-# connection is marked down then and there (observe layer4), not at the
-# next two checks, and that connection tries the next node (redispatch):
-# a client that dials in the second after a node died reaches a live one
-# instead of a closed handshake. (Three errors instead of one let the
-# connections of that window reach the dead node: the failure suite's
-# audit read failed on one.)
+# HAProxy in front, with galera-haproxy.cfg's settings (which say why
+# they are what they are), the stack's values put in for its names.
 mcluster_proxy_up() {
-  local n flags
-  {
-    cat <<EOF
-global
-  maxconn 2000
-  external-check
-  insecure-fork-wanted
-  stats socket $mcluster_proxy_sock mode 600 level user
-  log stderr format short local0 notice
-
-defaults
-  mode tcp
-  log global
-  timeout connect 1s
-  timeout client 1h
-  timeout server 1h
-  retries 2
-  option redispatch 1
-
-listen mysql
-  bind 127.0.0.1:$MYSQL_CLUSTER_PORT
-  option external-check
-  external-check path "/usr/bin:/bin"
-  external-check command $here/galera-check.sh
-EOF
-    for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-      flags="check inter 2s fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down on-marked-down shutdown-sessions"
-      if [ "$n" = 1 ]; then flags="$flags on-marked-up shutdown-backup-sessions"; else flags="$flags backup"; fi
-      echo "  server node$n 127.0.0.1:$(mcluster_port "$n") $flags"
-    done
-  } > "$mcluster_proxy_cfg.new"
+  [ "$MYSQL_CLUSTER_NODES" = 3 ] || die "galera-haproxy.cfg names three nodes, not $MYSQL_CLUSTER_NODES"
+  sed -e "s|\${GALERA_PROXY_SOCKET}|$mcluster_proxy_sock|g" \
+    -e "s|\${GALERA_PROXY_PORT}|$MYSQL_CLUSTER_PORT|g" \
+    -e "s|\${GALERA_CHECK}|$here/galera-check.sh|g" \
+    -e "s|\${GALERA_NODE1_PORT}|$(mcluster_port 1)|g" \
+    -e "s|\${GALERA_NODE2_PORT}|$(mcluster_port 2)|g" \
+    -e "s|\${GALERA_NODE3_PORT}|$(mcluster_port 3)|g" \
+    "$here/galera-haproxy.cfg" > "$mcluster_proxy_cfg.new"
+  if grep -q '\${[A-Z0-9_]*}' "$mcluster_proxy_cfg.new"; then
+    die "galera-haproxy.cfg names a value stack.sh does not put in: $(grep -o '\${[A-Z0-9_]*}' "$mcluster_proxy_cfg.new" | sort -u | paste -sd' ')"
+  fi
   # Reloaded only when its configuration changed: a reload leaves the old
   # worker serving its connections until they close.
   if pid_alive "$mcluster_proxy_pid" "$mcluster_proxy_cfg"; then
@@ -892,9 +844,10 @@ kafka_start() {
   echo $! > "$1"
 }
 
-kafka_up() {
-  mkdir -p "$kafka_dir/data" "$logs_dir"
-  kafka_config "$kafka_props" 1 "1@127.0.0.1:$KAFKA_CONTROLLER_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$kafka_dir/data" 1 1
+# kafka_logging: the brokers' and the tools' log settings, which the
+# cluster's nodes take theirs from.
+kafka_logging() {
+  mkdir -p "$kafka_dir" "$logs_dir"
   cat > "$kafka_dir/log4j.properties" <<EOF
 log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.RollingFileAppender
@@ -913,9 +866,14 @@ log4j.appender.stderr.Target=System.err
 log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
 log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
 EOF
+}
+
+kafka_up() {
+  mkdir -p "$kafka_dir/data" "$logs_dir"
+  kafka_config "$kafka_props" 1 "1@127.0.0.1:$KAFKA_CONTROLLER_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$kafka_dir/data" 1 1
   if [ ! -f "$kafka_dir/data/meta.properties" ]; then
     local cluster_id
-    cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid) || die "StorageTool random-uuid failed"
+    cluster_id=$(kafka_probe --uuid) || die "could not make a Kafka cluster id"
     say "formatting Kafka storage (cluster $cluster_id)"
     kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$kafka_props" > "$logs_dir/kafka-format.log" 2>&1 \
       || die "StorageTool format failed; see $logs_dir/kafka-format.log"
@@ -927,26 +885,31 @@ EOF
   fi
   wait_for "kafka 127.0.0.1:$KAFKA_PORT (metadata)" 90 kafka_probe "127.0.0.1:$KAFKA_PORT" \
     || die "kafka did not answer a metadata request on 127.0.0.1:$KAFKA_PORT; see $logs_dir/kafka.log and kafka.out"
-  local existing t name parts
-  existing=$(kafka_probe "127.0.0.1:$KAFKA_PORT" --topics)
+  kafka_create_topics "127.0.0.1:$KAFKA_PORT" 1 ""
+}
+
+# kafka_create_topics BROKER REPLICAS MIN_ISR: the project's topics not
+# there yet, in one request (kafka-probe.py: a JVM's tool cost one or two
+# seconds a topic).
+kafka_create_topics() {
+  local broker=$1 replicas=$2 min_isr=$3 existing t name parts specs=() made=()
+  existing=$(kafka_probe "$broker" --topics) || die "could not list the topics of $broker"
   for t in "${TOPICS[@]}"; do
     name=${t%%:*} parts=${t##*:}
     if ! grep -qx "$name" <<<"$existing"; then
-      kafka_topics --create --if-not-exists --topic "$name" --partitions "$parts" --replication-factor 1 >/dev/null \
-        || die "could not create topic $name"
-      say "created topic $name ($parts partitions)"
+      specs+=("$name:$parts:$replicas${min_isr:+:$min_isr}")
+      made+=("$name ($parts partitions)")
     fi
   done
+  [ ${#specs[@]} -gt 0 ] || return 0
+  kafka_probe "$broker" --create "${specs[@]}" || die "could not create the topics on $broker"
+  say "created on $broker, replication factor $replicas${min_isr:+, min.insync.replicas $min_isr}: $(IFS=,; echo "${made[*]}")"
 }
 
 # kafka_probe HOST:PORT [--brokers N | --topics]: one metadata request,
 # without a JVM's start (kafka-probe.py).
 kafka_probe() { python3 "$here/kafka-probe.py" "$@"; }
 
-kafka_topics() {
-  timeout 30 java -Xms32m -Xmx128m -XX:TieredStopAtLevel=1 -Dlog4j.configuration="file:$kafka_dir/tools-log4j.properties" \
-    -cp "$kafka_libs/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" "$@"
-}
 
 # --- Kafka cluster ---------------------------------------------------------
 
@@ -998,7 +961,6 @@ EOF
 
 kafka_cluster_up() {
   local n cluster_id=""
-  [ -f "$kafka_dir/log4j.properties" ] || die "the single broker's configuration is missing: start it first (stack.sh up)"
   for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
     kcluster_node_config "$n"
     if [ -f "$kcluster_dir/$n/data/meta.properties" ]; then
@@ -1006,30 +968,27 @@ kafka_cluster_up() {
     fi
   done
   if [ -z "$cluster_id" ]; then
-    cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid) || die "StorageTool random-uuid failed"
+    cluster_id=$(kafka_probe --uuid) || die "could not make a Kafka cluster id"
     say "formatting the Kafka cluster's storage (cluster $cluster_id, $KAFKA_CLUSTER_NODES nodes)"
   fi
+  # The nodes' formats side by side: each is a JVM's start.
+  local pids=()
   for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
     if [ ! -f "$kcluster_dir/$n/data/meta.properties" ]; then
-      kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$(kcluster_props "$n")" > "$logs_dir/kafka-cluster-format-$n.log" 2>&1 \
-        || die "StorageTool format of node $n failed; see $logs_dir/kafka-cluster-format-$n.log"
+      { kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$(kcluster_props "$n")" > "$logs_dir/kafka-cluster-format-$n.log" 2>&1 \
+        || die "StorageTool format of node $n failed; see $logs_dir/kafka-cluster-format-$n.log"; } &
+      pids+=($!)
     fi
+  done
+  wait_all "${pids[@]}" || die "the Kafka cluster's storage is not formatted"
+  for n in $(seq 1 $KAFKA_CLUSTER_NODES); do
     if ! pid_alive "$(kcluster_pid "$n")" "$(kcluster_props "$n")"; then
       kafka_start "$(kcluster_pid "$n")" "$(kcluster_props "$n")" "$kcluster_dir/$n/log4j.properties" "$logs_dir/kafka-cluster-$n.out" "$KAFKA_CLUSTER_HEAP"
     fi
   done
   wait_for "kafka cluster $(kcluster_seeds) (metadata)" 120 kcluster_all_registered \
     || die "the Kafka cluster's three brokers did not all register; see $logs_dir/kafka-cluster-*.log"
-  local existing t name parts
-  existing=$(kafka_probe "127.0.0.1:$(kcluster_port 1)" --topics)
-  for t in "${TOPICS[@]}"; do
-    name=${t%%:*} parts=${t##*:}
-    if ! grep -qx "$name" <<<"$existing"; then
-      kcluster_topics --create --if-not-exists --topic "$name" --partitions "$parts" --replication-factor 3 \
-        --config min.insync.replicas=2 >/dev/null || die "could not create topic $name on the Kafka cluster"
-      say "created topic $name on the Kafka cluster ($parts partitions, replication factor 3, min.insync.replicas 2)"
-    fi
-  done
+  kafka_create_topics "127.0.0.1:$(kcluster_port 1)" 3 2
 }
 
 # Every broker answers and the cluster's metadata lists all three.
@@ -1135,9 +1094,14 @@ cmd_up() {
   { mariadb_up
     if [ "$MYSQL_TOPOLOGY" = cluster ]; then mariadb_cluster_up; fi; } &
   pids+=($!)
-  { kafka_up
-    if [ "$KAFKA_TOPOLOGY" = cluster ]; then kafka_cluster_up; fi; } &
+  # The single broker and the cluster side by side too.
+  kafka_logging
+  kafka_up &
   pids+=($!)
+  if [ "$KAFKA_TOPOLOGY" = cluster ]; then
+    kafka_cluster_up &
+    pids+=($!)
+  fi
   wait_all "${pids[@]}" || die "a server did not start: see the errors above and '$0 logs'"
   print_env
 }
