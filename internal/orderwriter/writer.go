@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,9 @@ type Writer struct {
 	// MySQL just committed; nil Guard skips the check.
 	Sale  SaleInspector
 	Guard *reconcile.Guard
+
+	settlingOnce sync.Once
+	settling     chan struct{} // a slot per batch whose Redis steps run (settle)
 }
 
 // SaleInspector reads a voucher's sale in Redis: whether it is there, its
@@ -143,20 +147,64 @@ func (w *Writer) Handle(ctx context.Context, msgs []kafka.Message) (err error) {
 			return err
 		}
 	}
-	// Recorded before the reservations go, so that a lookup finds the
-	// order in one or the other; a status not recorded is read from MySQL.
-	if w.Records != nil {
-		if err := w.Records.RecordSettled(ctx, out.Settled); err != nil && ctx.Err() == nil {
-			w.Logger.Warn("record settled orders in Redis failed; their lookups read MySQL", "count", len(out.Settled), "err", err)
-		}
-	}
-	// A reservation left unconfirmed is only republished by the relay and
-	// settled again as a redelivery: log, do not fail the batch.
-	if err := w.Reservations.Confirm(ctx, events); err != nil && ctx.Err() == nil {
-		w.Logger.Warn("confirm reservations in Redis failed; the relay will redeliver them", "count", len(events), "err", err)
-	}
-	w.check(ctx, out)
+	w.settle(ctx, events, out)
 	return nil
+}
+
+// settleWait bounds how long a batch waits for its Redis steps. A master
+// that froze holds each call until the client's read timeout (1 s, tried
+// again after it: go-redis reads past a context's deadline), and a batch
+// waiting for three such calls held its offsets for seconds, which a
+// reconcile after the master's failover waits for: the failed-over
+// master's sales waited with it (TestChaosClusterMasterFrozen). Past
+// settleWait the batch goes on and the steps finish or fail on their own;
+// each may land late or never: a status not recorded is read from MySQL, a
+// reservation not confirmed is republished by the relay and settled again
+// as a redelivery, a check not made is made by a later batch or the
+// periodic sale check.
+const settleWait = 200 * time.Millisecond
+
+// maxSettling bounds the batches whose Redis steps still run after their
+// batch went on; past it a batch waits for a slot. A master that stays
+// frozen then slows the writer to the pace of its timeouts, as before.
+const maxSettling = 4
+
+// settle runs the batch's Redis steps, waiting for them up to settleWait.
+func (w *Writer) settle(ctx context.Context, events []order.Event, out orderdb.Outcome) {
+	w.settlingOnce.Do(func() { w.settling = make(chan struct{}, maxSettling) })
+	select {
+	case w.settling <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { <-w.settling }()
+		// Recorded before the reservations go, so that a lookup finds the
+		// order in one or the other; a status not recorded is read from
+		// MySQL.
+		if w.Records != nil {
+			if err := w.Records.RecordSettled(ctx, out.Settled); err != nil && ctx.Err() == nil {
+				w.Logger.Warn("record settled orders in Redis failed; their lookups read MySQL", "count", len(out.Settled), "err", err)
+			}
+		}
+		// A reservation left unconfirmed is only republished by the relay
+		// and settled again as a redelivery: log, do not fail the batch.
+		if err := w.Reservations.Confirm(ctx, events); err != nil && ctx.Err() == nil {
+			w.Logger.Warn("confirm reservations in Redis failed; the relay will redeliver them", "count", len(events), "err", err)
+		}
+		w.check(ctx, out)
+	}()
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		w.Logger.Warn("a batch's Redis steps (statuses, reservations, check) take longer than settleWait: the batch goes on without them",
+			"orders", len(events), "wait", settleWait)
+	case <-ctx.Done():
+	}
 }
 
 // check compares Redis with what this batch committed, per voucher with

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -302,4 +303,67 @@ func TestWriterIsolatesAnEventMySQLRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A batch whose Redis froze (SIGSTOP: no answer, no closed connection)
+// goes on without its Redis steps. Each of them (the statuses, the
+// reservations, the check) waited out the production client's read
+// timeout and its retries, seconds in all, while the batch held its
+// offsets, which a reconcile after a failover waits for. Once Redis
+// answers again the steps are done: the reservation is confirmed.
+func TestABatchGoesOnPastAFrozenRedis(t *testing.T) {
+	m := testsupport.MustMySQL(t)
+	r, proc := testsupport.MustPrivateRedis(t)
+	store := gate.NewStore(testsupport.MustProductionClient(t, r.Addr), "")
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<30)
+	m.MustSeedVoucher(t, voucher, 10)
+	if err := store.Warm(ctx, voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	const orderID, user = 7001, 42
+	if d, err := store.Try(ctx, voucher, user, orderID); err != nil || d.Err != nil {
+		t.Fatalf("the order's reservation: %v, %v", d.Err, err)
+	}
+	w := &orderwriter.Writer{DB: m.DB, Reservations: store, Records: store, Sale: store, Logger: slog.New(slog.DiscardHandler)}
+	msg := kafka.Message{Topic: "orders", Key: []byte(strconv.FormatInt(voucher, 10)),
+		Value: fmt.Appendf(nil, `{"orderId":"%d","userId":%d,"voucherId":%d,"acceptedAt":%d}`, orderID, user, voucher, time.Now().UnixMilli())}
+
+	if err := proc.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = proc.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	handled := make(chan error, 1)
+	start := time.Now()
+	go func() { handled <- w.Handle(ctx, []kafka.Message{msg}) }()
+	select {
+	case err := <-handled:
+		if err != nil {
+			t.Fatalf("the batch: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the batch did not end in 30 s with its Redis frozen")
+	}
+	took := time.Since(start)
+	t.Logf("the batch ended %v after it began, its Redis frozen", took)
+	// Its steps alone took 3 s and more before; 2 s leaves the loaded
+	// machine ten times settleWait.
+	if took > 2*time.Second {
+		t.Fatalf("the batch took %v with its Redis frozen: it waited for its Redis steps", took)
+	}
+	if got := m.MustSaleState(t, voucher); got.Orders != 1 {
+		t.Fatalf("MySQL holds %d orders of voucher %d; want the batch's 1", got.Orders, voucher)
+	}
+	resume()
+	testsupport.Wait(t, 30*time.Second, "the reservation confirmed once Redis answers", func() bool {
+		n, err := r.Client.HLen(ctx, store.KeysOf(voucher).Pending).Result()
+		return err == nil && n == 0
+	})
 }
