@@ -46,20 +46,51 @@ func (s *Store) FreezeSuspect(ctx context.Context, voucherID, fence int64) error
 	if lay.N() == 1 {
 		return s.freezeBuckets(ctx, lay, []int{0}, fence, "1")
 	}
-	var suspect []int
-	for b := range lay.N() {
-		size, err := s.bucketSize(ctx, voucherID, lay.bucketKeys(s.prefix, b))
-		if err != nil {
-			return fmt.Errorf("freeze voucher %d: %w", voucherID, err)
-		}
-		if !size.Exists || size.Outdated || size.Epoch != "" && size.Epoch != size.RedisNow {
-			suspect = append(suspect, b)
-		}
+	suspect, _, err := s.suspects(ctx, lay)
+	if err != nil {
+		return fmt.Errorf("freeze voucher %d: %w", voucherID, err)
 	}
 	if len(suspect) == 0 {
 		return s.freezeBuckets(ctx, lay, all(lay), fence, "1")
 	}
 	return s.freezeBuckets(ctx, lay, suspect, fence, "1")
+}
+
+// Stopped reports whether what FreezeSuspect would freeze of voucherID's
+// sale sells nothing already: every bucket of it built under another
+// replication id than its server's, or gone, which the gate pauses on its
+// own. False when FreezeSuspect would freeze a part that sells (no part
+// is suspect, or one is for another reason).
+func (s *Store) Stopped(ctx context.Context, voucherID int64) (bool, error) {
+	lay, err := s.layoutToRepair(ctx, voucherID)
+	if err != nil {
+		return false, fmt.Errorf("voucher %d: %w", voucherID, err)
+	}
+	suspect, stopped, err := s.suspects(ctx, lay)
+	if err != nil {
+		return false, fmt.Errorf("voucher %d: %w", voucherID, err)
+	}
+	return len(suspect) > 0 && stopped, nil
+}
+
+// suspects are the buckets of lay that may have lost writes: gone, of an
+// outdated layout, or built under another replication id than their
+// server's. stopped: each of them is gone or of another replication id,
+// so sells nothing until it is rebuilt.
+func (s *Store) suspects(ctx context.Context, lay Layout) (suspect []int, stopped bool, err error) {
+	stopped = true
+	for b := range lay.N() {
+		size, err := s.bucketSize(ctx, lay.VoucherID, lay.bucketKeys(s.prefix, b))
+		if err != nil {
+			return nil, false, err
+		}
+		paused := !size.Exists || size.Epoch != "" && size.Epoch != size.RedisNow
+		if paused || size.Outdated {
+			suspect = append(suspect, b)
+			stopped = stopped && paused
+		}
+	}
+	return suspect, stopped, nil
 }
 
 // SeenFence is the largest fencing token voucherID's sale has seen, in

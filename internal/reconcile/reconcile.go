@@ -34,6 +34,10 @@ type Sale interface {
 	// replication id than their server's, or gone — and the whole sale
 	// when no part is known to have; Freeze then freezes the rest.
 	FreezeSuspect(ctx context.Context, voucherID, fence int64) error
+	// Stopped reports whether what FreezeSuspect would freeze sells
+	// nothing already (the gate pauses a part built under another
+	// replication id than its server's, or gone, on its own).
+	Stopped(ctx context.Context, voucherID int64) (bool, error)
 	// Pending are the voucher's reservations.
 	Pending(ctx context.Context, voucherID int64) ([]order.Event, error)
 	// Rebuild puts the plan in place and unfreezes the voucher, once
@@ -161,10 +165,15 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 	// the reads and the rebuild. The rest lost nothing: the reservations of
 	// the orders it took meanwhile are all in Redis, and the plan counts
 	// them. So a sale in buckets stops selling in its other buckets only
-	// for the rebuild itself.
+	// for the rebuild itself. A part that sells nothing already (a failed
+	// over master's: the gate pauses it) is frozen at once and the writer
+	// waited for once: the first wait, a cycle of the writer's, would only
+	// keep it paused longer.
 	start := time.Now()
-	if err := r.waitForWriter(ctx); err != nil {
-		return rep, err
+	if stopped, err := r.Sale.Stopped(ctx, voucherID); err != nil || !stopped {
+		if err := r.waitForWriter(ctx); err != nil {
+			return rep, err
+		}
 	}
 	if err := r.Sale.FreezeSuspect(ctx, voucherID, fence); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)

@@ -609,3 +609,64 @@ func TestReconcileOfABucketedSaleAfterTheLockMasterLostWrites(t *testing.T) {
 		t.Fatalf("%d sold after the reconcile, want MySQL's 30", sold)
 	}
 }
+
+// countingBacklog counts the reconcile's waits for the writer.
+type countingBacklog struct {
+	reconcile.Backlog
+	waits int
+}
+
+func (b *countingBacklog) Ends(ctx context.Context) (map[int]int64, error) {
+	b.waits++
+	return b.Backlog.Ends(ctx)
+}
+
+// A sale whose state was built under another replication id than its
+// master's (a failover) has stopped selling on its own: the gate pauses
+// it. Its reconcile waits for the writer once, frozen, and not first while
+// it "sells" too: that wait, a cycle of the writer's, was most of the time
+// from a frozen master's promotion to its sales selling again
+// (TestChaosClusterMasterFrozen). The healthy buckets of a sale in
+// buckets are not frozen then and sell on; a sale reconciled for another
+// reason (nothing suspect: the whole sale is frozen) still sells during
+// the first wait.
+func TestReconcileOfAStoppedSaleWaitsForTheWriterOnce(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		buckets   int
+		stale     []int // buckets built under another replication id
+		wantWaits int
+	}{
+		{"one bucket, failed over", 1, []int{0}, 1},
+		{"one bucket, selling", 1, nil, 2},
+		{"three buckets, all failed over", 3, []int{0, 1, 2}, 1},
+		{"three buckets, one failed over", 3, []int{1}, 1},
+		{"three buckets, selling", 3, nil, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newRig(t)
+			ctx := context.Background()
+			const v = 12
+			if c.buckets == 1 {
+				g.onSale(t, v, 30, 30)
+			} else {
+				g.onSaleIn(t, v, 30, c.buckets)
+			}
+			for _, b := range c.stale {
+				k := g.store.KeysOf(v)
+				if c.buckets > 1 {
+					k = gate.BucketKeys(g.r.Prefix, v, c.buckets, b)
+				}
+				g.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789")
+			}
+			backlog := &countingBacklog{Backlog: g.rec.Backlog}
+			g.rec.Backlog = backlog
+			if _, err := g.rec.Run(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			if backlog.waits != c.wantWaits {
+				t.Fatalf("the reconcile waited for the writer %d times; want %d", backlog.waits, c.wantWaits)
+			}
+		})
+	}
+}
