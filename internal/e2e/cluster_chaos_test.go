@@ -81,12 +81,13 @@ const (
 	// master's sales sell again: every program learns the promotion (the
 	// slot map read from every node at once every 500 ms, the replication
 	// ids read without waiting for a frozen master, a check round stuck
-	// on it abandoned), then the writer catches up and reconciles. The
-	// goal is a second; measured 0.5–0.75 s after a kill, 0.75–1.4 s
-	// after a freeze (docs/redis-cluster.md), so the figure is printed
-	// and the bound leaves room for a loaded machine; before, a freeze
-	// took up to 2.5 s (the slot map's reload asking the frozen node
-	// first, the writer's batch retry asleep up to 1.7 s).
+	// on it abandoned), then the writer catches up (its batches no longer
+	// wait for a frozen master's calls) and reconciles (waiting for the
+	// writer once). The goal is a second; measured 0.27–0.62 s after a
+	// kill, 0.57–0.87 s after a freeze (docs/redis-cluster.md), so the
+	// figure is printed and the bound leaves room for a loaded machine;
+	// before, a freeze took up to 2.5 s (the slot map's reload asking the
+	// frozen node first, the writer's batch retry asleep up to 1.7 s).
 	resumeAfterPromotion = 2 * time.Second
 	// survivingShare is the least share of their rate before the fault
 	// the other masters' sales keep from the fault to the promotion.
