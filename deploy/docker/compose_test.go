@@ -130,7 +130,11 @@ func TestComposeGaleraNodesStartAsTheStacksNodes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// Compose's $$ is a $ to the shell.
+			// Compose's $$ is a $ to the shell; a lone $ is compose's own,
+			// filled from the host's environment before the shell sees it.
+			if lone := strings.ReplaceAll(s.Entrypoint[2], "$$", ""); strings.Contains(lone, "$") {
+				t.Fatalf("galera-%d's start-up script has a $ that is not $$: compose would fill it from the host's environment", n)
+			}
 			script := strings.ReplaceAll(s.Entrypoint[2], "$$", "$")
 			script = strings.ReplaceAll(script, "/etc/mysql/conf.d/galera-node.cnf", cnf)
 			script = strings.ReplaceAll(script, "/var/lib/mysql/", datadir+"/")

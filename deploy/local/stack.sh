@@ -711,13 +711,17 @@ mariadb_cluster_up() {
   mcluster_proxy_up
 }
 
+# sed_value is $1 as a sed replacement between | delimiters: a path may
+# hold | & or \.
+sed_value() { printf '%s' "$1" | sed -e 's/[|&\\]/\\&/g'; }
+
 # HAProxy in front, with galera-haproxy.cfg's settings (which say why
 # they are what they are), the stack's values put in for its names.
 mcluster_proxy_up() {
   [ "$MYSQL_CLUSTER_NODES" = 3 ] || die "galera-haproxy.cfg names three nodes, not $MYSQL_CLUSTER_NODES"
-  sed -e "s|\${GALERA_PROXY_SOCKET}|$mcluster_proxy_sock|g" \
+  sed -e "s|\${GALERA_PROXY_SOCKET}|$(sed_value "$mcluster_proxy_sock")|g" \
     -e "s|\${GALERA_PROXY_PORT}|$MYSQL_CLUSTER_PORT|g" \
-    -e "s|\${GALERA_CHECK}|$here/galera-check.sh|g" \
+    -e "s|\${GALERA_CHECK}|$(sed_value "$here/galera-check.sh")|g" \
     -e "s|\${GALERA_NODE1_PORT}|$(mcluster_port 1)|g" \
     -e "s|\${GALERA_NODE2_PORT}|$(mcluster_port 2)|g" \
     -e "s|\${GALERA_NODE3_PORT}|$(mcluster_port 3)|g" \

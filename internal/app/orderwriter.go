@@ -79,6 +79,8 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	b.closeFirst(closer("reconciles", guard))
 	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store, Records: store,
 		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: store, Guard: guard}
+	// Before the guard its checks report to, and Redis.
+	b.closeFirst(closer("order-writer's Redis steps", writer))
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
 		BatchSize: c.BatchSize, BatchWait: c.BatchWait, StuckAfter: c.StuckAfter, Logger: m.logger,
 		Stuck: broker.NewStuckMetric(b.reg).WithLabelValues("orders")}

@@ -191,6 +191,9 @@ func (c *SaleChecks) recheckMissing(ctx context.Context, vouchers []int64, fail 
 	case <-t.C:
 	}
 	sales, err := c.onSale(ctx, vouchers)
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
 	if err != nil {
 		for _, v := range vouchers {
 			fail(v, err)

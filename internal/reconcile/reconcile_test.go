@@ -667,6 +667,12 @@ func TestReconcileOfAStoppedSaleWaitsForTheWriterOnce(t *testing.T) {
 			if backlog.waits != c.wantWaits {
 				t.Fatalf("the reconcile waited for the writer %d times; want %d", backlog.waits, c.wantWaits)
 			}
+			if size, err := g.store.Size(ctx, v); err != nil || size.Epoch != size.RedisNow || size.Stock != 30 || size.FrozenFor != 0 {
+				t.Fatalf("the sale after the reconcile: %+v %v; want it rebuilt under its server's id, 30 units, not frozen", size, err)
+			}
+			if d, err := g.store.Try(ctx, v, 7, 7); err != nil || d.Err != nil {
+				t.Fatalf("a buyer after the reconcile: %v %v; want accepted", d.Err, err)
+			}
 		})
 	}
 }

@@ -32,10 +32,10 @@ type slotMap struct {
 	loads    singleflight.Group
 
 	mu sync.Mutex
-	// nodes are the cluster client's own node clients by address (see
-	// adopt): a query borrows their connections, and go-redis closes
-	// them with the client.
-	nodes map[string]*redis.Client
+	// nodes are the cluster client's own node clients by address, newest
+	// last (see adopt): a query borrows their connections, and go-redis
+	// closes them with the client.
+	nodes map[string][]*redis.Client
 	// asking holds the addresses whose last query is still unanswered: a
 	// frozen node is not asked again until it answers or times out.
 	asking map[string]bool
@@ -60,7 +60,7 @@ const (
 )
 
 func newSlotMap(seeds []string, password string) *slotMap {
-	return &slotMap{seeds: seeds, password: password, nodes: map[string]*redis.Client{}, asking: map[string]bool{},
+	return &slotMap{seeds: seeds, password: password, nodes: map[string][]*redis.Client{}, asking: map[string]bool{},
 		known: seeds, loopback: map[string]string{}}
 }
 
@@ -80,16 +80,21 @@ func (m *slotMap) newClient(opt *redis.Options) *redis.Client {
 // not from newClient, where go-redis has yet to finish it. A MOVED reply
 // names a node by its full address while the map's clients are keyed by
 // go-redis's ":port": the redirected call gets a client of its own, with
-// its pool, until go-redis collects it with the next map: the first
-// client of an address is kept, as a client collected would leave each
-// load dialling connections of its own.
+// its pool, until go-redis collects it with the next map. So an address
+// keeps every client it was given, and a query takes the newest one still
+// open (clusterNodes): a client collected, the map's or a redirect's, is
+// dropped when found closed, and the others stand in.
 func (m *slotMap) adopt(c *redis.Client) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.nodes[c.Options().Addr]; !ok {
-		m.nodes[c.Options().Addr] = c
-	}
+	clients := append(m.nodes[c.Options().Addr], c)
+	m.nodes[c.Options().Addr] = clients[max(0, len(clients)-keptClients):]
 }
+
+// keptClients bounds the clients an address keeps: one from the map and
+// one from a redirect are the usual pair; an address that comes and goes
+// over many failovers must not keep every client it ever had.
+const keptClients = 4
 
 type nodesAnswer struct {
 	addr  string
@@ -178,21 +183,29 @@ collect:
 // client of addr, or a client of the moment for an address the cluster
 // has none of (a seed, at the first load).
 func (m *slotMap) clusterNodes(ctx context.Context, addr string) (string, error) {
-	m.mu.Lock()
-	c := m.nodes[addr]
-	m.mu.Unlock()
-	if c != nil {
+	for {
+		m.mu.Lock()
+		clients := m.nodes[addr]
+		var c *redis.Client
+		if len(clients) > 0 {
+			c = clients[len(clients)-1]
+		}
+		m.mu.Unlock()
+		if c == nil {
+			break
+		}
 		nodes, err := c.ClusterNodes(ctx).Result()
 		if !errors.Is(err, redis.ErrClosed) {
 			return nodes, err
 		}
 		m.mu.Lock()
-		if m.nodes[addr] == c {
+		m.nodes[addr] = slices.DeleteFunc(m.nodes[addr], func(x *redis.Client) bool { return x == c })
+		if len(m.nodes[addr]) == 0 {
 			delete(m.nodes, addr)
 		}
 		m.mu.Unlock()
 	}
-	c = redis.NewClient(&redis.Options{Addr: addr, Password: m.password, DialTimeout: slotsWait, ReadTimeout: slotsWait,
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: m.password, DialTimeout: slotsWait, ReadTimeout: slotsWait,
 		WriteTimeout: slotsWait, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
 	defer c.Close()
 	return c.ClusterNodes(ctx).Result()

@@ -38,7 +38,11 @@ import (
 // before T has been settled and its reservation confirmed, so a reservation
 // accepted before T - Age that is still pending was never published (or
 // its confirmation failed): that one is republished. While the writer is
-// behind nothing is.
+// behind nothing is. One exception: a batch whose Redis steps are slow (a
+// master that froze) commits its offsets before its confirmations end
+// (orderwriter.settleWait), and a reservation read in between is
+// republished and settled again as a redelivery; the freeze that slows the
+// confirmation slows the relay's read of the same master too.
 type Relay struct {
 	Store     Store
 	Publisher order.Publisher
