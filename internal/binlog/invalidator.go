@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -54,9 +55,9 @@ type ShopFilter interface {
 
 // Metrics are the invalidator's and the retrier's counters.
 type Metrics struct {
-	lag                                          prometheus.Histogram
-	deletes, failures, retries, deadLets, purges prometheus.Counter
-	following                                    prometheus.Gauge
+	lag                                                  prometheus.Histogram
+	deletes, failures, retries, deadLets, purges, forked prometheus.Counter
+	following                                            prometheus.Gauge
 }
 
 // NewMetrics registers the invalidation metrics on reg.
@@ -73,10 +74,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deadLets: c("seckill_cache_invalidation_dead_letters_total", "Cache keys given up after the last retry."),
 		purges: c("seckill_binlog_positions_purged_total",
 			"Saved binlog positions the server no longer had: the cached families flushed, the follower continued from the current position."),
+		forked: c("seckill_binlog_histories_forked_total",
+			"Servers whose binlog had another transaction at the saved position's GTID (a bootstrap that discarded commits, then reused their GTIDs): the cached families flushed, the follower continued from the current position."),
 		following: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_binlog_following",
 			Help: "1 while the follower is connected and reading the binlog, 0 while it is stopped or reconnecting."}),
 	}
-	reg.MustRegister(m.lag, m.deletes, m.failures, m.retries, m.deadLets, m.purges, m.following)
+	reg.MustRegister(m.lag, m.deletes, m.failures, m.retries, m.deadLets, m.purges, m.forked, m.following)
 	return m
 }
 
@@ -118,18 +121,26 @@ func (inv *Invalidator) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return inv.Positions.Flush()
 		}
+		var fork *errForked
+		forked := errors.As(err, &fork)
 		if purged(err) {
 			purges++
 		} else {
 			purges = 0
 		}
-		if purges >= purgedAnswers {
+		if forked || purges >= purgedAnswers {
 			purges = 0
-			inv.Metrics.purges.Inc()
-			inv.Logger.Error("the saved binlog position is no longer on the server; flushing the cached families and continuing from the current position", "err", firstLine(err))
+			if forked {
+				inv.Metrics.forked.Inc()
+				inv.Logger.Error("the server's binlog is not a continuation of the one followed (a bootstrap that discarded commits reused their GTIDs); flushing the cached families and continuing from the current position",
+					"saved", fork.saved.GTID, "saved_at", fork.saved.At, "server", fork.found.GTID, "server_at", fork.found.At)
+			} else {
+				inv.Metrics.purges.Inc()
+				inv.Logger.Error("the saved binlog position is no longer on the server; flushing the cached families and continuing from the current position", "err", firstLine(err))
+			}
 			cur, cerr := inv.currentPosition()
 			if cerr == nil {
-				cerr = inv.Positions.Save(inv.Source.Flavor, cur.File, cur.GTID, true)
+				cerr = inv.Positions.Save(inv.Source.Flavor, cur.File, cur.GTID, Transaction{}, true)
 			}
 			if cerr == nil {
 				if ferr := inv.flushFamilies(ctx); ferr != nil {
@@ -165,13 +176,53 @@ func (inv *Invalidator) follow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.SetEventHandler(&handler{inv: inv, ctx: ctx})
+	h := &handler{inv: inv, ctx: ctx}
+	c.SetEventHandler(h)
 	stop := context.AfterFunc(ctx, c.Close)
 	defer stop()
 	if pos.GTID != nil {
-		return c.StartFromGTID(pos.GTID)
+		from := pos.GTID
+		if before, ok := oneBefore(pos); ok {
+			from, h.check = before, &pos.Last
+		}
+		return c.StartFromGTID(from)
 	}
 	return c.RunFrom(pos.File)
+}
+
+// errForked is a server whose binlog has another transaction, or none,
+// where the saved position's last one was.
+type errForked struct{ saved, found Transaction }
+
+func (e *errForked) Error() string {
+	return fmt.Sprintf("the server's binlog has %s at %d where the follower saw %s at %d: another history", e.found.GTID, e.found.At, e.saved.GTID, e.saved.At)
+}
+
+// oneBefore is pos's GTID set moved back by its last transaction, from
+// which the follower resumes to see that transaction again (its deletes
+// are made again, which changes nothing) and check that the server still
+// has it: after a Galera bootstrap that discarded commits, the cluster
+// hands their GTIDs to new transactions, and a follower that resumed
+// after the saved GTID would skip every transaction the new history made
+// up to it, without an error (a GTID the server does not have yet is
+// answered 1236, the purged path). ok is false when pos does not name its
+// last transaction as the newest of its domain in the set (a position
+// saved before the check existed, or by the purged path), or on MySQL.
+func oneBefore(pos Position) (mysql.GTIDSet, bool) {
+	set, isMariaDB := pos.GTID.(*mysql.MariadbGTIDSet)
+	if !isMariaDB || pos.Last.GTID == "" {
+		return nil, false
+	}
+	last, err := mysql.ParseMariadbGTID(pos.Last.GTID)
+	if err != nil || last.SequenceNumber < 2 {
+		return nil, false
+	}
+	if cur := set.Sets[last.DomainID][last.ServerID]; cur == nil || *cur != *last {
+		return nil, false
+	}
+	before := set.Clone().(*mysql.MariadbGTIDSet)
+	before.Sets[last.DomainID][last.ServerID].SequenceNumber--
+	return before, true
 }
 
 // startAt is where the follower starts: the saved position, or the
@@ -303,6 +354,42 @@ type handler struct {
 	// writer is the span of the statement whose rows come next, from the
 	// traceparent comment of its Rows_query event; invalid when none.
 	writer trace.SpanContext
+	// last is the transaction under way, or the last one ended: written
+	// by canal's reading goroutine, read by its Close too, which saves the
+	// position (a last that is not the set's newest is not checked:
+	// oneBefore).
+	lastMu sync.Mutex
+	last   Transaction
+	// check is the saved position's last transaction while the server has
+	// yet to show it again (oneBefore); nil once it has, or when not
+	// asked.
+	check *Transaction
+}
+
+// OnGTID starts a transaction; the first of the checked domain after a
+// resume must be the saved position's last one.
+func (h *handler) OnGTID(header *replication.EventHeader, e mysql.BinlogGTIDEvent) error {
+	g, ok := e.(*replication.MariadbGTIDEvent)
+	if !ok {
+		return nil
+	}
+	gtid := mysql.MariadbGTID{DomainID: g.GTID.DomainID, ServerID: header.ServerID, SequenceNumber: g.GTID.SequenceNumber}
+	this := Transaction{GTID: gtid.String(), At: header.Timestamp}
+	h.lastMu.Lock()
+	h.last = this
+	h.lastMu.Unlock()
+	if h.check == nil {
+		return nil
+	}
+	want, err := mysql.ParseMariadbGTID(h.check.GTID)
+	if err != nil || want.DomainID != gtid.DomainID {
+		return nil
+	}
+	if this != *h.check {
+		return &errForked{saved: *h.check, found: this}
+	}
+	h.check = nil
+	return nil
 }
 
 // OnRow never fails for a failed delete (that goes to the retry topic).
@@ -409,7 +496,10 @@ func (h *handler) OnRotate(_ *replication.EventHeader, _ *replication.RotateEven
 
 func (h *handler) OnPosSynced(_ *replication.EventHeader, pos mysql.Position, set mysql.GTIDSet, force bool) error {
 	h.inv.Metrics.following.Set(1)
-	if err := h.inv.Positions.Save(h.inv.Source.Flavor, pos, set, force); err != nil {
+	h.lastMu.Lock()
+	last := h.last
+	h.lastMu.Unlock()
+	if err := h.inv.Positions.Save(h.inv.Source.Flavor, pos, set, last, force); err != nil {
 		h.inv.Logger.Error("saving the binlog position failed", "err", err)
 	}
 	return nil

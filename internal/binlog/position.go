@@ -33,6 +33,8 @@ type savedPosition struct {
 	Name   string `json:"name"`
 	Pos    uint32 `json:"pos"`
 	GTID   string `json:"gtid,omitempty"`
+	Last   string `json:"last,omitempty"`
+	LastAt uint32 `json:"lastAt,omitempty"`
 }
 
 // Position is where the follower resumes: after GTID when it is set,
@@ -40,6 +42,19 @@ type savedPosition struct {
 type Position struct {
 	File mysql.Position
 	GTID mysql.GTIDSet
+	// Last is the last transaction handled, when known: what the server
+	// must still have at its GTID for its history to continue the one
+	// followed (see continuity).
+	Last Transaction
+}
+
+// Transaction names one transaction of a MariaDB binlog: its GTID and its
+// GTID event's time, which every node of a Galera cluster logs the same
+// (the originating node's), and which a transaction that reused the GTID
+// after a bootstrap that discarded commits does not have.
+type Transaction struct {
+	GTID string // domain-server-seqno; empty: unknown
+	At   uint32 // Unix seconds
 }
 
 // Load is the saved position; ok is false when there is none.
@@ -59,6 +74,7 @@ func (f *PositionFile) Load(flavor string) (pos Position, ok bool, err error) {
 		return pos, false, fmt.Errorf("binlog position %s is for %s, the server is %s: remove the file to start at the current position", f.Path, s.Flavor, flavor)
 	}
 	pos.File = mysql.Position{Name: s.Name, Pos: s.Pos}
+	pos.Last = Transaction{GTID: s.Last, At: s.LastAt}
 	if s.GTID != "" {
 		if pos.GTID, err = mysql.ParseGTIDSet(flavor, s.GTID); err != nil {
 			return pos, false, fmt.Errorf("binlog position %s: GTID set %q: %w", f.Path, s.GTID, err)
@@ -67,9 +83,10 @@ func (f *PositionFile) Load(flavor string) (pos Position, ok bool, err error) {
 	return pos, true, nil
 }
 
-// Save records pos (handled) and writes it when due or when forced.
-func (f *PositionFile) Save(flavor string, pos mysql.Position, gtid mysql.GTIDSet, force bool) error {
-	s := &savedPosition{Flavor: flavor, Name: pos.Name, Pos: pos.Pos}
+// Save records pos (handled), last its last transaction when known, and
+// writes it when due or when forced.
+func (f *PositionFile) Save(flavor string, pos mysql.Position, gtid mysql.GTIDSet, last Transaction, force bool) error {
+	s := &savedPosition{Flavor: flavor, Name: pos.Name, Pos: pos.Pos, Last: last.GTID, LastAt: last.At}
 	if gtid != nil && gtid.String() != "" {
 		s.GTID = gtid.String()
 	}
