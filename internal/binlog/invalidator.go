@@ -183,7 +183,7 @@ func (inv *Invalidator) follow(ctx context.Context) error {
 	if pos.GTID != nil {
 		from := pos.GTID
 		if before, ok := oneBefore(pos); ok {
-			from, h.check = before, &pos.Last
+			from, h.check, h.resumed = before, &pos.Last, pos
 		}
 		return c.StartFromGTID(from)
 	}
@@ -354,16 +354,34 @@ type handler struct {
 	// writer is the span of the statement whose rows come next, from the
 	// traceparent comment of its Rows_query event; invalid when none.
 	writer trace.SpanContext
-	// last is the transaction under way, or the last one ended: written
-	// by canal's reading goroutine, read by its Close too, which saves the
-	// position (a last that is not the set's newest is not checked:
-	// oneBefore).
-	lastMu sync.Mutex
-	last   Transaction
+	// mu guards what canal's reading goroutine writes and its Close reads
+	// too (Close saves the position).
+	mu sync.Mutex
+	// current is the transaction under way, or the last one read; done
+	// is the last one the saved set holds as its domain's newest, the one
+	// a position names (a transaction half read when Close saves is not).
+	current, done Transaction
 	// check is the saved position's last transaction while the server has
 	// yet to show it again (oneBefore); nil once it has, or when not
-	// asked.
-	check *Transaction
+	// asked. Until then the position saved is the one resumed (resumed),
+	// not canal's, which is one transaction back and names no last one:
+	// a stop before the check would lose it for good.
+	check   *Transaction
+	resumed Position
+}
+
+// holds reports whether set has t as its domain's newest from t's server.
+func holds(set mysql.GTIDSet, t Transaction) bool {
+	s, ok := set.(*mysql.MariadbGTIDSet)
+	if !ok || t.GTID == "" {
+		return false
+	}
+	g, err := mysql.ParseMariadbGTID(t.GTID)
+	if err != nil {
+		return false
+	}
+	cur := s.Sets[g.DomainID][g.ServerID]
+	return cur != nil && *cur == *g
 }
 
 // OnGTID starts a transaction; the first of the checked domain after a
@@ -375,9 +393,9 @@ func (h *handler) OnGTID(header *replication.EventHeader, e mysql.BinlogGTIDEven
 	}
 	gtid := mysql.MariadbGTID{DomainID: g.GTID.DomainID, ServerID: header.ServerID, SequenceNumber: g.GTID.SequenceNumber}
 	this := Transaction{GTID: gtid.String(), At: header.Timestamp}
-	h.lastMu.Lock()
-	h.last = this
-	h.lastMu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.current = this
 	if h.check == nil {
 		return nil
 	}
@@ -496,9 +514,19 @@ func (h *handler) OnRotate(_ *replication.EventHeader, _ *replication.RotateEven
 
 func (h *handler) OnPosSynced(_ *replication.EventHeader, pos mysql.Position, set mysql.GTIDSet, force bool) error {
 	h.inv.Metrics.following.Set(1)
-	h.lastMu.Lock()
-	last := h.last
-	h.lastMu.Unlock()
+	h.mu.Lock()
+	last := Transaction{}
+	if h.check != nil {
+		pos, set, last = h.resumed.File, h.resumed.GTID, h.resumed.Last
+	} else {
+		if holds(set, h.current) {
+			h.done = h.current
+		}
+		if holds(set, h.done) {
+			last = h.done
+		}
+	}
+	h.mu.Unlock()
 	if err := h.inv.Positions.Save(h.inv.Source.Flavor, pos, set, last, force); err != nil {
 		h.inv.Logger.Error("saving the binlog position failed", "err", err)
 	}

@@ -44,7 +44,7 @@ type Position struct {
 	GTID mysql.GTIDSet
 	// Last is the last transaction handled, when known: what the server
 	// must still have at its GTID for its history to continue the one
-	// followed (see continuity).
+	// followed (see oneBefore).
 	Last Transaction
 }
 
