@@ -137,6 +137,10 @@ func TestRevocationIsRetriedUntilWritten(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Revocations.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
+	// Only a following instance queues a revocation it could not write
+	// (the api is not ready before): a reuse before the follower's first
+	// read, on a loaded machine, was lost here (CI, once).
+	testsupport.Wait(t, 10*time.Second, "the revocations' follower following", s.Revocations.following.Load)
 
 	const uid = 7002
 	g, err := s.Start(ctx, user.User{ID: uid})
