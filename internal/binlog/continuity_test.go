@@ -27,40 +27,27 @@ func TestThePositionNamesItsLastWholeTransaction(t *testing.T) {
 			&replication.MariadbGTIDEvent{GTID: mysql.MariadbGTID{DomainID: 1, SequenceNumber: seq}}
 	}
 	resumed := Position{GTID: set("1-1-10"), Last: Transaction{GTID: "1-1-10", At: 500}}
+	// A step is a transaction's GTID event (seq, at) or, with synced set,
+	// canal saving its position at that GTID set.
+	type step struct {
+		seq    uint64
+		at     uint32
+		synced string
+	}
+	seen := func(seq uint64, at uint32) step { return step{seq: seq, at: at} }
+	saved := func(set string) step { return step{synced: set} }
 	for _, c := range []struct {
 		name   string
-		run    func(h *handler) error
+		steps  []step // the last save is forced, as Close's is
 		saved  string // the GTID set saved
 		last   string
 		lastAt uint32
 	}{
-		{"stopped before the resumed transaction came again", func(h *handler) error {
-			return h.OnPosSynced(nil, mysql.Position{}, set("1-1-9"), true)
-		}, "1-1-10", "1-1-10", 500},
-		{"the resumed transaction seen again, then the next whole", func(h *handler) error {
-			if err := h.OnGTID(gtidEvent(10, 500)); err != nil {
-				return err
-			}
-			if err := h.OnPosSynced(nil, mysql.Position{}, set("1-1-10"), false); err != nil {
-				return err
-			}
-			if err := h.OnGTID(gtidEvent(11, 600)); err != nil {
-				return err
-			}
-			return h.OnPosSynced(nil, mysql.Position{}, set("1-1-11"), true)
-		}, "1-1-11", "1-1-11", 600},
-		{"stopped half way through the next transaction", func(h *handler) error {
-			if err := h.OnGTID(gtidEvent(10, 500)); err != nil {
-				return err
-			}
-			if err := h.OnPosSynced(nil, mysql.Position{}, set("1-1-10"), false); err != nil {
-				return err
-			}
-			if err := h.OnGTID(gtidEvent(11, 600)); err != nil {
-				return err
-			}
-			return h.OnPosSynced(nil, mysql.Position{}, set("1-1-10"), true)
-		}, "1-1-10", "1-1-10", 500},
+		{"stopped before the resumed transaction came again", []step{saved("1-1-9")}, "1-1-10", "1-1-10", 500},
+		{"the resumed transaction seen again, then the next whole",
+			[]step{seen(10, 500), saved("1-1-10"), seen(11, 600), saved("1-1-11")}, "1-1-11", "1-1-11", 600},
+		{"stopped half way through the next transaction",
+			[]step{seen(10, 500), saved("1-1-10"), seen(11, 600), saved("1-1-10")}, "1-1-10", "1-1-10", 500},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &PositionFile{Path: filepath.Join(t.TempDir(), "position.json")}
@@ -71,8 +58,16 @@ func TestThePositionNamesItsLastWholeTransaction(t *testing.T) {
 			}
 			check := resumed.Last
 			h := &handler{inv: inv, check: &check, resumed: resumed}
-			if err := c.run(h); err != nil {
-				t.Fatal(err)
+			for i, st := range c.steps {
+				var err error
+				if st.synced == "" {
+					err = h.OnGTID(gtidEvent(st.seq, st.at))
+				} else {
+					err = h.OnPosSynced(nil, mysql.Position{}, set(st.synced), i == len(c.steps)-1)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 			pos, ok, err := f.Load(mysql.MariaDBFlavor)
 			if err != nil || !ok {
