@@ -72,18 +72,8 @@ func (m *API) Run(ctx context.Context) error {
 		}
 		store.WithAutoPipeline(hot)
 	}
-	orderWriter := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic)
-	orderWriter.BatchTimeout = c.Sale.PublishBatchWait
-	orderWriter.Compression = broker.Compression(c.Sale.PublishCompression)
-	if orderWriter.BatchTimeout == 0 {
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		orderWriter.BatchTimeout, err = broker.BatchWait(wctx, c.KafkaBrokers, c.Sale.OrdersTopic)
-		cancel()
-		if err != nil {
-			m.logger.Warn("publish batch wait: the orders topic's replication is unknown, waiting as for a replicated one", "wait", orderWriter.BatchTimeout, "err", err)
-		}
-	}
-	publisher := broker.NewOrderPublisher(orderWriter, c.Sale.PublishTimeout)
+	publisher := broker.NewOrderPublisher(broker.NewProducer(c.KafkaBrokers, c.Sale.OrdersTopic,
+		broker.Compression(c.Sale.PublishCompression)), c.Sale.PublishTimeout)
 	durability := broker.NewDurability(c.KafkaBrokers, c.Sale.OrdersTopic, c.Sale.DurabilityInterval, m.logger)
 	b.monitor.Add("orders topic", c.Sale.OrdersTopic, durability.Known)
 	b.closeFirst(closer("kafka publisher", publisher))

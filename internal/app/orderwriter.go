@@ -68,7 +68,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 		}),
 	}))
 	dlq := broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersDLQ)
-	relayPublisher := broker.NewOrderPublisher(broker.NewWriter(c.KafkaBrokers, c.Sale.OrdersTopic), c.Sale.PublishTimeout)
+	relayPublisher := broker.NewOrderPublisher(broker.NewProducer(c.KafkaBrokers, c.Sale.OrdersTopic, 0), c.Sale.PublishTimeout)
 	b.closeFirst(closer("kafka writers", closers{dlq, relayPublisher}))
 	b.closeFirst(closer("kafka reader", reader))
 

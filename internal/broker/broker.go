@@ -196,34 +196,6 @@ const fetchDeadlineMargin = time.Second
 // wait for a fetch to fill, and the reader a second longer for the answer.
 func FetchMaxWait(wait time.Duration) time.Duration { return wait + fetchDeadlineMargin }
 
-// BatchWait is how long a publisher of topic should fill a batch, by the
-// topic's replication. kafka-go closes a partition's batch after the wait
-// and writes one batch at a time, so a produce slower than the wait
-// queues every batch behind it. A replicated one waits on its followers:
-// on three brokers with 5 ms, publishes timed out under a 3,000-buyer
-// crowd (753 of 2,000 orders went to the relay), with 20 ms none did. On
-// one replica 5 ms keeps up, and costs less: in a 20,000-order closed-loop
-// run the api used 99–108 CPU-ms per 1,000 orders and the broker 26–32
-// with 5 ms, 123–137 and 45–54 with 20 ms (twice the run time, so twice
-// the per-second work per order). A topic that cannot be read yet gets
-// the replicated wait, which works on both.
-func BatchWait(ctx context.Context, brokers []string, topic string) (time.Duration, error) {
-	const single, replicated = 5 * time.Millisecond, 20 * time.Millisecond
-	client, done := freshClient(brokers, deadline(ctx, 3*time.Second))
-	defer done()
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return replicated, fmt.Errorf("metadata of %s: %w", topic, err)
-	}
-	if len(md.Topics) != 1 || md.Topics[0].Error != nil || len(md.Topics[0].Partitions) == 0 {
-		return replicated, fmt.Errorf("metadata of %s: no such topic", topic)
-	}
-	if len(md.Topics[0].Partitions[0].Replicas) > 1 {
-		return replicated, nil
-	}
-	return single, nil
-}
-
 // InGroup gives a group reader's configuration the project's group timing.
 // kafka-go's defaults (a 30 s session, a 30 s rebalance) leave the
 // partitions of a member that died, and the whole group while the

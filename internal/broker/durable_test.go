@@ -50,7 +50,7 @@ func TestDurabilityAgreesWithKafka(t *testing.T) {
 					t.Fatalf("voucher %d accepting: %v, want %v", v, got, c.accepting)
 				}
 			}
-			err := broker.NewOrderPublisher(broker.NewWriter(k.Brokers, topic), 5*time.Second).
+			err := broker.NewOrderPublisher(broker.NewProducer(k.Brokers, topic, 0), 5*time.Second).
 				Publish(ctx, order.Event{OrderID: 1, UserID: 1, VoucherID: 1, AcceptedAt: time.Now().UnixMilli()})
 			if kafkaTakes := err == nil; kafkaTakes != c.accepting {
 				t.Fatalf("Kafka's answer to an acks=all write: %v; the view said accepting=%v", err, c.accepting)
@@ -133,43 +133,6 @@ func TestEnsureTopicsRefusesMoreReplicasThanBrokers(t *testing.T) {
 	}
 }
 
-// The publisher's batch wait follows the topic's replication: 5 ms on one
-// replica, 20 ms on three (kafka-go writes a partition's batches one at a
-// time), 20 ms when the topic cannot be read.
-func TestBatchWaitFollowsReplication(t *testing.T) {
-	single, cluster := testsupport.MustKafka(t), testsupport.MustKafkaCluster(t)
-	for _, c := range []struct {
-		name    string
-		k       *testsupport.Kafka
-		topic   string
-		want    time.Duration
-		wantErr bool
-	}{
-		{"one replica", single, single.MustTopic(t, 6), 5 * time.Millisecond, false},
-		{"three replicas", cluster, cluster.MustTopic(t, 6), 20 * time.Millisecond, false},
-		{"no such topic", single, "t.batchwait.missing", 20 * time.Millisecond, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var got time.Duration
-			var err error
-			ask := func() bool {
-				got, err = broker.BatchWait(context.Background(), c.k.Brokers, c.topic)
-				return err == nil
-			}
-			if c.wantErr {
-				ask()
-			} else {
-				// A topic just created is not known to every broker at
-				// once: until then its replication is unknown.
-				testsupport.Wait(t, 10*time.Second, "the brokers know the new topic", ask)
-			}
-			if got != c.want || (err != nil) != c.wantErr {
-				t.Fatalf("BatchWait = %v, %v; want %v, error %v", got, err, c.want, c.wantErr)
-			}
-		})
-	}
-}
-
 // The probe keeps a connection to each broker between refreshes: one
 // dial per broker however many refreshes (a dial per broker per refresh
 // cost every broker a connection set up and torn down twice a second, per
@@ -201,8 +164,8 @@ func TestDurabilityKeepsItsConnections(t *testing.T) {
 	}
 }
 
-// The start-up calls (topic creation, the batch wait, the ping) read the
-// cluster as it is now, not kafka-go's shared metadata cache, which it
+// The start-up calls (topic creation, the ping) and a new producer read
+// the cluster as it is now, not kafka-go's shared metadata cache, which it
 // refreshes every 6 s: a topic another client created a moment ago is
 // seen at once. With the cache, topic creation counted two brokers of
 // three seconds after the third had come back, and refused replication
@@ -226,8 +189,11 @@ func TestStartUpCallsSeeTheClusterAsItIsNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = broker.DeleteTopics(context.Background(), k.Brokers, topic) })
-	got, err := broker.BatchWait(ctx, k.Brokers, topic)
-	if err != nil || got != 5*time.Millisecond {
-		t.Fatalf("BatchWait of a topic of one replica created a moment ago = %v, %v; want 5ms", got, err)
+	p := broker.NewProducer(k.Brokers, topic, 0)
+	defer p.Close()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := p.WriteMessages(wctx, kafka.Message{Key: []byte("1"), Value: []byte("{}")}); err != nil {
+		t.Fatalf("a write to a topic created a moment ago: %v", err)
 	}
 }

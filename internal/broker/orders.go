@@ -84,14 +84,13 @@ var _ order.Publisher = (*OrderPublisher)(nil)
 // OrderPublisher sends order events to the orders topic and waits for
 // every in-sync replica.
 type OrderPublisher struct {
-	w       *Writer
+	p       *Producer
 	timeout time.Duration
 }
 
-// NewOrderPublisher publishes with w (NewWriter: RequireAll, short batch
-// timeout), giving up after timeout.
-func NewOrderPublisher(w *Writer, timeout time.Duration) *OrderPublisher {
-	return &OrderPublisher{w: w, timeout: timeout}
+// NewOrderPublisher publishes with p, giving up after timeout.
+func NewOrderPublisher(p *Producer, timeout time.Duration) *OrderPublisher {
+	return &OrderPublisher{p: p, timeout: timeout}
 }
 
 // Publish writes events synchronously. Each message carries its order's
@@ -104,8 +103,8 @@ func (p *OrderPublisher) Publish(ctx context.Context, events ...order.Event) (er
 			links = append(links, l)
 		}
 	}
-	ctx, span := tracer.Start(ctx, "send "+p.w.Topic, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithLinks(links...), messaging("send", p.w.Topic, len(events)))
+	ctx, span := tracer.Start(ctx, "send "+p.p.Topic(), trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithLinks(links...), messaging("send", p.p.Topic(), len(events)))
 	defer func() { endSpan(span, err) }()
 	msgs := make([]kafka.Message, len(events))
 	for i, e := range events {
@@ -116,11 +115,11 @@ func (p *OrderPublisher) Publish(ctx context.Context, events ...order.Event) (er
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
-		return fmt.Errorf("publish %d order events to %s: %w", len(events), p.w.Topic, err)
+	if err := p.p.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("publish %d order events to %s: %w", len(events), p.p.Topic(), err)
 	}
 	return nil
 }
 
-// Close flushes and closes the writer.
-func (p *OrderPublisher) Close() error { return p.w.Close() }
+// Close waits for the events in flight and closes the producer.
+func (p *OrderPublisher) Close() error { return p.p.Close() }

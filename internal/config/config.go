@@ -31,10 +31,6 @@ type Sale struct {
 	OrdersDLQ      string
 	KeyPrefix      string        // of every flash-sale key in Redis
 	PublishTimeout time.Duration // a publish that takes longer has failed
-	// PublishBatchWait is how long the producer waits to fill a batch;
-	// zero (unset) lets broker.BatchWait choose by the topic's
-	// replication.
-	PublishBatchWait time.Duration
 	// PublishCompression is the order events' codec: none, lz4 or zstd.
 	// None by default: measured, lz4 did not pay on ~100-byte events
 	// (docs/performance.md).
@@ -327,7 +323,6 @@ func loadSale(r *Reader) Sale {
 		OrdersDLQ:          r.String("SECKILL_ORDERS_DLQ_TOPIC", "seckill.orders.dlq"),
 		KeyPrefix:          r.String("SECKILL_KEY_PREFIX", ""),
 		PublishTimeout:     r.Duration("SECKILL_PUBLISH_TIMEOUT", 3*time.Second),
-		PublishBatchWait:   r.Duration("SECKILL_PUBLISH_BATCH_WAIT", 0),
 		PublishCompression: r.OneOf("SECKILL_PUBLISH_COMPRESSION", "none", "none", "lz4", "zstd"),
 		SoldOutTTL:         r.Duration("SECKILL_SOLDOUT_TTL", 2*time.Second),
 		DurabilityInterval: r.Duration("SECKILL_KAFKA_DURABILITY_INTERVAL", 500*time.Millisecond),

@@ -12,11 +12,10 @@ var (
 	usedBy = map[string][]string{
 		"SECKILL_RELAY_AGE": {"order-writer"}, "SECKILL_RELAY_INTERVAL": {"order-writer"}, "SECKILL_RELAY_LEASE": {"order-writer"},
 		"SECKILL_SALE_KEEP": {"order-writer"}, "SECKILL_REDIS_EPOCH_INTERVAL": {"order-writer"},
-		"SECKILL_SOLDOUT_TTL": {"api"}, "SECKILL_PUBLISH_BATCH_WAIT": {"api"}, "SECKILL_PUBLISH_COMPRESSION": {"api"},
+		"SECKILL_SOLDOUT_TTL": {"api"}, "SECKILL_PUBLISH_COMPRESSION": {"api"},
 		"SECKILL_KAFKA_DURABILITY_INTERVAL": {"api"}, "SECKILL_ORDER_STATUS_TTL": {"api"},
 	}
 	standsFor = map[string]string{
-		"SECKILL_PUBLISH_BATCH_WAIT": "chosen at start by the topic's replication: 5ms on one replica, 20ms on more",
 		"SECKILL_ADMIN_TOKEN":        "the admin routes off",
 	}
 )
@@ -90,7 +89,6 @@ var descriptions = []description{
 	{"SECKILL_ORDERS_TOPIC", "the order events"},
 	{"SECKILL_ORDERS_DLQ_TOPIC", "the events the writer cannot settle (undecodable or out of range, an order id another order holds, a row MySQL refuses), with the reason in headers"},
 	{"SECKILL_PUBLISH_TIMEOUT", "a publish not acknowledged by every in-sync replica by then has failed"},
-	{"SECKILL_PUBLISH_BATCH_WAIT", "how long the producer fills a batch (kafka-go's default of 1 s would cap throughput; kafka-go writes a partition's batches one at a time, so a wait below a replicated produce's latency queues them: 5 ms sent 753 of 2,000 orders to the relay on three brokers; on one broker 5 ms costs less CPU than 20 ms: `broker.BatchWait`)"},
 	{"SECKILL_PUBLISH_COMPRESSION", "the order events' codec: `none`, `lz4` or `zstd`. Measured with lz4 at a fixed 800/s on three brokers, it did not pay on events of about 100 bytes (docs/performance.md, \"Tried and not kept\")"},
 	{"SECKILL_KAFKA_DURABILITY_INTERVAL", "how often the api reads which partitions of the orders topic have a live leader and enough live in-sync replicas; an order for any other partition is refused before the gate (503, nothing taken)"},
 	{"SECKILL_SOLDOUT_TTL", "how long an API instance answers \"sold out\" without asking Redis"},

@@ -51,7 +51,7 @@ func TestChaosRelayDoesNotAmplifyABacklog(t *testing.T) {
 	if err := store.Warm(ctx, voucher, orders, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	pub := broker.NewOrderPublisher(broker.NewWriter(s.kafka.Brokers, topic), 10*time.Second)
+	pub := broker.NewOrderPublisher(broker.NewProducer(s.kafka.Brokers, topic, 0), 10*time.Second)
 	t.Cleanup(func() { pub.Close() })
 	svc := &order.Service{IDs: idgen.New(s.redis.Client, s.redis.Key("order"), 1000), Gate: store, Publisher: pub}
 	var next atomic.Int64

@@ -44,7 +44,7 @@ func newPipeline(t *testing.T) *pipeline {
 	p := &pipeline{m: testsupport.MustMySQL(t), r: testsupport.MustRedis(t), k: testsupport.MustKafka(t), logger: slog.New(slog.DiscardHandler)}
 	p.store = gate.NewStore(p.r.Client, p.r.Prefix)
 	p.topic, p.dlq, p.group = p.k.MustTopic(t, 3), p.k.MustTopic(t, 1), testsupport.Group(t)
-	p.pub = broker.NewOrderPublisher(broker.NewWriter(p.k.Brokers, p.topic), 5*time.Second)
+	p.pub = broker.NewOrderPublisher(broker.NewProducer(p.k.Brokers, p.topic, 0), 5*time.Second)
 	t.Cleanup(func() { _ = p.pub.Close() })
 	return p
 }

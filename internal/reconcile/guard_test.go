@@ -68,7 +68,7 @@ func TestGuardStoppedByTheShutdownLogsNoError(t *testing.T) {
 	ctx := context.Background()
 	const v = 60
 	g.onSale(t, v, 5, 5)
-	pub := broker.NewOrderPublisher(broker.NewWriter(g.k.Brokers, g.topic), 5*time.Second)
+	pub := broker.NewOrderPublisher(broker.NewProducer(g.k.Brokers, g.topic, 0), 5*time.Second)
 	defer pub.Close()
 	// An event the writer never consumes: the reconcile waits for it.
 	if err := pub.Publish(ctx, order.Event{OrderID: 1, UserID: 1, VoucherID: v, AcceptedAt: time.Now().UnixMilli()}); err != nil {

@@ -183,7 +183,7 @@ func TestReconcileWaitsForTheWriter(t *testing.T) {
 	ctx := context.Background()
 	const v = 6
 	g.onSale(t, v, 3, 2)
-	pub := broker.NewOrderPublisher(broker.NewWriter(g.k.Brokers, g.topic), 5*time.Second)
+	pub := broker.NewOrderPublisher(broker.NewProducer(g.k.Brokers, g.topic, 0), 5*time.Second)
 	defer pub.Close()
 	if err := pub.Publish(ctx, order.Event{OrderID: 1, UserID: 1, VoucherID: v, AcceptedAt: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)

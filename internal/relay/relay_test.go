@@ -53,7 +53,7 @@ func newRelayRig(t *testing.T, stock int64) (*relayRig, int64) {
 	if err := rig.store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	rig.pub = broker.NewOrderPublisher(broker.NewWriter(k.Brokers, rig.topic), 5*time.Second)
+	rig.pub = broker.NewOrderPublisher(broker.NewProducer(k.Brokers, rig.topic, 0), 5*time.Second)
 	t.Cleanup(func() { _ = rig.pub.Close() })
 	rig.svc = &order.Service{Gate: rig.store, IDs: idgen.New(rig.r.Client, rig.r.Key("order"), 100), Publisher: failingPublisher{},
 		Logger: slog.New(slog.DiscardHandler)}

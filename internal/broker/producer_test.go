@@ -1,0 +1,163 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// Many callers at once: every message acknowledged is in the topic once,
+// on the partition kafka.Hash gives its key (where a kafka.Writer of the
+// same topic puts it: the relay's and the api's events of one sale meet),
+// a call's messages in their order; and the calls that arrived while a
+// request was in flight went out together.
+func TestProducerWritesEveryMessageOnceOnItsKeysPartition(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	const partitions, callers, calls = 3, 64, 10
+	topic := k.MustTopic(t, partitions)
+	p := broker.NewProducer(k.Brokers, topic, 0)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var g errgroup.Group
+	for c := range callers {
+		g.Go(func() error {
+			for i := range calls {
+				// Two messages a call, of one key: their order is kept.
+				key := []byte(strconv.Itoa(c % 7))
+				err := p.WriteMessages(ctx,
+					kafka.Message{Key: key, Value: fmt.Appendf(nil, "%d-%d-a", c, i)},
+					kafka.Message{Key: key, Value: fmt.Appendf(nil, "%d-%d-b", c, i)})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want := callers * calls * 2
+	stats := p.Stats()
+	// A request refused by a broker not yet the new topic's leader is
+	// tried again, and counts again.
+	if stats.Messages < int64(want) || stats.Requests >= int64(callers*calls) {
+		t.Fatalf("%+v: want %d messages in fewer requests than the %d calls", stats, want, callers*calls)
+	}
+	t.Logf("%d messages in %d produce requests", stats.Messages, stats.Requests)
+
+	all := make([]int, partitions)
+	for i := range all {
+		all[i] = i
+	}
+	var hash kafka.Hash
+	seen := map[string]bool{}
+	for part := range partitions {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: k.Brokers, Topic: topic, Partition: part, MaxWait: 100 * time.Millisecond})
+		last, err := lastOffset(ctx, k, topic, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prevA := map[string]bool{}
+		for off := int64(0); off < last; off++ {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := string(m.Value)
+			if seen[v] {
+				t.Fatalf("%s written twice", v)
+			}
+			seen[v] = true
+			if got := hash.Balance(kafka.Message{Key: m.Key}, all...); got != part {
+				t.Fatalf("%s of key %s on partition %d; kafka.Hash gives %d", v, m.Key, part, got)
+			}
+			call := v[:len(v)-2]
+			switch v[len(v)-1] {
+			case 'a':
+				prevA[call] = true
+			case 'b':
+				if !prevA[call] {
+					t.Fatalf("%s before its call's first message", v)
+				}
+			}
+		}
+		r.Close()
+	}
+	if len(seen) != want {
+		t.Fatalf("%d messages in the topic, want %d", len(seen), want)
+	}
+}
+
+func lastOffset(ctx context.Context, k *testsupport.Kafka, topic string, partition int) (int64, error) {
+	conn, err := kafka.DialLeader(ctx, "tcp", k.Brokers[0], topic, partition)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	return conn.ReadLastOffset()
+}
+
+// A caller whose context has ended sends nothing; a topic that does not
+// exist is an error, not a wait; Close answers every write it did not
+// refuse, and a write after it fails.
+func TestProducerEnds(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	topic := k.MustTopic(t, 1)
+	p := broker.NewProducer(k.Brokers, topic, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	ended, end := context.WithCancel(ctx)
+	end()
+	if err := p.WriteMessages(ended, kafka.Message{Value: []byte("late")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write on an ended context: %v, want context.Canceled", err)
+	}
+
+	missing := broker.NewProducer(k.Brokers, "t.producer.missing", 0)
+	defer missing.Close()
+	if err := missing.WriteMessages(ctx, kafka.Message{Value: []byte("x")}); err == nil {
+		t.Fatal("a write to a topic that does not exist succeeded")
+	}
+
+	// Close while writes arrive: each write is either refused as closed or
+	// acknowledged and in the topic; none is left waiting.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	written := 0
+	for i := range 20 {
+		wg.Go(func() {
+			err := p.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: fmt.Appendf(nil, "%d", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				written++
+			case !strings.Contains(err.Error(), "closed"):
+				t.Errorf("a write while closing: %v", err)
+			}
+		})
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := p.WriteMessages(ctx, kafka.Message{Value: []byte("after")}); err == nil {
+		t.Fatal("a write after Close succeeded")
+	}
+	if n, err := lastOffset(ctx, k, topic, 0); err != nil || n != int64(written) {
+		t.Fatalf("%d messages in the topic after Close, %v; want the %d acknowledged", n, err, written)
+	}
+}
