@@ -16,7 +16,7 @@ var (
 		"SECKILL_KAFKA_DURABILITY_INTERVAL": {"api"}, "SECKILL_ORDER_STATUS_TTL": {"api"},
 	}
 	standsFor = map[string]string{
-		"SECKILL_ADMIN_TOKEN":        "the admin routes off",
+		"SECKILL_ADMIN_TOKEN": "the admin routes off",
 	}
 )
 var descriptions = []description{
