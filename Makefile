@@ -129,7 +129,7 @@ image: go-check
 build: go-check
 	@mkdir -p bin
 	@for p in $(PROGRAMS); do $(GO) build -o bin/$$p ./cmd/$$p; done
-	@cd $(BENCH_MODULE) && $(GO) build -o ../bin/loadgen ./cmd/loadgen
+	@cd $(BENCH_MODULE) && $(GO) build -o ../bin/loadgen ./cmd/loadgen && $(GO) build -o ../bin/floor ./cmd/floor
 
 migrate: up build
 	@$(RUN_ENV) bin/seckillctl migrate

@@ -13,7 +13,10 @@
 # alone: deploy/local/bench-fixed-rate.sh with make bench's environment;
 # BENCH_FIXED_TOPOLOGIES names the runs (one-node, production,
 # production+haproxy-http, production+haproxy-tcp; all by default), e.g.
-# "production" alone for a lever's before and after.
+# "production" alone for a lever's before and after. With
+# BENCH_FIXED_CLIENTS set, the runs are closed-loop instead: BENCH_FIXED_ORDERS
+# orders by that many clients as fast as they are answered (the rate and
+# latency a topology allows a crowd of that size).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=deploy/local/ports
@@ -22,6 +25,8 @@ cd "$(dirname "$0")/../.."
 seeds() { echo "127.0.0.1:$1,127.0.0.1:$(($1 + $2)),127.0.0.1:$(($1 + 2 * $2))"; }
 
 rate=${BENCH_FIXED_RATE:-800}
+clients=${BENCH_FIXED_CLIENTS:-}
+orders=${BENCH_FIXED_ORDERS:-40000}
 duration=${BENCH_FIXED_DURATION:-60s}
 idle=${BENCH_FIXED_IDLE:-20s}
 api_addr=${BENCH_API_ADDR:-127.0.0.1:18081}
@@ -83,8 +88,14 @@ topology() {
   env "$@" bin/loadgen multinode -api "$front" -label "$label warm-up" -users "${BENCH_FIXED_WARMUP:-10000}" -workers 64 \
     -procs "$procs" -writer-metrics "http://$writer_admin/metrics"
   echo
-  echo "== fixed rate: $label =="
-  env "$@" bin/loadgen fixedrate -api "$front" -label "$label" -rate "$rate" -duration "$duration" -idle "$idle" -workers 2000 \
+  if [ -n "$clients" ]; then
+    echo "== closed loop, $clients clients: $label =="
+    load=(-rate 0 -users "$orders" -workers "$clients")
+  else
+    echo "== fixed rate: $label =="
+    load=(-rate "$rate" -duration "$duration" -workers 2000)
+  fi
+  env "$@" bin/loadgen fixedrate -api "$front" -label "$label" "${load[@]}" -idle "$idle" \
     -procs "$procs" -writer-metrics "http://$writer_admin/metrics" -runs "$runs"
   cleanup
 }
@@ -109,4 +120,19 @@ for balancer in http tcp; do
   ! wanted "production+haproxy-$balancer" || topology "production, HAProxy $balancer" "${production%,}" "${on_production[@]}"
 done
 balancer=""
+# Closed loop, the floor beside the api on one node: the accept path's I/O
+# alone (bench/cmd/floor: echo, one EVALSHA, one produce with acks=all),
+# the same clients, on the one-node servers.
+if [ -n "$clients" ] && wanted one-node; then
+  floor_addr=${BENCH_FLOOR_ADDR:-127.0.0.1:18089}
+  one_node=(-u SECKILL_REDIS_CLUSTER SECKILL_REDIS_ADDR="${BENCH_REDIS_ADDR:-127.0.0.1:${SECKILL_REDIS_PORT:-$REDIS_PORT_DEFAULT}}"
+    SECKILL_KAFKA_BROKERS="${BENCH_KAFKA_BROKERS:-127.0.0.1:${SECKILL_KAFKA_PORT:-$KAFKA_PORT_DEFAULT}}")
+  env "${one_node[@]}" bin/floor -addr "$floor_addr" &
+  pids+=($!)
+  for _ in $(seq 1 60); do curl -s -o /dev/null "http://$floor_addr/" 2>/dev/null && break; sleep 0.5; done
+  echo
+  echo "== closed loop, $clients clients: the floor =="
+  env "${one_node[@]}" bin/loadgen floor -api "http://$floor_addr" -users "$orders" -workers "$clients" -runs "$runs" -label "one node"
+  cleanup
+fi
 rm -f "$runs"

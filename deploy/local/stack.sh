@@ -1188,19 +1188,26 @@ mcluster_node_arg() {
   esac
 }
 
-# cmd_kill kafka-node|mysql-node N: kill -9, as a crashed machine; nothing
-# is flushed.
-cmd_kill() {
-  local pid cmdline
+# cmd_signal VERB kafka-node|mysql-node N: kill -9 (kill), as a crashed
+# machine, nothing flushed; SIGSTOP (freeze), as a machine that stops
+# answering with its connections open; SIGCONT (thaw).
+cmd_signal() {
+  local verb=$1 pid cmdline sig done
+  shift
+  case $verb in
+    kill) sig=KILL done="killed (SIGKILL)" ;;
+    freeze) sig=STOP done="frozen (SIGSTOP)" ;;
+    thaw) sig=CONT done="thawed (SIGCONT)" ;;
+  esac
   case "${1:-}" in
     kafka-node) kcluster_node_arg "${2:-}"; pid=$(kcluster_pid "$2") cmdline=$(kcluster_props "$2") ;;
     mysql-node) mcluster_node_arg "${2:-}"; pid=$(mcluster_pid "$2") cmdline=$(mcluster_cnf "$2") ;;
-    *) die "kill: only kafka-node N or mysql-node N (the other servers: stop)" ;;
+    *) die "$verb: only kafka-node N or mysql-node N (the other servers: stop)" ;;
   esac
   pid_alive "$pid" "$cmdline" || die "$1 $2 is not running"
-  kill -KILL "$(cat "$pid")"
-  rm -f "$pid"
-  say "$1 $2 killed (SIGKILL)"
+  kill "-$sig" "$(cat "$pid")"
+  [ "$sig" != KILL ] || rm -f "$pid"
+  say "$1 $2 $done"
 }
 
 cmd_status() {
@@ -1264,9 +1271,9 @@ case "${1:-}" in
     [ "${2:-}" = mysql-cluster ] || die "start: only mysql-cluster (the others: up)"
     installed || die "servers or Kafka jars missing: run '$0 install' (make does it for you)"
     mariadb_cluster_up ;;
-  kill) shift; cmd_kill "$@" ;;
+  kill|freeze|thaw) cmd_signal "$@" ;;
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
   env) print_env ;;
-  *) echo "usage: $0 install|up|down|stop SERVER|kill kafka-node|mysql-node N|start mysql-cluster|status|logs [SERVER]|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|up|down|stop SERVER|kill|freeze|thaw kafka-node|mysql-node N|start mysql-cluster|status|logs [SERVER]|env" >&2; exit 2 ;;
 esac

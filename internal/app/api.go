@@ -72,8 +72,17 @@ func (m *API) Run(ctx context.Context) error {
 		}
 		store.WithAutoPipeline(hot)
 	}
-	publisher := broker.NewOrderPublisher(broker.NewProducer(c.KafkaBrokers, c.Sale.OrdersTopic,
-		broker.Compression(c.Sale.PublishCompression)), c.Sale.PublishTimeout)
+	producer := broker.NewProducer(c.KafkaBrokers, c.Sale.OrdersTopic, broker.Compression(c.Sale.PublishCompression))
+	producer.Linger = c.Sale.PublishLinger
+	if producer.Linger == 0 {
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		producer.Linger, err = broker.Linger(lctx, c.KafkaBrokers, c.Sale.OrdersTopic)
+		cancel()
+		if err != nil {
+			m.logger.Warn("publish linger: the orders topic's replication is unknown, spacing requests as for a replicated one", "linger", producer.Linger, "err", err)
+		}
+	}
+	publisher := broker.NewOrderPublisher(producer, c.Sale.PublishTimeout)
 	durability := broker.NewDurability(c.KafkaBrokers, c.Sale.OrdersTopic, c.Sale.DurabilityInterval, m.logger)
 	b.monitor.Add("orders topic", c.Sale.OrdersTopic, durability.Known)
 	b.closeFirst(closer("kafka publisher", publisher))

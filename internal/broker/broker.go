@@ -196,6 +196,32 @@ const fetchDeadlineMargin = time.Second
 // wait for a fetch to fill, and the reader a second longer for the answer.
 func FetchMaxWait(wait time.Duration) time.Duration { return wait + fetchDeadlineMargin }
 
+// Linger is the least time between two of a partition's produce requests
+// (Producer.Linger) for a publisher of topic, by the topic's replication.
+// A produce request costs the brokers CPU of its own, and a replicated
+// one costs each follower a fetch: at 800 orders a second on three
+// brokers, requests 5 ms apart cost the brokers 668 CPU-ms per 1,000
+// orders against 429 with batches 20 ms apart, and saturated two shared
+// cores (p50 82 ms against 27). One replica keeps up at 5 ms. A call
+// after a quiet spell waits for neither. A topic that cannot be read yet
+// gets the replicated linger, which works on both.
+func Linger(ctx context.Context, brokers []string, topic string) (time.Duration, error) {
+	const single, replicated = 5 * time.Millisecond, 20 * time.Millisecond
+	client, done := freshClient(brokers, deadline(ctx, 3*time.Second))
+	defer done()
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return replicated, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Error != nil || len(md.Topics[0].Partitions) == 0 {
+		return replicated, fmt.Errorf("metadata of %s: no such topic", topic)
+	}
+	if len(md.Topics[0].Partitions[0].Replicas) > 1 {
+		return replicated, nil
+	}
+	return single, nil
+}
+
 // InGroup gives a group reader's configuration the project's group timing.
 // kafka-go's defaults (a 30 s session, a 30 s rebalance) leave the
 // partitions of a member that died, and the whole group while the

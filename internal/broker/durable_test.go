@@ -133,6 +133,42 @@ func TestEnsureTopicsRefusesMoreReplicasThanBrokers(t *testing.T) {
 	}
 }
 
+// The producer's linger follows the topic's replication: 5 ms on one
+// replica, 20 ms on three, 20 ms when the topic cannot be read.
+func TestLingerFollowsReplication(t *testing.T) {
+	single, cluster := testsupport.MustKafka(t), testsupport.MustKafkaCluster(t)
+	for _, c := range []struct {
+		name    string
+		k       *testsupport.Kafka
+		topic   string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"one replica", single, single.MustTopic(t, 6), 5 * time.Millisecond, false},
+		{"three replicas", cluster, cluster.MustTopic(t, 6), 20 * time.Millisecond, false},
+		{"no such topic", single, "t.linger.missing", 20 * time.Millisecond, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got time.Duration
+			var err error
+			ask := func() bool {
+				got, err = broker.Linger(context.Background(), c.k.Brokers, c.topic)
+				return err == nil
+			}
+			if c.wantErr {
+				ask()
+			} else {
+				// A topic just created is not known to every broker at
+				// once: until then its replication is unknown.
+				testsupport.Wait(t, 10*time.Second, "the brokers know the new topic", ask)
+			}
+			if got != c.want || (err != nil) != c.wantErr {
+				t.Fatalf("Linger = %v, %v; want %v, error %v", got, err, c.want, c.wantErr)
+			}
+		})
+	}
+}
+
 // The probe keeps a connection to each broker between refreshes: one
 // dial per broker however many refreshes (a dial per broker per refresh
 // cost every broker a connection set up and torn down twice a second, per

@@ -34,11 +34,17 @@ type Producer struct {
 	transport   *kafka.Transport
 	compression kafka.Compression
 	balancer    kafka.Hash
-	attempts    int
-	backoff     time.Duration
-	timeout     time.Duration
+	// Linger is the least time between two produce requests on a
+	// partition: under a crowd, fewer and fuller requests cost the brokers
+	// (and the api) less CPU per message; a call that comes after a quiet
+	// Linger is sent at once.
+	Linger   time.Duration
+	attempts int
+	backoff  time.Duration
+	timeout  time.Duration
 
 	requests, messages atomic.Int64
+	count              atomic.Pointer[partitionCount]
 
 	mu         sync.Mutex
 	partitions map[int]*partitionQueue
@@ -99,13 +105,9 @@ func (p *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 	if err != nil {
 		return err
 	}
-	byPartition := map[int][]kafka.Message{}
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
-	}
+	byPartition := make(map[int][]kafka.Message, 1)
 	for _, m := range msgs {
-		part := p.balancer.Balance(m, all...)
+		part := p.balancer.Balance(m, n.ids...)
 		byPartition[part] = append(byPartition[part], m)
 	}
 	calls := make([]*produceCall, 0, len(byPartition))
@@ -133,23 +135,43 @@ func (p *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 	return nil
 }
 
-// partitionCount is the topic's partition count, from the transport's
-// metadata cache. An answer Kafka calls temporary (a topic created a
-// moment ago that the broker asked does not know yet, a leader being
-// elected) is asked again for up to two seconds: the cache is refreshed
-// every second.
-func (p *Producer) partitionCount(ctx context.Context) (n int, err error) {
+// partitionCount is the topic's partition count, read from the
+// transport's metadata cache at most once a second (a read per call cost
+// the api a filtered copy of the metadata per order). An answer Kafka
+// calls temporary (a topic created a moment ago that the broker asked
+// does not know yet, a leader being elected) is asked again for up to two
+// seconds: the cache is refreshed every second.
+func (p *Producer) partitionCount(ctx context.Context) (*partitionCount, error) {
+	if c := p.count.Load(); c != nil && time.Since(c.at) < time.Second {
+		return c, nil
+	}
 	until := time.Now().Add(2 * time.Second)
 	for {
-		if n, err = p.readPartitionCount(ctx); err == nil || !retriable(err) || time.Now().After(until) {
-			return n, err
+		n, err := p.readPartitionCount(ctx)
+		if err == nil {
+			c := &partitionCount{ids: make([]int, n), at: time.Now()}
+			for i := range c.ids {
+				c.ids[i] = i
+			}
+			p.count.Store(c)
+			return c, nil
+		}
+		if !retriable(err) || time.Now().After(until) {
+			return nil, err
 		}
 		select {
 		case <-time.After(250 * time.Millisecond):
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
+}
+
+// partitionCount is the topic's partitions, as the balancer takes them,
+// and when they were read.
+type partitionCount struct {
+	ids []int
+	at  time.Time
 }
 
 func (p *Producer) readPartitionCount(ctx context.Context) (int, error) {
@@ -183,6 +205,7 @@ type produceCall struct {
 type partitionQueue struct {
 	waiting []*produceCall
 	sending bool
+	sent    time.Time // when its last request was sent
 }
 
 // enqueue adds c to partition's queue and starts its sender if none is at
@@ -207,6 +230,20 @@ func (p *Producer) enqueue(partition int, c *produceCall) {
 func (p *Producer) send(partition int, q *partitionQueue) {
 	defer p.sending.Done()
 	for {
+		// Requests on a partition are Linger apart at least: a call after
+		// a quiet Linger is sent at once; under a crowd the calls of the
+		// interval go together.
+		p.mu.Lock()
+		if len(q.waiting) == 0 {
+			q.sending = false
+			p.mu.Unlock()
+			return
+		}
+		wait := p.Linger - time.Since(q.sent)
+		p.mu.Unlock()
+		if wait > 0 {
+			time.Sleep(wait)
+		}
 		p.mu.Lock()
 		batch, size := 0, 0
 		for _, c := range q.waiting {
@@ -218,11 +255,7 @@ func (p *Producer) send(partition int, q *partitionQueue) {
 		}
 		calls := q.waiting[:batch:batch]
 		q.waiting = q.waiting[batch:]
-		if len(calls) == 0 {
-			q.sending = false
-			p.mu.Unlock()
-			return
-		}
+		q.sent = time.Now()
 		p.mu.Unlock()
 		err := p.produce(partition, calls)
 		for _, c := range calls {

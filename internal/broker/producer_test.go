@@ -161,3 +161,49 @@ func TestProducerEnds(t *testing.T) {
 		t.Fatalf("%d messages in the topic after Close, %v; want the %d acknowledged", n, err, written)
 	}
 }
+
+// Linger spaces a partition's requests: under a crowd they are at least
+// Linger apart, carrying the calls of the interval; a call after a quiet
+// spell does not wait for it.
+func TestProducerLingerSpacesRequests(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	topic := k.MustTopic(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	lone := broker.NewProducer(k.Brokers, topic, 0)
+	lone.Linger = 20 * time.Second
+	defer lone.Close()
+	start := time.Now()
+	if err := lone.WriteMessages(ctx, kafka.Message{Value: []byte("lone")}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= lone.Linger {
+		t.Fatalf("a lone call took %v: it waited for the linger (%v)", took, lone.Linger)
+	}
+
+	p := broker.NewProducer(k.Brokers, topic, 0)
+	p.Linger = 20 * time.Millisecond
+	defer p.Close()
+	start = time.Now()
+	var g errgroup.Group
+	for c := range 32 {
+		g.Go(func() error {
+			for i := range 5 {
+				if err := p.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "%d-%d", c, i)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	stats := p.Stats()
+	if most := int64(elapsed/p.Linger) + 1; stats.Requests > most {
+		t.Fatalf("%d requests in %v: more than one per %v (%d at most)", stats.Requests, elapsed, p.Linger, most)
+	}
+	t.Logf("%d calls in %d requests over %v", 32*5, stats.Requests, elapsed.Round(time.Millisecond))
+}

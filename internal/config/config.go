@@ -31,6 +31,9 @@ type Sale struct {
 	OrdersDLQ      string
 	KeyPrefix      string        // of every flash-sale key in Redis
 	PublishTimeout time.Duration // a publish that takes longer has failed
+	// PublishLinger is how long the api's producer lets a busy partition's
+	// next batch fill (broker.Producer.Linger).
+	PublishLinger time.Duration
 	// PublishCompression is the order events' codec: none, lz4 or zstd.
 	// None by default: measured, lz4 did not pay on ~100-byte events
 	// (docs/performance.md).
@@ -323,6 +326,7 @@ func loadSale(r *Reader) Sale {
 		OrdersDLQ:          r.String("SECKILL_ORDERS_DLQ_TOPIC", "seckill.orders.dlq"),
 		KeyPrefix:          r.String("SECKILL_KEY_PREFIX", ""),
 		PublishTimeout:     r.Duration("SECKILL_PUBLISH_TIMEOUT", 3*time.Second),
+		PublishLinger:      r.Duration("SECKILL_PUBLISH_LINGER", 0),
 		PublishCompression: r.OneOf("SECKILL_PUBLISH_COMPRESSION", "none", "none", "lz4", "zstd"),
 		SoldOutTTL:         r.Duration("SECKILL_SOLDOUT_TTL", 2*time.Second),
 		DurabilityInterval: r.Duration("SECKILL_KAFKA_DURABILITY_INTERVAL", 500*time.Millisecond),

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,6 +241,80 @@ func TestChaosKafkaLeaderKilled(t *testing.T) {
 	if gap > kafkaStallBound || stall > kafkaStallBound {
 		t.Fatalf("acceptances stopped %v, the writers %v; want both within %v", gap, stall, kafkaStallBound)
 	}
+}
+
+// The broker that leads every partition and coordinates the writers'
+// group freezes mid-sale (SIGSTOP: its connections stay open, nothing
+// answers) and wakes 6 s later. The controller fences it 3 s after its
+// last heartbeat and moves the leadership; the publishes caught on it time
+// out and their orders are relayed; nothing is lost.
+func TestChaosKafkaLeaderFrozen(t *testing.T) {
+	restartKafkaAfter(t)
+	r := newKafkaRig(t, 1, 2)
+	leader := strconv.Itoa(r.leader)
+	t.Cleanup(func() { stackCtl(t, "thaw", "kafka-node", leader) })
+	var thawed time.Duration
+	answers, vouchers := r.run(t, func(c *crowd) {
+		stackCtl(t, "freeze", "kafka-node", leader)
+		time.Sleep(kafkaOutage)
+		stackCtl(t, "thaw", "kafka-node", leader)
+		thawed = time.Since(c.begin)
+	})
+	r.mustLoseNothing(t, "leader and coordinator frozen", answers, vouchers, thawed)
+}
+
+// The same broker is cut off from everything that reaches it on its
+// client port (the programs, and the followers that fetch from it) for
+// 6 s, while it still talks to the controller: it stays the leader, and
+// no publish to it is answered. The publishes time out and their orders
+// are relayed; nothing is lost.
+func TestChaosKafkaLeaderCutOff(t *testing.T) {
+	restartKafkaAfter(t)
+	r := newKafkaRig(t, 1, 2)
+	addr := brokerAddr(t, r.kafka, r.leader)
+	var healed time.Duration
+	answers, vouchers := r.run(t, func(c *crowd) {
+		heal := testsupport.CutOff(t, addr)
+		time.Sleep(kafkaOutage)
+		heal()
+		healed = time.Since(c.begin)
+	})
+	r.mustLoseNothing(t, "leader cut off", answers, vouchers, healed)
+}
+
+// kafkaOutage is how long the frozen or cut-off broker stays so: longer
+// than the controller's fence (3 s), as the Redis tests freeze a master.
+const kafkaOutage = 6 * time.Second
+
+// mustLoseNothing reports the fault and fails unless every order the
+// buyers were given is in MySQL and the sale went on within the bound.
+func (r *kafkaRig) mustLoseNothing(t *testing.T, name string, answers []attempt, vouchers []int64, faultEnd time.Duration) {
+	t.Helper()
+	gap, stall := r.report(t, name, answers, faultEnd)
+	orders, _ := ordersOf(answers)
+	if fates := settleSales(t, r.sale, vouchers, kafkaStock, orders); fates["confirmed "] != len(orders) {
+		t.Fatalf("orders lost to the fault: %v", fates)
+	}
+	if gap > kafkaStallBound || stall > kafkaStallBound {
+		t.Fatalf("acceptances stopped %v, the writers %v; want both within %v", gap, stall, kafkaStallBound)
+	}
+}
+
+// brokerAddr is the address the cluster gives broker id.
+func brokerAddr(t *testing.T, k *testsupport.Kafka, id int) string {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second}
+	md, err := client.Metadata(context.Background(), &kafka.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range md.Brokers {
+		if b.ID == id {
+			return net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
+		}
+	}
+	t.Fatalf("no broker %d in %v", id, md.Brokers)
+	return ""
 }
 
 // Two brokers of three die: a partition has one replica in sync, fewer

@@ -182,13 +182,21 @@ func (c *Cluster) Partition(tb testing.TB, master string) (heal func()) {
 // still reach it, so the cluster fails nothing over.
 func (c *Cluster) CutClients(tb testing.TB, master string) (heal func()) {
 	tb.Helper()
-	mHost, mPort, err := net.SplitHostPort(master)
+	return CutOff(tb, master)
+}
+
+// CutOff drops every packet from 127.0.0.1 to addr's port and back (a
+// server whose clients, and peers that use the same port, cannot reach it)
+// until heal is called or the test ends. Its other ports still answer.
+func CutOff(tb testing.TB, addr string) (heal func()) {
+	tb.Helper()
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return drop(tb, "cut the clients off "+master, [][]string{
-		{"-s", "127.0.0.1", "-d", mHost, "-p", "tcp", "--dport", mPort},
-		{"-s", mHost, "-d", "127.0.0.1", "-p", "tcp", "--sport", mPort},
+	return drop(tb, "cut off "+addr, [][]string{
+		{"-s", "127.0.0.1", "-d", host, "-p", "tcp", "--dport", port},
+		{"-s", host, "-d", "127.0.0.1", "-p", "tcp", "--sport", port},
 	})
 }
 

@@ -7,7 +7,8 @@
 //	loadgen bench   [flags]   the make bench figures and their ratios
 //	loadgen spread  [flags]   one Redis topology's figures, beside another's
 //	loadgen multinode [flags] one run on the multi-node topology, beside one node
-//	loadgen fixedrate [flags] one topology at a fixed open-loop rate: CPU per order raw and net of idle, beside the others
+//	loadgen floor [flags]     the floor (cmd/floor) closed-loop, beside the api's run labelled -label in -runs
+//	loadgen fixedrate [flags] one topology at a fixed open-loop rate, or closed-loop (-rate 0: -users orders by -workers clients): CPU per order raw and net of idle, beside the others
 //	loadgen sessions  [flags] the accept path in the API's session mode, beside the other modes
 //	loadgen tracing   [flags] the accept path with the API's tracing sampler, beside the other runs
 //	loadgen otlp-sink [flags] an OTLP/HTTP trace receiver that counts the spans and keeps none
@@ -36,7 +37,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|sessions|tracing|botcheck|otlp-sink [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|floor|sessions|tracing|botcheck|otlp-sink [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -138,16 +139,18 @@ func run(cmd string, args []string) error {
 		}
 		return sale.HotBuckets(ctx, os.Stdout, loadgen.HotBucketsConfig{Users: *users, Workers: *workers, RedisReqs: *redisReqs,
 			Buckets: []int{1, 3}, Procs: measured})
+	case "floor":
+		return sale.Floor(ctx, os.Stdout, loadgen.FloorConfig{Users: *users, Workers: *workers, Vouchers: *vouchers, Runs: *runs, Beside: *label})
 	case "fixedrate":
 		measured, err := loadgen.ParseProcs(*procs)
 		if err != nil {
 			return err
 		}
-		if *rate <= 0 {
-			return fmt.Errorf("fixedrate: -rate must be positive")
+		if *rate < 0 {
+			return fmt.Errorf("fixedrate: -rate must not be negative")
 		}
 		return sale.FixedRate(ctx, os.Stdout, loadgen.FixedRateConfig{Label: *label, Rate: *rate, Duration: *duration, Idle: *idle,
-			Vouchers: *vouchers, Workers: *workers, Procs: measured, Runs: *runs})
+			Users: *users, Vouchers: *vouchers, Workers: *workers, Procs: measured, Runs: *runs})
 	case "multinode":
 		measured, err := loadgen.ParseProcs(*procs)
 		if err != nil {

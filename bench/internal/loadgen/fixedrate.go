@@ -15,10 +15,14 @@ import (
 // FixedRateConfig is one topology's run at a fixed open-loop rate, the
 // figure the cost of scaling out is judged by: at saturation on two
 // shared cores, contention rather than the design sets the CPU per order.
+// With Rate 0 it is a closed-loop run instead: Users orders sent by
+// Workers clients as fast as the answers come, the figure a topology's
+// latency bounds.
 type FixedRateConfig struct {
 	Label    string
-	Rate     int           // orders per second, open loop (vegeta's constant pacer)
-	Duration time.Duration // of the loaded run
+	Rate     int           // orders per second, open loop (vegeta's constant pacer); 0: closed loop
+	Duration time.Duration // of the loaded run, open loop
+	Users    int           // orders of a closed-loop run
 	Idle     time.Duration // CPU sampled with the daemons up and no load
 	Vouchers int
 	Workers  uint64 // the most concurrent requests the pacer may use
@@ -31,7 +35,8 @@ type FixedRateConfig struct {
 // FixedRateFigures are one topology's.
 type FixedRateFigures struct {
 	Label          string
-	Rate           int
+	Rate           int    // 0: closed loop
+	Clients        uint64 // of a closed loop
 	Orders         int64
 	RunSeconds     float64
 	IdleSeconds    float64
@@ -48,6 +53,9 @@ type FixedRateFigures struct {
 // per second, latency and the accept → MySQL lag.
 func (s *Sale) FixedRate(ctx context.Context, out io.Writer, cfg FixedRateConfig) error {
 	users := cfg.Rate * int(cfg.Duration/time.Second)
+	if cfg.Rate == 0 {
+		users = cfg.Users
+	}
 	tokens, err := s.Sessions(ctx, 400_000_000+rand.Int64N(1<<40), users)
 	if err != nil {
 		return fmt.Errorf("sessions: %w", err)
@@ -63,7 +71,7 @@ func (s *Sale) FixedRate(ctx context.Context, out io.Writer, cfg FixedRateConfig
 		}
 	}
 
-	f := FixedRateFigures{Label: cfg.Label, Rate: cfg.Rate}
+	f := FixedRateFigures{Label: cfg.Label, Rate: cfg.Rate, Clients: cfg.Workers}
 	fmt.Fprintf(out, "\n[%s] idle: %v with the daemons up, no load\n", cfg.Label, cfg.Idle)
 	before, err := cfg.Procs.Sample()
 	if err != nil {
@@ -90,7 +98,12 @@ func (s *Sale) FixedRate(ctx context.Context, out io.Writer, cfg FixedRateConfig
 		reqs[i] = Requests(s.API, "/voucher-order/seckill/"+strconv.FormatInt(vouchers[i%cfg.Vouchers], 10), []string{tok})[0]
 	}
 	name := fmt.Sprintf("%s %d/s", cfg.Label, cfg.Rate)
-	fmt.Fprintf(out, "[%s] %d orders a second for %v over %d vouchers, every request accepted\n", cfg.Label, cfg.Rate, cfg.Duration, cfg.Vouchers)
+	if cfg.Rate == 0 {
+		name = fmt.Sprintf("%s closed loop", cfg.Label)
+		fmt.Fprintf(out, "[%s] %d orders by %d clients as fast as they are answered, over %d vouchers, every request accepted\n", cfg.Label, users, cfg.Workers, cfg.Vouchers)
+	} else {
+		fmt.Fprintf(out, "[%s] %d orders a second for %v over %d vouchers, every request accepted\n", cfg.Label, cfg.Rate, cfg.Duration, cfg.Vouchers)
+	}
 	rep, used, err := cfg.Procs.Measure(name, func() (Report, error) {
 		return Run(name, reqs, Options{Workers: cfg.Workers, Rate: cfg.Rate})
 	})
@@ -165,6 +178,14 @@ func (f FixedRateFigures) figures(kind string) (idlePerSec, raw, net float64, ok
 	return idlePerSec, raw, net, true
 }
 
+// rate is the orders accepted a second over the loaded run.
+func (f FixedRateFigures) rate() float64 {
+	if f.RunSeconds == 0 {
+		return 0
+	}
+	return float64(f.Orders) / f.RunSeconds
+}
+
 // FixedRateTable prints the topologies side by side, per kind of process
 // (a cluster's nodes summed), with each one's ratio to the first.
 func FixedRateTable(runs []FixedRateFigures) string {
@@ -185,7 +206,11 @@ func FixedRateTable(runs []FixedRateFigures) string {
 	printf("\nThe same fixed rate on each topology (one machine, 2 cores; CPU from /proc/<pid>/stat)\n")
 	printf("%-20s", "")
 	for _, r := range runs {
-		printf(" %34s", fmt.Sprintf("%s, %d/s", r.Label, r.Rate))
+		load := fmt.Sprintf("%d/s", r.Rate)
+		if r.Rate == 0 {
+			load = fmt.Sprintf("%d clients", r.Clients)
+		}
+		printf(" %34s", r.Label+", "+load)
 	}
 	printf("\n%-20s", "CPU-ms")
 	for range runs {
@@ -212,6 +237,7 @@ func FixedRateTable(runs []FixedRateFigures) string {
 		printf("\n")
 	}
 	row("orders", func(r FixedRateFigures) string { return fmt.Sprintf("%d in %.1fs", r.Orders, r.RunSeconds) })
+	row("accepted/s", func(r FixedRateFigures) string { return fmt.Sprintf("%.0f", r.rate()) })
 	row("latency p50 / p99", func(r FixedRateFigures) string {
 		return fmt.Sprintf("%v / %v", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond))
 	})
@@ -219,7 +245,15 @@ func FixedRateTable(runs []FixedRateFigures) string {
 		return fmt.Sprintf("%v / %v", r.LagP50.Round(time.Millisecond), r.LagP99.Round(time.Millisecond))
 	})
 	if len(runs) > 1 {
-		printf("\nagainst %s, net of idle:", runs[0].Label)
+		printf("\nagainst %s: accepted/s", runs[0].Label)
+		for _, r := range runs[1:] {
+			printf(" ×%.2f", r.rate()/runs[0].rate())
+		}
+		printf("; p50")
+		for _, r := range runs[1:] {
+			printf(" ×%.2f", float64(r.P50)/float64(runs[0].P50))
+		}
+		printf("; CPU net of idle:")
 		for _, k := range kinds {
 			_, _, base, ok := runs[0].figures(k)
 			if !ok || base <= 0 {
