@@ -252,3 +252,8 @@ deploy/local/bench-mysql-cluster.sh
 # open-loop rate on one node and on the production topology, CPU per order
 # net of idle (docs/performance.md).
 deploy/local/bench-fixed-rate.sh
+
+# The same topologies closed-loop, 64 clients as fast as they are answered
+# (the rate and latency a crowd of that size gets), and the floor beside
+# the api on one node: the accept path's I/O alone (bench/cmd/floor).
+BENCH_FIXED_CLIENTS=${BENCH_CLOSED_CLIENTS:-64} BENCH_FIXED_TOPOLOGIES="one-node production" deploy/local/bench-fixed-rate.sh
