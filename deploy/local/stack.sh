@@ -25,6 +25,8 @@
 #                      of the Kafka cluster; `up --kafka-brokers 3` restarts it
 #   stack.sh stop|kill mysql-node N   the same for node N (1-3) of the
 #                      MariaDB cluster; `up --mysql-cluster` restarts it
+#   stack.sh freeze|thaw kafka-node|mysql-node N   SIGSTOP (a machine that
+#                      stops answering, its connections open) or SIGCONT
 #   stack.sh start mysql-cluster   start what is missing of the MariaDB
 #                      cluster and its HAProxy, and nothing else (the
 #                      failure tests' rejoin, without the other servers'
@@ -1122,6 +1124,8 @@ stop_pid() {
   pid=$(cat "$file")
   # It may have exited since pid_alive looked.
   kill -TERM "$pid" 2>/dev/null || true
+  # A frozen server (stack.sh freeze) acts on SIGTERM only once woken.
+  kill -CONT "$pid" 2>/dev/null || true
   for i in $(seq 1 $((grace * 2))); do
     kill -0 "$pid" 2>/dev/null || { say "$name stopped (pid $pid)"; rm -f "$file"; return; }
     sleep 0.5

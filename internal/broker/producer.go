@@ -12,18 +12,16 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 )
 
-// Producer writes messages to a topic with acks=all and no batch timer:
-// each partition has one produce request in flight, and the messages that
-// arrive while it is in flight go together in the next, sent the moment it
-// is acknowledged. Under light load a message waits for one replicated
-// produce; under heavy load the batches grow with the load, so a
-// partition's rate is a batch per produce round trip rather than a batch
-// per timer tick. kafka.Writer, by contrast, holds every batch open for its
-// BatchTimeout before sending it, and writes a partition's batches one at
-// a time, so every caller waited the timer plus the produce (26 ms at a
-// 20 ms timer on three brokers).
+// Producer writes messages to a topic with acks=all: each partition has
+// one produce request in flight, and its requests are at least Linger
+// apart; the messages that arrive in between go together in the next. A
+// message after a quiet spell is sent at once, where kafka.Writer holds
+// every batch open for its BatchTimeout; under a crowd the requests are
+// Linger apart, as few as the Writer's, since each costs the brokers CPU
+// whatever it carries.
 //
 // Messages go to partitions by kafka.Hash, as a kafka.Writer with that
 // balancer sends them. Order within a partition is kept among the messages
@@ -69,7 +67,7 @@ func NewProducer(brokers []string, topic string, compression kafka.Compression) 
 		client:      &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport, Timeout: 5 * time.Second},
 		transport:   transport,
 		compression: compression,
-		attempts:    3,
+		attempts:    10,
 		backoff:     100 * time.Millisecond,
 		timeout:     5 * time.Second,
 		partitions:  map[int]*partitionQueue{},
@@ -88,8 +86,8 @@ func (p *Producer) Stats() ProducerStats {
 	return ProducerStats{Requests: p.requests.Load(), Messages: p.messages.Load()}
 }
 
-// errProducerClosed is what a write after Close gets.
-var errProducerClosed = errors.New("kafka producer closed")
+// ErrProducerClosed is what a write after Close gets.
+var ErrProducerClosed = errors.New("kafka producer closed")
 
 // WriteMessages sends msgs and returns when every in-sync replica has them,
 // or with the first error of their produce requests, or when ctx ends (the
@@ -114,10 +112,10 @@ func (p *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return errProducerClosed
+		return ErrProducerClosed
 	}
 	for part, ms := range byPartition {
-		c := &produceCall{msgs: ms, done: make(chan error, 1)}
+		c := &produceCall{ctx: ctx, msgs: ms, done: make(chan error, 1)}
 		calls = append(calls, c)
 		p.enqueue(part, c)
 	}
@@ -196,6 +194,7 @@ func (p *Producer) readPartitionCount(ctx context.Context) (int, error) {
 
 // produceCall is one caller's messages for one partition.
 type produceCall struct {
+	ctx  context.Context // the caller's: a call whose caller has gone is not sent
 	msgs []kafka.Message
 	done chan error
 }
@@ -253,13 +252,33 @@ func (p *Producer) send(partition int, q *partitionQueue) {
 			}
 			batch, size = batch+1, size+b
 		}
-		calls := q.waiting[:batch:batch]
+		calls := make([]*produceCall, 0, batch)
+		for _, c := range q.waiting[:batch] {
+			if err := c.ctx.Err(); err != nil {
+				c.done <- err
+				continue
+			}
+			calls = append(calls, c)
+		}
+		clear(q.waiting[:batch])
 		q.waiting = q.waiting[batch:]
+		if len(calls) == 0 {
+			p.mu.Unlock()
+			continue
+		}
 		q.sent = time.Now()
 		p.mu.Unlock()
-		err := p.produce(partition, calls)
-		for _, c := range calls {
-			c.done <- err
+		p.finish(calls, p.produce(partition, calls))
+	}
+}
+
+// finish answers the calls not answered yet (produce answers the ones
+// whose callers left between attempts).
+func (p *Producer) finish(calls []*produceCall, err error) {
+	for _, c := range calls {
+		select {
+		case c.done <- err:
+		default:
 		}
 	}
 }
@@ -272,31 +291,56 @@ func callBytes(c *produceCall) int {
 	return n
 }
 
-// produce writes calls' messages in one request, tried again as
-// kafka.Writer tries (a leader moved, a broker not there yet).
+// produce writes calls' messages in one request, tried again while Kafka
+// calls the failure temporary (a leader moved, a broker not there yet)
+// and a caller still waits: up to 10 attempts, 100 ms apart doubling to
+// 1 s, since the transport learns a new leader only at its next metadata
+// refresh (every second). A try after a timeout may write the messages
+// twice; the order-writer settles an order once.
 func (p *Producer) produce(partition int, calls []*produceCall) error {
-	n := 0
-	for _, c := range calls {
-		n += len(c.msgs)
-	}
 	var err error
 	for attempt := range p.attempts {
 		if attempt > 0 {
-			time.Sleep(p.backoff << (attempt - 1))
+			time.Sleep(min(p.backoff<<(attempt-1), time.Second))
+			if calls = p.waiting(calls, err); len(calls) == 0 {
+				return nil
+			}
 		}
-		if err = p.produceOnce(partition, calls, n); err == nil || !retriable(err) {
+		if err = p.produceOnce(partition, calls); err == nil || !retriable(err) {
 			break
 		}
 	}
 	if err != nil {
+		n := 0
+		for _, c := range calls {
+			n += len(c.msgs)
+		}
 		return fmt.Errorf("produce %d messages to %s/%d: %w", n, p.topic, partition, err)
 	}
 	return nil
 }
 
+// waiting is calls less those whose callers have gone, which are answered
+// with err, the last attempt's failure.
+func (p *Producer) waiting(calls []*produceCall, err error) []*produceCall {
+	kept := make([]*produceCall, 0, len(calls))
+	for _, c := range calls {
+		if c.ctx.Err() != nil {
+			c.done <- fmt.Errorf("produce to %s: %w", p.topic, err)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept
+}
+
 // produceOnce is one produce request; its records are made anew, since a
 // record's readers are used up by the request before.
-func (p *Producer) produceOnce(partition int, calls []*produceCall, n int) error {
+func (p *Producer) produceOnce(partition int, calls []*produceCall) error {
+	n := 0
+	for _, c := range calls {
+		n += len(c.msgs)
+	}
 	records := make([]kafka.Record, 0, n)
 	for _, c := range calls {
 		for _, m := range c.msgs {
@@ -335,6 +379,9 @@ func (p *Producer) produceOnce(partition int, calls []*produceCall, n int) error
 func retriable(err error) bool {
 	var t interface{ Temporary() bool }
 	if errors.As(err, &t) && t.Temporary() {
+		return true
+	}
+	if errors.Is(err, protocol.ErrNoLeader) {
 		return true
 	}
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||

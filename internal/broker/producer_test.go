@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +19,9 @@ import (
 // Many callers at once: every message acknowledged is in the topic once,
 // on the partition kafka.Hash gives its key (where a kafka.Writer of the
 // same topic puts it: the relay's and the api's events of one sale meet),
-// a call's messages in their order; and the calls that arrived while a
-// request was in flight went out together.
+// a call's messages in their order, and a caller's calls (which do not
+// overlap) in theirs; and the calls that arrived while a request was in
+// flight went out together.
 func TestProducerWritesEveryMessageOnceOnItsKeysPartition(t *testing.T) {
 	k := testsupport.MustKafka(t)
 	const partitions, callers, calls = 3, 64, 10
@@ -71,6 +71,7 @@ func TestProducerWritesEveryMessageOnceOnItsKeysPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 		prevA := map[string]bool{}
+		lastCall := map[string]int{} // a caller's last call seen on the partition
 		for off := int64(0); off < last; off++ {
 			m, err := r.ReadMessage(ctx)
 			if err != nil {
@@ -85,6 +86,12 @@ func TestProducerWritesEveryMessageOnceOnItsKeysPartition(t *testing.T) {
 				t.Fatalf("%s of key %s on partition %d; kafka.Hash gives %d", v, m.Key, part, got)
 			}
 			call := v[:len(v)-2]
+			var caller, i int
+			fmt.Sscanf(call, "%d-%d", &caller, &i)
+			if prev, ok := lastCall[strconv.Itoa(caller)]; ok && v[len(v)-1] == 'a' && i <= prev {
+				t.Fatalf("%s after call %d of the same caller: a caller's calls out of order", v, prev)
+			}
+			lastCall[strconv.Itoa(caller)] = i
 			switch v[len(v)-1] {
 			case 'a':
 				prevA[call] = true
@@ -117,6 +124,7 @@ func TestProducerEnds(t *testing.T) {
 	k := testsupport.MustKafka(t)
 	topic := k.MustTopic(t, 1)
 	p := broker.NewProducer(k.Brokers, topic, 0)
+	p.Linger = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -132,11 +140,15 @@ func TestProducerEnds(t *testing.T) {
 		t.Fatal("a write to a topic that does not exist succeeded")
 	}
 
-	// Close while writes arrive: each write is either refused as closed or
-	// acknowledged and in the topic; none is left waiting.
+	// Close while writes wait: each write is either refused as closed or
+	// acknowledged and in the topic; none is left waiting. The metadata is
+	// read first, and the requests are spaced, so that writes queue.
+	if err := p.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	written := 0
+	written := 1
 	for i := range 20 {
 		wg.Go(func() {
 			err := p.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: fmt.Appendf(nil, "%d", i)})
@@ -145,15 +157,19 @@ func TestProducerEnds(t *testing.T) {
 			switch {
 			case err == nil:
 				written++
-			case !strings.Contains(err.Error(), "closed"):
+			case !errors.Is(err, broker.ErrProducerClosed):
 				t.Errorf("a write while closing: %v", err)
 			}
 		})
 	}
+	time.Sleep(50 * time.Millisecond) // the writes are queued behind the linger: this test is about what Close does with them
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
+	if written < 2 {
+		t.Fatalf("%d writes acknowledged: Close sent none of those queued", written)
+	}
 	if err := p.WriteMessages(ctx, kafka.Message{Value: []byte("after")}); err == nil {
 		t.Fatal("a write after Close succeeded")
 	}

@@ -31,8 +31,9 @@ type Sale struct {
 	OrdersDLQ      string
 	KeyPrefix      string        // of every flash-sale key in Redis
 	PublishTimeout time.Duration // a publish that takes longer has failed
-	// PublishLinger is how long the api's producer lets a busy partition's
-	// next batch fill (broker.Producer.Linger).
+	// PublishLinger is the least time between two produce requests on a
+	// partition (broker.Producer.Linger); zero (unset) lets broker.Linger
+	// choose by the topic's replication.
 	PublishLinger time.Duration
 	// PublishCompression is the order events' codec: none, lz4 or zstd.
 	// None by default: measured, lz4 did not pay on ~100-byte events

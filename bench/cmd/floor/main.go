@@ -61,6 +61,14 @@ func run() error {
 		_ = broker.DeleteTopics(dctx, common.KafkaBrokers, topic)
 	}()
 	p := broker.NewProducer(common.KafkaBrokers, topic, 0)
+	// The api's spacing, so that the two differ only in the work around
+	// the I/O.
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	p.Linger, err = broker.Linger(lctx, common.KafkaBrokers, topic)
+	cancel()
+	if err != nil {
+		return err
+	}
 	defer p.Close()
 	srv := &http.Server{Addr: *addr, Handler: (&floor.Server{Redis: rdb, Producer: p, Prefix: sale.KeyPrefix}).Handler()}
 	errc := make(chan error, 1)
