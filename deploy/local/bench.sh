@@ -257,3 +257,6 @@ deploy/local/bench-fixed-rate.sh
 # (the rate and latency a crowd of that size gets), and the floor beside
 # the api on one node: the accept path's I/O alone (bench/cmd/floor).
 BENCH_FIXED_CLIENTS=${BENCH_CLOSED_CLIENTS:-64} BENCH_FIXED_TOPOLOGIES="one-node production" deploy/local/bench-fixed-rate.sh
+
+# A hot voucher's ceiling on the production topology (open loop, rising).
+deploy/local/bench-ceiling.sh

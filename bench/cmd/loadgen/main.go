@@ -7,6 +7,7 @@
 //	loadgen bench   [flags]   the make bench figures and their ratios
 //	loadgen spread  [flags]   one Redis topology's figures, beside another's
 //	loadgen multinode [flags] one run on the multi-node topology, beside one node
+//	loadgen ceiling [flags]   a hot voucher in -buckets buckets at rising open-loop -rates, each held -hold: the highest held with p99 ≤ 100 ms
 //	loadgen floor [flags]     the floor (cmd/floor) closed-loop, beside the api's run labelled -label in -runs
 //	loadgen fixedrate [flags] one topology at a fixed open-loop rate, or closed-loop (-rate 0: -users orders by -workers clients): CPU per order raw and net of idle, beside the others
 //	loadgen sessions  [flags] the accept path in the API's session mode, beside the other modes
@@ -26,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,7 +39,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|floor|sessions|tracing|botcheck|otlp-sink [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|floor|ceiling|sessions|tracing|botcheck|otlp-sink [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -67,6 +69,9 @@ func run(cmd string, args []string) error {
 	varied := fs.String("varied", "session mode", "sessions: what the runs compare, in the table's title")
 	topology := fs.String("topology", "one node", "sessions: where the rest runs, in the table's title")
 	vouchers := fs.Int("vouchers", 12, "spread: the vouchers the users are spread over")
+	rates := fs.String("rates", "200,400,600,800,1000,1500,2000", "ceiling: the open-loop rates tried, in order")
+	hold := fs.Duration("hold", 10*time.Second, "ceiling: how long each rate is held")
+	buckets := fs.Int("buckets", 3, "ceiling: the hot voucher's stock buckets")
 	save := fs.String("save", "", "spread: write this run's figures to this file")
 	beside := fs.String("beside", "", "spread: print the figures of an earlier run (-save) beside this one's")
 	runs := fs.String("runs", "", "multinode, sessions, tracing, fixedrate: the file that collects every run's figures")
@@ -139,6 +144,17 @@ func run(cmd string, args []string) error {
 		}
 		return sale.HotBuckets(ctx, os.Stdout, loadgen.HotBucketsConfig{Users: *users, Workers: *workers, RedisReqs: *redisReqs,
 			Buckets: []int{1, 3}, Procs: measured})
+	case "ceiling":
+		var list []int
+		for _, f := range strings.Split(*rates, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || r <= 0 {
+				return fmt.Errorf("ceiling: -rates %q: %q is not a positive rate", *rates, f)
+			}
+			list = append(list, r)
+		}
+		_, err := sale.Ceiling(ctx, os.Stdout, loadgen.CeilingConfig{Rates: list, Hold: *hold, Buckets: *buckets, Workers: *workers, MaxP99: 100 * time.Millisecond})
+		return err
 	case "floor":
 		return sale.Floor(ctx, os.Stdout, loadgen.FloorConfig{Users: *users, Workers: *workers, Vouchers: *vouchers, Runs: *runs, Beside: *label})
 	case "fixedrate":
