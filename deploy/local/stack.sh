@@ -27,6 +27,9 @@
 #                      MariaDB cluster; `up --mysql-cluster` restarts it
 #   stack.sh freeze|thaw kafka-node|mysql-node N   SIGSTOP (a machine that
 #                      stops answering, its connections open) or SIGCONT
+#   stack.sh rebuild mysql-node N [DONOR]   node N's state dropped and
+#                      joined again by a whole snapshot (SST), from node
+#                      DONOR when named (a node whose data is in doubt)
 #   stack.sh start mysql-cluster   start what is missing of the MariaDB
 #                      cluster and its HAProxy, and nothing else (the
 #                      failure tests' rejoin, without the other servers'
@@ -646,13 +649,23 @@ mcluster_rebuild_forked() {
   for n in "${forked[@]}"; do
     foreign=${n#*:} n=${n%%:*}
     say "mariadb cluster node $n logged transactions under another GTID domain than the cluster's ($foreign): rebuilding it from a snapshot of node $donor (SST)"
-    mcluster_node_down "$n"
-    rm -f "$mcluster_dir/$n/data/grastate.dat" "$mcluster_dir/$n/data/galera.cache" "$mcluster_dir/$n/recovered-position" "$mcluster_dir/$n/binlog/"*
-    mcluster_launch "$n" --wsrep-sst-donor="node$donor"
-    mcluster_wait "$n" 180 || die "mariadb cluster node $n did not rejoin by a snapshot; see $logs_dir/mariadb-cluster-$n.log"
-    foreign=$(mcluster_foreign_domains "$n") || die "could not read the binlog position of mariadb cluster node $n"
-    [ -z "$foreign" ] || die "mariadb cluster node $n still logs under another GTID domain after its snapshot ($foreign); see $logs_dir/mariadb-cluster-$n.log"
+    mcluster_rebuild "$n" "$donor"
   done
+}
+
+# mcluster_rebuild N [DONOR]: node N stopped, its Galera state and binlog
+# dropped, and joined again by a whole snapshot (SST), from node DONOR
+# when one is named, then checked to log the cluster's history only.
+mcluster_rebuild() {
+  local n=$1 donor=${2:-} foreign
+  [ -z "$donor" ] || mcluster_synced "$donor" || die "rebuild: the donor, mariadb cluster node $donor, is not Synced in a Primary component"
+  mcluster_node_down "$n"
+  rm -f "$mcluster_dir/$n/data/grastate.dat" "$mcluster_dir/$n/data/galera.cache" "$mcluster_dir/$n/recovered-position" "$mcluster_dir/$n/binlog/"*
+  mcluster_launch "$n" ${donor:+--wsrep-sst-donor="node$donor"}
+  mcluster_wait "$n" 180 || die "mariadb cluster node $n did not rejoin by a snapshot; see $logs_dir/mariadb-cluster-$n.log"
+  foreign=$(mcluster_foreign_domains "$n") || die "could not read the binlog position of mariadb cluster node $n"
+  [ -z "$foreign" ] || die "mariadb cluster node $n still logs under another GTID domain after its snapshot ($foreign); see $logs_dir/mariadb-cluster-$n.log"
+  say "mariadb cluster node $n rebuilt from a snapshot${donor:+ of node $donor}"
 }
 
 # The node a cluster with none running starts from: the one Galera marked
@@ -1276,8 +1289,15 @@ case "${1:-}" in
     installed || die "servers or Kafka jars missing: run '$0 install' (make does it for you)"
     mariadb_cluster_up ;;
   kill|freeze|thaw) cmd_signal "$@" ;;
+  rebuild)
+    [ "${2:-}" = mysql-node ] || die "rebuild: only mysql-node N [DONOR]"
+    mcluster_node_arg "${3:-}"
+    [ -z "${4:-}" ] || mcluster_node_arg "$4"
+    [ "${4:-}" != "$3" ] || die "rebuild: node $3 cannot be its own donor"
+    mcluster_node_config "$3"
+    mcluster_rebuild "$3" "${4:-}" ;;
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
   env) print_env ;;
-  *) echo "usage: $0 install|up|down|stop SERVER|kill|freeze|thaw kafka-node|mysql-node N|start mysql-cluster|status|logs [SERVER]|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|up|down|stop SERVER|kill|freeze|thaw kafka-node|mysql-node N|rebuild mysql-node N [DONOR]|start mysql-cluster|status|logs [SERVER]|env" >&2; exit 2 ;;
 esac

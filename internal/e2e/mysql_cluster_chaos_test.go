@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -588,4 +589,98 @@ func TestChaosMySQLClusterSetAsideNodeLeavesRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "node "+strconv.Itoa(writes)+" taking the connections back", func() bool { return fresh() == writes })
+}
+
+// The writes' node donates a whole snapshot to a node rebuilt from
+// nothing. By mariabackup the donor keeps taking queries and writes
+// (the method is non-blocking), so it stays in rotation: the sessions on
+// it are not cut, and new connections still go to it, not to a backup
+// whose every session would be cut again when the donor came back.
+func TestChaosMySQLClusterDonorStaysInRotation(t *testing.T) {
+	m := testsupport.MustMySQLCluster(t)
+	ctx := context.Background()
+	writes := activeNode(t, m)
+	joiner := 3
+	if writes == 3 {
+		joiner = 2
+	}
+	node := nodeDB(t, m, writes)
+	held, err := m.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	write := func(c *sql.Conn) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := c.ExecContext(ctx, "INSERT INTO tb_voucher (shop_id, title, pay_value, actual_value, type) VALUES (1, 'donor', 1, 2, 0)"); err != nil {
+			return "", err
+		}
+		var name string
+		err := c.QueryRowContext(ctx, "SELECT @@wsrep_node_name").Scan(&name)
+		return name, err
+	}
+	want := "node" + strconv.Itoa(writes)
+	if name, err := write(held); err != nil || name != want {
+		t.Fatalf("before the snapshot: a write on %q (%v), want %s", name, err, want)
+	}
+
+	rebuilt := make(chan error, 1)
+	go func() {
+		out, err := exec.Command(os.Getenv("SECKILL_TEST_STACK"), "rebuild", "mysql-node", strconv.Itoa(joiner), strconv.Itoa(writes)).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, out)
+		}
+		rebuilt <- err
+	}()
+	var firstDonor, lastDonor time.Time
+	writesWhileDonor := 0
+	for done := false; !done; {
+		select {
+		case err := <-rebuilt:
+			if err != nil {
+				t.Fatalf("stack.sh rebuild mysql-node %d %d: %v", joiner, writes, err)
+			}
+			done = true
+		case <-time.After(250 * time.Millisecond):
+		}
+		var k, state string
+		if err := node.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_local_state_comment'").Scan(&k, &state); err != nil {
+			t.Fatalf("node %d's state: %v", writes, err)
+		}
+		donor := strings.HasPrefix(state, "Donor")
+		if donor {
+			if firstDonor.IsZero() {
+				firstDonor = time.Now()
+			}
+			lastDonor = time.Now()
+		}
+		if name, err := write(held); err != nil || name != want {
+			t.Fatalf("a session on node %d during its snapshot (state %s): a write on %q: %v", writes, state, name, err)
+		}
+		fresh, err := m.DB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, err := write(fresh)
+		_ = fresh.Raw(func(any) error { return driver.ErrBadConn })
+		fresh.Close()
+		if err != nil || name != want {
+			t.Fatalf("a new connection during node %d's snapshot (state %s) went to %q: %v", writes, state, name, err)
+		}
+		if donor {
+			writesWhileDonor++
+			// The programs' readiness holds the same rule as the balancer.
+			if err := mysqldb.Check(ctx, node); err != nil {
+				t.Fatalf("readiness of node %d while it donates: %v", writes, err)
+			}
+		}
+	}
+	donated := lastDonor.Sub(firstDonor)
+	t.Logf("node %d seen donating for %v; every write went to it, %d of them while it donated", writes, donated.Round(time.Millisecond), writesWhileDonor)
+	// The balancer marks a node down after two failed checks 2 s apart:
+	// a shorter donation could not have been seen by it.
+	if donated < 5*time.Second {
+		t.Fatalf("node %d donated for %v: too short to test the balancer's check (2 s apart, 2 failures)", writes, donated)
+	}
 }

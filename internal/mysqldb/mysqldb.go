@@ -163,30 +163,65 @@ func check(ctx context.Context, db *sql.DB) (galera bool, size int, err error) {
 	}
 	// SHOW, not information_schema.GLOBAL_STATUS, which MySQL 8 (a
 	// Percona XtraDB Cluster) no longer has.
-	rows, err := conn.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', 'wsrep_cluster_size')")
+	status, err := showMap(ctx, conn, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', 'wsrep_cluster_size')")
 	if err != nil {
-		return true, 0, Explain(err)
+		return true, 0, err
 	}
-	defer rows.Close()
-	status := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return true, 0, Explain(err)
+	var vars map[string]string
+	if status["wsrep_local_state_comment"] == donorState {
+		if vars, err = showMap(ctx, conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_desync', 'wsrep_sst_method')"); err != nil {
+			return true, 0, err
 		}
-		status[strings.ToLower(k)] = v
 	}
-	if err := rows.Err(); err != nil {
-		return true, 0, Explain(err)
-	}
-	if status["wsrep_cluster_status"] != "Primary" || status["wsrep_local_state_comment"] != "Synced" {
-		return true, 0, fmt.Errorf("%w (cluster status %s, node state %s)", ErrNodeNotReady, status["wsrep_cluster_status"], status["wsrep_local_state_comment"])
+	if err := serves(status, vars); err != nil {
+		return true, 0, err
 	}
 	size, err = strconv.Atoi(status["wsrep_cluster_size"])
 	if err != nil {
 		return true, 0, fmt.Errorf("wsrep_cluster_size %q: %w", status["wsrep_cluster_size"], err)
 	}
 	return true, size, nil
+}
+
+// donorState is wsrep_local_state_comment of a node that donates a
+// snapshot, or that an operator desynced.
+const donorState = "Donor/Desynced"
+
+// serves says whether a Galera node, by its status and (for a donor) its
+// variables, takes queries and writes: in a Primary component, and
+// Synced or donating by mariabackup. That method does not block the donor
+// (MaxScale's available_when_donor), so a donor that is the cluster's
+// writes' node stays ready; one an operator desynced (wsrep_desync), or
+// that donates by a blocking method, is not.
+func serves(status, vars map[string]string) error {
+	state := status["wsrep_local_state_comment"]
+	ok := state == "Synced" ||
+		state == donorState && vars["wsrep_desync"] == "OFF" && vars["wsrep_sst_method"] == "mariabackup"
+	if status["wsrep_cluster_status"] != "Primary" || !ok {
+		return fmt.Errorf("%w (cluster status %s, node state %s)", ErrNodeNotReady, status["wsrep_cluster_status"], state)
+	}
+	return nil
+}
+
+// showMap runs a SHOW of name/value rows on conn, the names lowercased.
+func showMap(ctx context.Context, conn *sql.Conn, query string) (map[string]string, error) {
+	rows, err := conn.QueryContext(ctx, query)
+	if err != nil {
+		return nil, Explain(err)
+	}
+	defer rows.Close()
+	m := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, Explain(err)
+		}
+		m[strings.ToLower(k)] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Explain(err)
+	}
+	return m, nil
 }
 
 // ClusterWatch is Check that also keeps the size of the Galera cluster
