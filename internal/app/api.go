@@ -85,7 +85,7 @@ func (m *API) Run(ctx context.Context) error {
 	publisher := broker.NewOrderPublisher(producer, c.Sale.PublishTimeout)
 	durability := broker.NewDurability(c.KafkaBrokers, c.Sale.OrdersTopic, c.Sale.DurabilityInterval, m.logger)
 	b.monitor.Add("orders topic", c.Sale.OrdersTopic, durability.Known)
-	b.closeFirst(closer("kafka publisher", publisher))
+	b.closeFirst(daemon.Step{Name: "kafka publisher", Do: publisher.Shutdown})
 
 	sender := m.CodeSender
 	switch {

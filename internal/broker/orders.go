@@ -123,3 +123,6 @@ func (p *OrderPublisher) Publish(ctx context.Context, events ...order.Event) (er
 
 // Close waits for the events in flight and closes the producer.
 func (p *OrderPublisher) Close() error { return p.p.Close() }
+
+// Shutdown closes the producer within ctx (Producer.Shutdown).
+func (p *OrderPublisher) Shutdown(ctx context.Context) error { return p.p.Shutdown(ctx) }

@@ -36,8 +36,12 @@ type Producer struct {
 	// partition: under a crowd, fewer and fuller requests cost the brokers
 	// (and the api) less CPU per message; a call that comes after a quiet
 	// Linger is sent at once.
-	Linger   time.Duration
-	attempts int
+	Linger time.Duration
+	// MaxQueuedBytes bounds what waits for a partition's next request:
+	// past it a write is refused at once (ErrProducerFull), not held while
+	// the partition is stuck.
+	MaxQueuedBytes int
+	attempts       int
 	backoff  time.Duration
 	timeout  time.Duration
 
@@ -48,11 +52,18 @@ type Producer struct {
 	partitions map[int]*partitionQueue
 	closed     bool
 	sending    sync.WaitGroup
+	// abandoned is closed when Shutdown gives up on the queued calls: the
+	// senders stop waiting out their linger.
+	abandoned chan struct{}
 }
 
 // maxBatchBytes bounds a produce request's messages: under the brokers'
 // default message.max.bytes (1 MiB) with room for the framing.
 const maxBatchBytes = 512 << 10
+
+// DefaultMaxQueuedBytes is a partition's queue bound: at the api's
+// hundreds of bytes an event, minutes of a hot sale's orders.
+const DefaultMaxQueuedBytes = 32 << 20
 
 // NewProducer is a Producer of topic on brokers. Its transport reads the
 // topic's metadata every second, as NewWriter's does (a dead leader is
@@ -71,6 +82,9 @@ func NewProducer(brokers []string, topic string, compression kafka.Compression) 
 		backoff:     100 * time.Millisecond,
 		timeout:     5 * time.Second,
 		partitions:  map[int]*partitionQueue{},
+		abandoned:   make(chan struct{}),
+
+		MaxQueuedBytes: DefaultMaxQueuedBytes,
 	}
 }
 
@@ -78,16 +92,28 @@ func NewProducer(brokers []string, topic string, compression kafka.Compression) 
 func (p *Producer) Topic() string { return p.topic }
 
 // ProducerStats are a producer's produce requests and the messages they
-// carried, acknowledged or not: a request tried again counts again.
-type ProducerStats struct{ Requests, Messages int64 }
+// carried, acknowledged or not (a request tried again counts again), and
+// the bytes waiting for a request now, over every partition.
+type ProducerStats struct{ Requests, Messages, QueuedBytes int64 }
 
 // Stats are the producer's counts so far.
 func (p *Producer) Stats() ProducerStats {
-	return ProducerStats{Requests: p.requests.Load(), Messages: p.messages.Load()}
+	p.mu.Lock()
+	queued := 0
+	for _, q := range p.partitions {
+		queued += q.bytes
+	}
+	p.mu.Unlock()
+	return ProducerStats{Requests: p.requests.Load(), Messages: p.messages.Load(), QueuedBytes: int64(queued)}
 }
 
-// ErrProducerClosed is what a write after Close gets.
+// ErrProducerClosed is what a write after Close gets, and a write still
+// queued when Shutdown's deadline passes.
 var ErrProducerClosed = errors.New("kafka producer closed")
+
+// ErrProducerFull is what a write gets when its partition's queue holds
+// MaxQueuedBytes already: Kafka is not taking what it is sent.
+var ErrProducerFull = errors.New("kafka producer: the partition's queue is full")
 
 // WriteMessages sends msgs and returns when every in-sync replica has them,
 // or with the first error of their produce requests, or when ctx ends (the
@@ -109,15 +135,26 @@ func (p *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 		byPartition[part] = append(byPartition[part], m)
 	}
 	calls := make([]*produceCall, 0, len(byPartition))
+	parts := make([]int, 0, len(byPartition))
+	for part, ms := range byPartition {
+		c := &produceCall{ctx: ctx, msgs: ms, done: make(chan error, 1)}
+		c.bytes = callBytes(c)
+		calls, parts = append(calls, c), append(parts, part)
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return ErrProducerClosed
 	}
-	for part, ms := range byPartition {
-		c := &produceCall{ctx: ctx, msgs: ms, done: make(chan error, 1)}
-		calls = append(calls, c)
-		p.enqueue(part, c)
+	for i, c := range calls {
+		if q := p.partitions[parts[i]]; q != nil && q.bytes+c.bytes > p.MaxQueuedBytes {
+			waiting := q.bytes
+			p.mu.Unlock()
+			return fmt.Errorf("%w (%s/%d: %d bytes waiting)", ErrProducerFull, p.topic, parts[i], waiting)
+		}
+	}
+	for i, c := range calls {
+		p.enqueue(parts[i], c)
 	}
 	p.mu.Unlock()
 	for _, c := range calls {
@@ -195,14 +232,16 @@ func (p *Producer) readPartitionCount(ctx context.Context) (int, error) {
 // produceCall is one caller's messages for one partition.
 type produceCall struct {
 	ctx  context.Context // the caller's: a call whose caller has gone is not sent
-	msgs []kafka.Message
-	done chan error
+	msgs  []kafka.Message
+	bytes int // callBytes, counted once
+	done  chan error
 }
 
 // partitionQueue is a partition's waiting calls and whether a sender is
 // at work on it; p.mu guards both.
 type partitionQueue struct {
 	waiting []*produceCall
+	bytes   int // the waiting calls' callBytes
 	sending bool
 	sent    time.Time // when its last request was sent
 }
@@ -216,6 +255,7 @@ func (p *Producer) enqueue(partition int, c *produceCall) {
 		p.partitions[partition] = q
 	}
 	q.waiting = append(q.waiting, c)
+	q.bytes += c.bytes
 	if q.sending {
 		return
 	}
@@ -241,17 +281,22 @@ func (p *Producer) send(partition int, q *partitionQueue) {
 		wait := p.Linger - time.Since(q.sent)
 		p.mu.Unlock()
 		if wait > 0 {
-			time.Sleep(wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-p.abandoned:
+				t.Stop()
+			}
 		}
 		p.mu.Lock()
 		batch, size := 0, 0
 		for _, c := range q.waiting {
-			b := callBytes(c)
-			if batch > 0 && size+b > maxBatchBytes {
+			if batch > 0 && size+c.bytes > maxBatchBytes {
 				break
 			}
-			batch, size = batch+1, size+b
+			batch, size = batch+1, size+c.bytes
 		}
+		q.bytes -= size
 		calls := make([]*produceCall, 0, batch)
 		for _, c := range q.waiting[:batch] {
 			if err := c.ctx.Err(); err != nil {
@@ -388,13 +433,45 @@ func retriable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// Close waits for the requests in flight and those queued, then closes the
-// connections. A write after Close fails.
-func (p *Producer) Close() error {
+// Close is Shutdown with no deadline of its own: a request's retries end
+// when its callers have gone.
+func (p *Producer) Close() error { return p.Shutdown(context.Background()) }
+
+// Shutdown refuses new writes, sends those queued and waits for the
+// requests in flight, then closes the connections. When ctx ends first,
+// the calls still queued are answered ErrProducerClosed (a caller that
+// gets an error publishes again, or tells its buyer: nothing acknowledged
+// is dropped), and the requests in flight are left to answer their own.
+func (p *Producer) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
-	p.sending.Wait()
-	p.transport.CloseIdleConnections()
-	return nil
+	sent := make(chan struct{})
+	go func() {
+		p.sending.Wait()
+		close(sent)
+	}()
+	select {
+	case <-sent:
+		p.transport.CloseIdleConnections()
+		return nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	dropped := 0
+	for _, q := range p.partitions {
+		for _, c := range q.waiting {
+			c.done <- ErrProducerClosed
+		}
+		dropped += len(q.waiting)
+		clear(q.waiting)
+		q.waiting, q.bytes = q.waiting[:0], 0
+	}
+	select {
+	case <-p.abandoned:
+	default:
+		close(p.abandoned)
+	}
+	p.mu.Unlock()
+	return fmt.Errorf("kafka producer of %s: %d queued writes refused at shutdown: %w", p.topic, dropped, context.Cause(ctx))
 }

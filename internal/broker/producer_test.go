@@ -223,3 +223,88 @@ func TestProducerLingerSpacesRequests(t *testing.T) {
 	}
 	t.Logf("%d calls in %d requests over %v", 32*5, stats.Requests, elapsed.Round(time.Millisecond))
 }
+
+// queueWrites starts n writes of one 10-byte message on p, each in its
+// own goroutine, and returns once all n wait in p's queue (74 bytes
+// each by the producer's count); their outcomes come on the channel.
+func queueWrites(t *testing.T, ctx context.Context, p *broker.Producer, n int) <-chan error {
+	t.Helper()
+	before := p.Stats().QueuedBytes
+	out := make(chan error, n)
+	for i := range n {
+		go func() { out <- p.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "queued-%03d", i)}) }()
+	}
+	testsupport.Wait(t, 10*time.Second, fmt.Sprintf("%d writes queued", n), func() bool {
+		return p.Stats().QueuedBytes == before+int64(n)*74
+	})
+	return out
+}
+
+// A partition whose requests do not go out holds at most MaxQueuedBytes:
+// a write past it is refused at once, and those queued are still sent.
+func TestProducerQueueIsBounded(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	topic := k.MustTopic(t, 1)
+	p := broker.NewProducer(k.Brokers, topic, 0)
+	p.Linger = 2 * time.Second
+	p.MaxQueuedBytes = 2 * 74
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.WriteMessages(ctx, kafka.Message{Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	queued := queueWrites(t, ctx, p, 2)
+	start := time.Now()
+	err := p.WriteMessages(ctx, kafka.Message{Value: []byte("one too many")})
+	if !errors.Is(err, broker.ErrProducerFull) {
+		t.Fatalf("a write past the queue's bound: %v, want ErrProducerFull", err)
+	}
+	if took := time.Since(start); took >= p.Linger {
+		t.Fatalf("the refusal took %v: it waited for the queue", took)
+	}
+	for range 2 {
+		if err := <-queued; err != nil {
+			t.Fatalf("a queued write: %v", err)
+		}
+	}
+	if n, err := lastOffset(ctx, k, topic, 0); err != nil || n != 3 {
+		t.Fatalf("%d messages in the topic, %v; want the 3 acknowledged", n, err)
+	}
+}
+
+// Shutdown past its deadline answers the writes still queued
+// ErrProducerClosed, sends none of them, and returns the deadline's error
+// without waiting out the linger.
+func TestProducerShutdownDeadline(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	topic := k.MustTopic(t, 1)
+	p := broker.NewProducer(k.Brokers, topic, 0)
+	p.Linger = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.WriteMessages(ctx, kafka.Message{Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	queued := queueWrites(t, ctx, p, 3)
+	sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer scancel()
+	start := time.Now()
+	if err := p.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown past its deadline: %v, want context.DeadlineExceeded", err)
+	}
+	for range 3 {
+		if err := <-queued; !errors.Is(err, broker.ErrProducerClosed) {
+			t.Fatalf("a write queued at the deadline: %v, want ErrProducerClosed", err)
+		}
+	}
+	if took := time.Since(start); took >= p.Linger {
+		t.Fatalf("Shutdown and its answers took %v: the linger was waited out", took)
+	}
+	if p.Stats().QueuedBytes != 0 {
+		t.Fatalf("%d bytes still queued after Shutdown", p.Stats().QueuedBytes)
+	}
+	if n, err := lastOffset(ctx, k, topic, 0); err != nil || n != 1 {
+		t.Fatalf("%d messages in the topic, %v; want only the 1 acknowledged", n, err)
+	}
+}
