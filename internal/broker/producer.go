@@ -42,8 +42,8 @@ type Producer struct {
 	// the partition is stuck.
 	MaxQueuedBytes int
 	attempts       int
-	backoff  time.Duration
-	timeout  time.Duration
+	backoff        time.Duration
+	timeout        time.Duration
 
 	requests, messages atomic.Int64
 	count              atomic.Pointer[partitionCount]
@@ -231,7 +231,7 @@ func (p *Producer) readPartitionCount(ctx context.Context) (int, error) {
 
 // produceCall is one caller's messages for one partition.
 type produceCall struct {
-	ctx  context.Context // the caller's: a call whose caller has gone is not sent
+	ctx   context.Context // the caller's: a call whose caller has gone is not sent
 	msgs  []kafka.Message
 	bytes int // callBytes, counted once
 	done  chan error
