@@ -174,7 +174,7 @@ func (r *running) AdminAddr() string { return r.d.BoundAdminAddr() }
 func (b *base) closeFirst(s daemon.Step) { b.closers = append([]daemon.Step{s}, b.closers...) }
 
 func (b *base) daemon(c daemon.Common, adminAddr string, workers ...daemon.Worker) daemon.Daemon {
-	return daemon.Daemon{Logger: b.logger, Monitor: b.monitor, Registry: b.reg, AdminAddr: adminAddr,
+	return daemon.Daemon{Logger: b.logger, Monitor: b.monitor, Registry: b.reg, AdminAddr: adminAddr, Pprof: c.Pprof,
 		ShutdownTimeout: c.ShutdownTimeout, Workers: workers, Closers: b.closers}
 }
 

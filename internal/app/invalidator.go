@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/shop"
 )
 
@@ -44,6 +45,7 @@ func (m *CacheInvalidator) Run(ctx context.Context) error {
 	}
 	b.closeFirst(closer("binlog source", binlogDB))
 	b.monitor.Add("binlog", c.Binlog.Addr, func(ctx context.Context) error { return binlog.CheckServer(ctx, binlogDB) })
+	b.monitor.Add("schema", c.Binlog.Addr, schema.NewCheck(binlogDB, c.Database).Check)
 	c.WatchKafka(b.monitor)
 
 	caches, err := b.cacheRedis(c.CacheRedis, true)

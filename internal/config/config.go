@@ -262,6 +262,7 @@ func loadCommon(r *Reader) daemon.Common {
 		MySQLDSN:        r.String("SECKILL_MYSQL_DSN", defaultMySQLDSN),
 		KafkaBrokers:    r.HostPorts("SECKILL_KAFKA_BROKERS", "127.0.0.1:19092"),
 		ShutdownTimeout: r.Duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second),
+		Pprof:           r.Bool("SECKILL_PPROF", false),
 	}
 	level := r.OneOf("SECKILL_LOG_LEVEL", "info", "debug", "info", "warn", "error")
 	_ = c.LogLevel.UnmarshalText([]byte(level))

@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/telemetry"
 )
 
@@ -37,6 +38,8 @@ type Common struct {
 	MySQLDSN        string
 	KafkaBrokers    []string
 	ShutdownTimeout time.Duration
+	// Pprof: the admin listener serves profiles (SECKILL_PPROF).
+	Pprof bool
 }
 
 // NewLogger writes text (the default, for people) or JSON (for collectors).
@@ -81,8 +84,9 @@ type AdminServer struct {
 	ln  net.Listener
 }
 
-// ListenAdmin binds addr at once, so a taken port fails the start.
-func ListenAdmin(addr string, monitor *health.Monitor, reg *prometheus.Registry) (*AdminServer, error) {
+// ListenAdmin binds addr at once, so a taken port fails the start; with
+// pprof, the profiles are served there too.
+func ListenAdmin(addr string, monitor *health.Monitor, reg *prometheus.Registry, pprofOn bool) (*AdminServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin listener on %s: %w", addr, err)
@@ -91,10 +95,11 @@ func ListenAdmin(addr string, monitor *health.Monitor, reg *prometheus.Registry)
 	mux.Handle("GET /healthz", health.LiveHandler())
 	mux.Handle("GET /readyz", monitor.ReadyHandler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	// Profiles on the admin port, which listens on loopback by default.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if pprofOn {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return &AdminServer{
 		ln:  ln,
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second},
@@ -165,6 +170,9 @@ func (c Common) WatchMySQL(m *health.Monitor, reg prometheus.Registerer, db *sql
 		add = m.Add
 	}
 	add("mysql", mysqldb.Addr(c.MySQLDSN), func(ctx context.Context) error { return w.Check(ctx, db) })
+	// Required whatever MySQL is to the program: one on a schema older
+	// than its own would read and write columns that are not there yet.
+	m.Add("schema", mysqldb.Addr(c.MySQLDSN), schema.NewCheck(db, "").Check)
 }
 
 // WatchKafka adds the readiness check of c.KafkaBrokers.

@@ -30,7 +30,11 @@ type Daemon struct {
 	Registry *prometheus.Registry
 	// AdminAddr is where /healthz, /readyz, /metrics and pprof listen;
 	// empty for none.
-	AdminAddr       string
+	AdminAddr string
+	// Pprof serves /debug/pprof/ on the admin listener: off unless asked
+	// for (SECKILL_PPROF), since a profile costs the program CPU and shows
+	// its memory to whoever reaches the port.
+	Pprof           bool
 	ShutdownTimeout time.Duration
 	Workers         []Worker
 	// Closers run after the workers, the admin server and the monitor
@@ -52,7 +56,7 @@ type Daemon struct {
 func (d *Daemon) Start() error {
 	d.failed, d.done = make(chan error, 1), make(chan struct{})
 	if d.AdminAddr != "" {
-		admin, err := ListenAdmin(d.AdminAddr, d.Monitor, d.Registry)
+		admin, err := ListenAdmin(d.AdminAddr, d.Monitor, d.Registry, d.Pprof)
 		if err != nil {
 			return err
 		}
@@ -62,7 +66,11 @@ func (d *Daemon) Start() error {
 				d.fail(err)
 			}
 		}()
-		d.Logger.Info("admin endpoints listening", "addr", "http://"+admin.Addr(), "paths", "/healthz /readyz /metrics")
+		paths := "/healthz /readyz /metrics"
+		if d.Pprof {
+			paths += " /debug/pprof/"
+		}
+		d.Logger.Info("admin endpoints listening", "addr", "http://"+admin.Addr(), "paths", paths)
 	}
 
 	var monitorCtx context.Context

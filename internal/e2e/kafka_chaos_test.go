@@ -82,7 +82,7 @@ func newKafkaRig(t *testing.T, apis, writers int) *kafkaRig {
 	topic := k.MustTopicLedBy(t, 6, leader)
 	st := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), k}
 	s := newSaleOn(t, st, map[string]string{"SECKILL_ORDERS_TOPIC": topic, "SECKILL_ORDER_GROUP": group,
-		"SECKILL_SOLDOUT_TTL": "1ms"}, nil)
+		"SECKILL_SOLDOUT_TTL": "1ms", "SECKILL_PPROF": "true"}, nil)
 	r := &kafkaRig{sale: s, leader: leader, apis: []*testsupport.Process{s.apiProc}, writers: []*testsupport.Process{s.writer},
 		writerAdmins: []string{s.writerEnv["SECKILL_ADMIN_ADDR"]}}
 	for range writers - 1 {

@@ -361,3 +361,54 @@ func TestProgramsWaitForAClusterNoSeedAnswers(t *testing.T) {
 		})
 	}
 }
+
+// A program started on a database one migration behind its own (a new
+// release before its migrations ran) is not ready, and says why on its
+// admin readiness; once the migration is in, it becomes ready without a
+// restart.
+func TestProgramsRefuseAnOlderSchema(t *testing.T) {
+	t.Parallel()
+	s := stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	ctx := context.Background()
+	var latest int64
+	if err := s.mysql.DB.QueryRowContext(ctx, "SELECT MAX(version_id) FROM goose_db_version").Scan(&latest); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.mysql.DB.ExecContext(ctx, "DELETE FROM goose_db_version WHERE version_id = ?", latest); err != nil {
+		t.Fatal(err)
+	}
+	want := `"error":"the database's schema is older than this program's: version ` + strconv.FormatInt(latest-1, 10) +
+		`, this program needs ` + strconv.FormatInt(latest, 10) + `: run seckillctl migrate"`
+	procs := map[string]string{}
+	for _, p := range programs {
+		name := p.dir[len("../../cmd/"):]
+		bin := testsupport.MustBuild(t, p.dir)
+		env := s.env()
+		if name == "cache-invalidator" {
+			env, _ = s.invalidatorEnv(t)
+		}
+		admin := testsupport.FreeAddr(t)
+		env["SECKILL_ADMIN_ADDR"] = admin
+		if p.listenVar != "SECKILL_ADMIN_ADDR" {
+			env[p.listenVar] = testsupport.FreeAddr(t)
+		}
+		testsupport.Start(t, bin, env)
+		procs[name] = admin
+	}
+	for name, admin := range procs {
+		body := testsupport.Eventually(t, "http://"+admin+"/readyz", 503, 30*time.Second)
+		testsupport.Wait(t, 30*time.Second, name+" naming the schema as why it is not ready", func() bool {
+			_, body = testsupport.Get(ctx, "http://"+admin+"/readyz")
+			return strings.Contains(body, `{"name":"schema"`) && strings.Contains(body, want)
+		})
+	}
+	if _, err := s.mysql.DB.ExecContext(ctx, "INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, TRUE)", latest); err != nil {
+		t.Fatal(err)
+	}
+	for name, admin := range procs {
+		testsupport.Wait(t, 30*time.Second, name+" ready once the schema is current", func() bool {
+			code, _ := testsupport.Get(ctx, "http://"+admin+"/readyz")
+			return code == 200
+		})
+	}
+}

@@ -6,10 +6,13 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync/atomic"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/pressly/goose/v3"
 )
 
@@ -61,6 +64,83 @@ func Version(ctx context.Context, db *sql.DB) (current, latest int64, err error)
 		latest = sources[len(sources)-1].Version
 	}
 	return current, latest, nil
+}
+
+// ErrBehind is the check's answer on a database whose schema is older
+// than the migrations this binary carries.
+var ErrBehind = errors.New("the database's schema is older than this program's")
+
+// Check is a program's schema readiness check: ErrBehind, with both
+// versions and what to run, while the database lacks a migration this
+// binary carries. A schema seen up to date stays so (migrations only move
+// forward), and is not read again. A database that does not answer is not
+// this check's to report (the MySQL check is): it passes until a version
+// has been read.
+type Check struct {
+	db      *sql.DB
+	table   string
+	current atomic.Bool
+}
+
+// NewCheck checks the database named database on db, or db's own when
+// database is "".
+func NewCheck(db *sql.DB, database string) *Check {
+	table := "goose_db_version"
+	if database != "" {
+		table = "`" + strings.ReplaceAll(database, "`", "``") + "`." + table
+	}
+	return &Check{db: db, table: table}
+}
+
+// noSuchTable is MySQL's error for a table that does not exist.
+const noSuchTable = 1146
+
+// Check reads the version unless it was seen current.
+func (c *Check) Check(ctx context.Context) error {
+	if c.current.Load() {
+		return nil
+	}
+	// goose's own read creates its version table when it is missing: a
+	// readiness check only reads (and needs no DDL rights).
+	var current sql.NullInt64
+	err := c.db.QueryRowContext(ctx, "SELECT MAX(version_id) FROM "+c.table).Scan(&current)
+	if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == noSuchTable {
+		// No migration was ever applied.
+		err = nil
+	}
+	if err != nil {
+		return nil
+	}
+	latest, err := Latest()
+	if err != nil {
+		return err
+	}
+	if current.Int64 < latest {
+		return fmt.Errorf("%w: version %d, this program needs %d: run seckillctl migrate", ErrBehind, current.Int64, latest)
+	}
+	c.current.Store(true)
+	return nil
+}
+
+// Latest is the newest migration this binary carries.
+func Latest() (int64, error) {
+	dir, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return 0, fmt.Errorf("migrations dir: %w", err)
+	}
+	var latest int64
+	err = fs.WalkDir(dir, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		v, err := goose.NumericComponent(path)
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", path, err)
+		}
+		latest = max(latest, v)
+		return nil
+	})
+	return latest, err
 }
 
 // Seed loads the demo shop types, shops, and notes with their authors.

@@ -3,6 +3,7 @@ package schema_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -123,5 +124,56 @@ func TestServerCommitsDurably(t *testing.T) {
 	}
 	if syncBinlog != 1 || flushAtCommit != 1 {
 		t.Fatalf("sync_binlog=%d, innodb_flush_log_at_trx_commit=%d; want 1 and 1", syncBinlog, flushAtCommit)
+	}
+}
+
+// The programs' schema check: a database never migrated, or lacking the
+// newest migration, is behind (naming both versions and the command);
+// migrated, it passes; a database that does not answer is not this
+// check's to report.
+func TestCheckRefusesAnOlderSchema(t *testing.T) {
+	m := testsupport.MustEmptyMySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	check := schema.NewCheck(m.DB, "")
+	if err := check.Check(ctx); !errors.Is(err, schema.ErrBehind) || !strings.Contains(err.Error(), "version 0") || !strings.Contains(err.Error(), "seckillctl migrate") {
+		t.Fatalf("a database never migrated: %v, want ErrBehind at version 0 saying what to run", err)
+	}
+	var tables int
+	if err := m.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()").Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("%d tables after the check (%v): a readiness check must not write", tables, err)
+	}
+	if _, err := schema.Migrate(ctx, m.DB); err != nil {
+		t.Fatal(err)
+	}
+	_, latest, err := schema.Version(ctx, m.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if carried, err := schema.Latest(); err != nil || carried != latest {
+		t.Fatalf("Latest = %d, %v; goose's newest source is %d", carried, err, latest)
+	}
+	// The newest migration's row gone: the database as a binary one
+	// release older left it.
+	if _, err := m.DB.ExecContext(ctx, "DELETE FROM goose_db_version WHERE version_id = ?", latest); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("version %d, this program needs %d", latest-1, latest)
+	if err := check.Check(ctx); !errors.Is(err, schema.ErrBehind) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a database one migration behind: %v, want ErrBehind saying %q", err, want)
+	}
+	if _, err := m.DB.ExecContext(ctx, "INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, TRUE)", latest); err != nil {
+		t.Fatal(err)
+	}
+	if err := check.Check(ctx); err != nil {
+		t.Fatalf("a database up to date: %v", err)
+	}
+	unreachable, err := sql.Open("mysql", "seckill:seckill@tcp("+testsupport.FreeAddr(t)+")/seckill?timeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unreachable.Close()
+	if err := schema.NewCheck(unreachable, "").Check(ctx); err != nil {
+		t.Fatalf("a database that does not answer: %v, want nil (the MySQL check reports it)", err)
 	}
 }
