@@ -116,14 +116,19 @@ apicheck-tools: install
 # here (deploy/image/Containerfile: the Dockerfile's final stages, which a
 # machine with a registry builds with its Go stage instead).
 IMAGES := api order-writer cache-invalidator seckillctl
+# The release the images are stamped with: deploy/kubernetes names its
+# images by it, and its migrate Job's name carries it, so that each
+# release's migrations run once, at its upgrade (the manifests' test
+# checks both).
+VERSION := 0.9.0
 
 image: go-check
 	@command -v podman >/dev/null || { echo "make: podman is not installed: deploy/local/stack.sh install" >&2; exit 1; }
 	@mkdir -p bin/static
 	@for p in $(IMAGES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/static/$$p ./cmd/$$p || exit 1; done
 	@for p in $(IMAGES); do \
-	  podman build -q --ignorefile deploy/image/ignore -f deploy/image/Containerfile --target $$p -t localhost/seckill/$$p . >/dev/null || exit 1; \
-	  echo "image localhost/seckill/$$p"; \
+	  podman build -q --ignorefile deploy/image/ignore -f deploy/image/Containerfile --target $$p -t localhost/seckill/$$p -t localhost/seckill/$$p:$(VERSION) . >/dev/null || exit 1; \
+	  echo "image localhost/seckill/$$p:$(VERSION)"; \
 	done
 
 build: go-check

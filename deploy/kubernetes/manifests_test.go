@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -46,6 +48,7 @@ type objects struct {
 	budgets      map[string]*policyv1.PodDisruptionBudget
 	autoscalers  map[string]*autoscalingv2.HorizontalPodAutoscaler
 	jobs         map[string]*batchv1.Job
+	policies     map[string]*networkingv1.NetworkPolicy
 	namespaces   int
 }
 
@@ -53,9 +56,11 @@ type objects struct {
 // field validation does: a field its type does not have, a field written
 // in another case, a field given twice are each an error (a lenient
 // decoder, and kubectl apply without --validate=strict, would drop or
-// merge them).
+// merge them). A key given twice is refused by the YAML conversion
+// itself: a lenient one keeps the last, and the JSON decode never sees
+// the first.
 func strict(doc []byte, out any) error {
-	raw, err := yaml.YAMLToJSON(doc)
+	raw, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
 		return err
 	}
@@ -68,7 +73,7 @@ func load(t *testing.T) objects {
 	o := objects{deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
 		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
 		budgets: map[string]*policyv1.PodDisruptionBudget{}, autoscalers: map[string]*autoscalingv2.HorizontalPodAutoscaler{},
-		jobs: map[string]*batchv1.Job{}}
+		jobs: map[string]*batchv1.Job{}, policies: map[string]*networkingv1.NetworkPolicy{}}
 	files, err := filepath.Glob("*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
@@ -131,6 +136,9 @@ func load(t *testing.T) objects {
 			case "batch/v1 Job":
 				j := &batchv1.Job{}
 				into, o.jobs[head.Metadata.Name] = j, j
+			case "networking.k8s.io/v1 NetworkPolicy":
+				n := &networkingv1.NetworkPolicy{}
+				into, o.policies[head.Metadata.Name] = n, n
 			case "autoscaling/v2 HorizontalPodAutoscaler":
 				h := &autoscalingv2.HorizontalPodAutoscaler{}
 				into, o.autoscalers[head.Metadata.Name] = h, h
@@ -163,8 +171,9 @@ func (o objects) pods() map[string]corev1.PodTemplateSpec {
 	for name, s := range o.statefulSets {
 		pods[name] = s.Spec.Template
 	}
-	for name, j := range o.jobs {
-		pods[name] = j.Spec.Template
+	// A Job is named by the release: its program is its pods' name label.
+	for _, j := range o.jobs {
+		pods[j.Spec.Template.Labels["app.kubernetes.io/name"]] = j.Spec.Template
 	}
 	return pods
 }
@@ -255,7 +264,7 @@ func (o objects) env(t *testing.T, program string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	real := map[string]string{"SECKILL_ADMIN_TOKEN": strings.Repeat("x", 32),
+	real := map[string]string{"SECKILL_ADMIN_TOKEN": strings.Repeat("x", 32), "SECKILL_API_TRUSTED_PROXIES": "10.0.5.0/28",
 		"/etc/seckill/jwt/keys.json": keyFile, "/etc/seckill/tls/tls.crt": cert, "/etc/seckill/tls/tls.key": key}
 	fill := func(v string) string {
 		if r, ok := real[v]; ok {
@@ -280,8 +289,10 @@ func (o objects) env(t *testing.T, program string) map[string]string {
 	if token, ok := env["SECKILL_ADMIN_TOKEN"]; ok && len(token) >= 16 {
 		t.Errorf("%s: the admin token's placeholder %q would be taken: keep it short, so that a forgotten one stops the api", program, token)
 	}
-	if _, ok := env["SECKILL_ADMIN_TOKEN"]; ok {
-		env["SECKILL_ADMIN_TOKEN"] = real["SECKILL_ADMIN_TOKEN"]
+	for _, k := range []string{"SECKILL_ADMIN_TOKEN", "SECKILL_API_TRUSTED_PROXIES"} {
+		if _, ok := env[k]; ok {
+			env[k] = real[k]
+		}
 	}
 	for _, e := range c.Env {
 		env[e.Name] = fill(e.Value)
@@ -336,30 +347,33 @@ func cmpOr(s, def string) string {
 	return s
 }
 
-// images are the images make image builds: localhost/seckill/<program>
-// for each program of its IMAGES line.
-func images(t *testing.T) map[string]bool {
+// images are the images make image builds, localhost/seckill/<program>:
+// <version> for each program of its IMAGES line, and that version (its
+// VERSION line).
+func images(t *testing.T) (built map[string]bool, version string) {
 	t.Helper()
 	raw, err := os.ReadFile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^IMAGES := (.+)$`).FindStringSubmatch(string(raw))
-	if m == nil {
-		t.Fatal("the Makefile has no IMAGES line")
+	v := regexp.MustCompile(`(?m)^VERSION := (\S+)$`).FindStringSubmatch(string(raw))
+	if m == nil || v == nil {
+		t.Fatal("the Makefile has no IMAGES or VERSION line")
 	}
-	out := map[string]bool{}
+	built = map[string]bool{}
 	for _, p := range strings.Fields(m[1]) {
-		out["localhost/seckill/"+p] = true
+		built["localhost/seckill/"+p+":"+v[1]] = true
 	}
-	if !regexp.MustCompile(`-t localhost/seckill/\$\$p\b`).Match(raw) {
-		t.Fatal("make image no longer tags localhost/seckill/<program>: update this test and the manifests")
+	if !regexp.MustCompile(`-t localhost/seckill/\$\$p:\$\(VERSION\)`).Match(raw) {
+		t.Fatal("make image no longer tags localhost/seckill/<program>:$(VERSION): update this test and the manifests")
 	}
-	return out
+	return built, v[1]
 }
 
 func TestManifestsNameTheImagesMakeImageBuilds(t *testing.T) {
-	o, built := load(t), images(t)
+	o := load(t)
+	built, version := images(t)
 	for program, p := range o.pods() {
 		for _, c := range p.Spec.Containers {
 			if !built[c.Image] {
@@ -369,7 +383,7 @@ func TestManifestsNameTheImagesMakeImageBuilds(t *testing.T) {
 			if program == "migrate" {
 				want = "seckillctl"
 			}
-			if c.Image != "localhost/seckill/"+want {
+			if c.Image != "localhost/seckill/"+want+":"+version {
 				t.Errorf("%s runs %q, another program's image", program, c.Image)
 			}
 		}
@@ -474,6 +488,257 @@ func TestManifestsProbesAskWhatReadinessMeans(t *testing.T) {
 		}
 		if l := c.LivenessProbe; l == nil || l.HTTPGet == nil || l.HTTPGet.Port.String() != "admin" {
 			t.Errorf("%s: the liveness probe does not ask the admin listener", program)
+		}
+	}
+}
+
+// A key given twice is refused, as the API server's strict validation
+// refuses it: the conversion to JSON must not merge it away first.
+func TestStrictRefusesARepeatedKey(t *testing.T) {
+	raw, err := os.ReadFile("testdata/duplicate-env.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := strict(raw, &appsv1.Deployment{}); err == nil || !strings.Contains(err.Error(), `"env"`) {
+		t.Fatalf("a container with two env: keys: %v, want refused naming env", err)
+	}
+}
+
+// The migrations run once per release: the Job is named by the version
+// make image stamps, so an upgrade applies a new one (a Job's template
+// cannot change, and one re-applied never runs again). It runs with its
+// own account.
+func TestManifestsMigrateByRelease(t *testing.T) {
+	o := load(t)
+	_, version := images(t)
+	want := "migrate-" + strings.ReplaceAll(version, ".", "-")
+	if len(o.jobs) != 1 || o.jobs[want] == nil {
+		names := []string{}
+		for name := range o.jobs {
+			names = append(names, name)
+		}
+		t.Fatalf("Jobs %v, want one, %s", names, want)
+	}
+	if o.pods()["migrate"].Spec.Containers[0].Args[0] != "migrate" {
+		t.Error("the migrate Job does not run seckillctl migrate")
+	}
+}
+
+// secretsOf are the Secrets program's container reads as variables.
+func (o objects) secretsOf(program string) []string {
+	var names []string
+	for _, from := range o.pods()[program].Spec.Containers[0].EnvFrom {
+		if from.SecretRef != nil {
+			names = append(names, from.SecretRef.Name)
+		}
+	}
+	return names
+}
+
+// Each program reads a Secret of its own holding only what it reads: the
+// api no binlog password, the order-writer no admin token; the
+// migrations' account is not the programs'.
+func TestManifestsGiveEachProgramOnlyItsCredentials(t *testing.T) {
+	o, vars := load(t), config.Variables()
+	readers := map[string]string{}
+	for program := range o.pods() {
+		reader := program
+		if program == "migrate" {
+			reader = "seckillctl"
+		}
+		for _, name := range o.secretsOf(program) {
+			if other, ok := readers[name]; ok {
+				t.Errorf("Secret %s is read by %s and %s: each program its own", name, other, program)
+			}
+			readers[name] = program
+			s := o.secrets[name]
+			if s == nil {
+				t.Errorf("%s reads Secret %s, which the manifests lack", program, name)
+				continue
+			}
+			for k := range s.StringData {
+				if _, reads := vars[k].Defaults[reader]; !reads {
+					t.Errorf("Secret %s gives %s %s, which it does not read", name, program, k)
+				}
+			}
+		}
+	}
+	user := func(program string) string {
+		for _, name := range o.secretsOf(program) {
+			if dsn, ok := o.secrets[name].StringData["SECKILL_MYSQL_DSN"]; ok {
+				return strings.SplitN(dsn, ":", 2)[0]
+			}
+		}
+		return ""
+	}
+	for _, program := range []string{"api", "order-writer"} {
+		if u := user(program); u == "" || u == user("migrate") {
+			t.Errorf("%s's MySQL account %q: want one of its own beside the migrations' %q", program, u, user("migrate"))
+		}
+	}
+}
+
+// policed is what the NetworkPolicies let reach a program's pod (port →
+// the namespaces allowed, "*" for any peer) and what they let it reach
+// (ports), by the policies that select it; deny is whether one selects
+// it for each direction at all.
+func (o objects) policed(t *testing.T, program string) (in map[string][]string, out []string, denyIn, denyOut bool) {
+	t.Helper()
+	tmpl := o.pods()[program]
+	in = map[string][]string{}
+	for name, p := range o.policies {
+		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+		if err != nil {
+			t.Fatalf("NetworkPolicy %s: %v", name, err)
+		}
+		if !sel.Matches(labels.Set(tmpl.Labels)) {
+			continue
+		}
+		for _, ty := range p.Spec.PolicyTypes {
+			denyIn = denyIn || ty == networkingv1.PolicyTypeIngress
+			denyOut = denyOut || ty == networkingv1.PolicyTypeEgress
+		}
+		for _, r := range p.Spec.Ingress {
+			peers := []string{}
+			for _, f := range r.From {
+				if f.NamespaceSelector == nil || f.IPBlock != nil {
+					peers = append(peers, "*")
+					continue
+				}
+				peers = append(peers, f.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+			}
+			if len(r.From) == 0 {
+				peers = append(peers, "*")
+			}
+			if len(r.Ports) == 0 {
+				in["*"] = append(in["*"], peers...)
+			}
+			for _, port := range r.Ports {
+				in[port.Port.String()] = append(in[port.Port.String()], peers...)
+			}
+		}
+		for _, r := range p.Spec.Egress {
+			if len(r.Ports) == 0 {
+				out = append(out, "*")
+			}
+			for _, port := range r.Ports {
+				out = append(out, port.Port.String())
+			}
+		}
+	}
+	return in, out, denyIn, denyOut
+}
+
+// Nothing reaches a program or leaves it but what its job needs: the
+// api's public port from the ingress namespace, the admin ports from the
+// monitoring namespace, each program out to its stores and DNS only.
+func TestManifestsNetworkPolicies(t *testing.T) {
+	o := load(t)
+	want := map[string]struct {
+		in  map[string][]string
+		out []string
+	}{
+		"api":               {map[string][]string{"http": {"ingress-nginx"}, "admin": {"monitoring"}}, []string{"53", "3306", "6379", "9092"}},
+		"order-writer":      {map[string][]string{"admin": {"monitoring"}}, []string{"53", "3306", "6379", "9092"}},
+		"cache-invalidator": {map[string][]string{"admin": {"monitoring"}}, []string{"53", "3306", "6379", "9092"}},
+		"migrate":           {map[string][]string{"admin": {"monitoring"}}, []string{"53", "3306"}},
+	}
+	for program := range o.pods() {
+		w, ok := want[program]
+		if !ok {
+			t.Errorf("%s: no network rules expected of it in this test", program)
+			continue
+		}
+		in, out, denyIn, denyOut := o.policed(t, program)
+		if !denyIn || !denyOut {
+			t.Errorf("%s: not selected by a policy for ingress (%v) and egress (%v): everything reaches it", program, denyIn, denyOut)
+		}
+		for port, peers := range in {
+			for _, p := range peers {
+				if !slices.Contains(w.in[port], p) {
+					t.Errorf("%s: port %s admits %q, want only %v", program, port, p, w.in[port])
+				}
+			}
+		}
+		slices.Sort(out)
+		slices.Sort(w.out)
+		if out = slices.Compact(out); !slices.Equal(out, w.out) {
+			t.Errorf("%s: egress to ports %v, want %v", program, out, w.out)
+		}
+	}
+	for _, c := range o.pods()["api"].Spec.Containers[0].Ports {
+		if c.Name == "admin" && o.services["api"].Spec.Ports[0].TargetPort.String() == "admin" {
+			t.Error("the api's Service sends to its admin port")
+		}
+	}
+}
+
+// The api believes forwarded addresses from the ingress controller only:
+// the manifests ship no range to trust (a pod network would let any pod
+// claim any buyer's address); the placeholder stops the api until set.
+func TestManifestsTrustNoProxyUntilTold(t *testing.T) {
+	o := load(t)
+	v, ok := o.configMaps["seckill"].Data["SECKILL_API_TRUSTED_PROXIES"]
+	if !ok {
+		t.Fatal("no SECKILL_API_TRUSTED_PROXIES in the ConfigMap: the ingress's forwarded addresses would not be believed")
+	}
+	env := o.env(t, "api")
+	env["SECKILL_API_TRUSTED_PROXIES"] = v
+	_, err := config.LoadAPI(func(k string) (string, bool) { s, ok := env[k]; return s, ok })
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_API_TRUSTED_PROXIES") {
+		t.Fatalf("the api with the shipped SECKILL_API_TRUSTED_PROXIES %q: %v, want refused naming the variable", v, err)
+	}
+}
+
+// goMemLimit parses GOMEMLIMIT's form: bytes, or a number with B, KiB,
+// MiB, GiB or TiB.
+func goMemLimit(v string) (int64, error) {
+	for i, unit := range []string{"TiB", "GiB", "MiB", "KiB", "B"} {
+		if n, ok := strings.CutSuffix(v, unit); ok {
+			x, err := strconv.ParseInt(n, 10, 64)
+			return x << (10 * (4 - i)), err
+		}
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// Placement and runtime: the api's and the writers' pods spread over
+// nodes and zones; every container's Go heap goal (GOMEMLIMIT) under its
+// memory limit, with room for what the Go runtime does not count; no
+// service-account token mounted.
+func TestManifestsPlacementAndRuntime(t *testing.T) {
+	o := load(t)
+	for _, program := range []string{"api", "order-writer"} {
+		keys := map[string]bool{}
+		for _, c := range o.pods()[program].Spec.TopologySpreadConstraints {
+			sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+			if err == nil && sel.Matches(labels.Set(o.pods()[program].Labels)) {
+				keys[c.TopologyKey] = true
+			}
+		}
+		if !keys["kubernetes.io/hostname"] || !keys["topology.kubernetes.io/zone"] {
+			t.Errorf("%s: not spread over nodes and zones (%v)", program, keys)
+		}
+	}
+	for program, p := range o.pods() {
+		if a := p.Spec.AutomountServiceAccountToken; a == nil || *a {
+			t.Errorf("%s: the service-account token is mounted", program)
+		}
+		c := p.Spec.Containers[0]
+		limit := c.Resources.Limits.Memory()
+		var goal string
+		for _, e := range c.Env {
+			if e.Name == "GOMEMLIMIT" {
+				goal = e.Value
+			}
+		}
+		if limit.IsZero() || goal == "" {
+			t.Errorf("%s: a memory limit %v and GOMEMLIMIT %q: want both", program, limit, goal)
+			continue
+		}
+		n, err := goMemLimit(goal)
+		if err != nil || n <= 0 || n > limit.Value()*9/10 {
+			t.Errorf("%s: GOMEMLIMIT %s (%d bytes, %v) not within 90%% of the limit %v", program, goal, n, err, limit)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 )
@@ -139,6 +140,9 @@ func newSaleBase(ctx context.Context, c daemon.Common, logger *slog.Logger, need
 		return b, nil, abandon(fmt.Errorf("SECKILL_MYSQL_DSN: %w", err), b.closers)
 	}
 	c.WatchMySQL(b.monitor, b.reg, db, needMySQL)
+	// Required whether or not MySQL is: a program on a schema older than
+	// its own would read and write columns that are not there yet.
+	b.monitor.Add("schema", mysqldb.Addr(c.MySQLDSN), schema.NewCheck(db, "").Check)
 	c.WatchKafka(b.monitor)
 	b.closeFirst(closer("mysql", db))
 	return b, db, nil

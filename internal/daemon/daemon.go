@@ -25,7 +25,6 @@ import (
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/redisconn"
-	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/telemetry"
 )
 
@@ -170,9 +169,6 @@ func (c Common) WatchMySQL(m *health.Monitor, reg prometheus.Registerer, db *sql
 		add = m.Add
 	}
 	add("mysql", mysqldb.Addr(c.MySQLDSN), func(ctx context.Context) error { return w.Check(ctx, db) })
-	// Required whatever MySQL is to the program: one on a schema older
-	// than its own would read and write columns that are not there yet.
-	m.Add("schema", mysqldb.Addr(c.MySQLDSN), schema.NewCheck(db, "").Check)
 }
 
 // WatchKafka adds the readiness check of c.KafkaBrokers.
