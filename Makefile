@@ -34,6 +34,16 @@ TEST_ENV := SECKILL_TEST_REDIS_ADDR=127.0.0.1:$(REDIS_PORT) \
 	SECKILL_TEST_KAFKA_CLUSTER=$(KAFKA_CLUSTER_BROKERS) \
 	SECKILL_TEST_MYSQL_CLUSTER=127.0.0.1:$(MYSQL_CLUSTER_PORT) \
 	SECKILL_TEST_SCHEMATHESIS=$(SCHEMATHESIS)
+# The testcontainers pass: these packages' tests, and the end-to-end happy
+# path, on servers testcontainers-go starts (internal/testsupport), from
+# images built here (deploy/local/images.sh), with every SECKILL_TEST_*
+# server variable unset. The packages run there only, not in the stack's
+# first pass: the same MariaDB, Redis and Kafka, in containers.
+CONTAINER_PACKAGES := ./internal/binlog ./internal/orderwriter
+CONTAINER_HAPPY_PATH := ^TestFlashSaleNoOversellNoDuplicate$$
+CONTAINER_ENV := -u SECKILL_TEST_REDIS_ADDR -u SECKILL_TEST_REDIS_CLUSTER -u SECKILL_TEST_MYSQL_DSN -u SECKILL_TEST_MYSQL_FLAVOR \
+	-u SECKILL_TEST_MYSQL_CLUSTER -u SECKILL_TEST_KAFKA_BROKERS -u SECKILL_TEST_KAFKA_CLUSTER -u SECKILL_TEST_STACK
+STACK_PACKAGES = $(shell $(GO) list ./... | grep -v -e '/internal/binlog$$' -e '/internal/orderwriter$$')
 # The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
 # and the packages whose tests use Redis, which make test runs on it too.
 REDIS_CLUSTER_SEEDS ?= $(shell p=$(REDIS_CLUSTER_PORT); echo 127.0.0.1:$$p,127.0.0.1:$$((p + 1)),127.0.0.1:$$((p + 2)))
@@ -182,7 +192,12 @@ test: export SECKILL_PHASES := $(CURDIR)/.stack/test-phases
 test: test-started test-prep
 	@$(STACK) stop mysql-cluster > /dev/null
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
-	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m ./...
+	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m $(STACK_PACKAGES)
+	@echo "the testcontainers pass: $(CONTAINER_PACKAGES) and the happy path, with no SECKILL_TEST_* server variables: their servers in containers of podman's Docker API"
+	$(PHASE) "the testcontainers pass (podman)" env $(CONTAINER_ENV) $$(deploy/local/engine.sh env) $$(deploy/local/images.sh env) \
+	  bash -c '$(GO) test -race -count=1 -timeout 10m $(CONTAINER_PACKAGES) && $(GO) test -race -count=1 -timeout 10m -run "$(CONTAINER_HAPPY_PATH)" ./internal/e2e/' \
+	  || { deploy/local/engine.sh down; exit 1; }
+	@deploy/local/engine.sh down
 	$(PHASE) "bench/: go test -race ./..." env $(TEST_ENV) bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
 	$(PHASE) "deploy/kubernetes: the manifests" bash -c 'cd deploy/kubernetes && $(GO) test -count=1 ./...'
 	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
@@ -203,7 +218,13 @@ test: test-started test-prep
 # What make test needs first, side by side: the stack mostly waits on its
 # servers while the programs, the images and the API checker build.
 test-prep:
-	@$(MAKE) --no-print-directory -j3 migrate apicheck-tools image
+	@$(MAKE) --no-print-directory -j3 migrate apicheck-tools image test-images
+
+# The container engine (podman's Docker API) and the servers' images for
+# the testcontainers pass of make test (deploy/local/engine.sh, images.sh).
+test-images: go-check
+	@deploy/local/engine.sh up
+	@deploy/local/images.sh build > /dev/null
 
 # The start of make test, before its prerequisites.
 test-started:

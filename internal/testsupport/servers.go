@@ -7,31 +7,49 @@
 //     create databases, no database name) with SECKILL_TEST_MYSQL_FLAVOR,
 //     and SECKILL_TEST_KAFKA_BROKERS: `make test` sets them after
 //     deploy/local/stack.sh up.
-//  2. Otherwise, if a Docker engine answers, containers started once per
-//     test binary by testcontainers-go.
+//  2. Otherwise, if a container engine answers (Docker, or podman's
+//     Docker API: deploy/local/engine.sh), containers started once per
+//     test binary by testcontainers-go, from SECKILL_TEST_REDIS_IMAGE,
+//     SECKILL_TEST_MYSQL_IMAGE and SECKILL_TEST_KAFKA_IMAGE (the public
+//     redis, mysql and apache/kafka images by default; make test runs
+//     this path on images built here, deploy/local/images.sh).
 //  3. Otherwise the test fails and says how to provide the servers. It never
 //     skips: an integration test that did not run must not look green.
 package testsupport
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/docker/go-connections/nat"
 	"github.com/testcontainers/testcontainers-go"
-	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 const howToProvide = `no %s for integration tests. Either run "make test" (it starts the local stack and sets the variables), ` +
 	`or start the stack with "deploy/local/stack.sh up" and set SECKILL_TEST_REDIS_ADDR=127.0.0.1:16379, ` +
 	`SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:13306)/', SECKILL_TEST_MYSQL_FLAVOR=mariadb and ` +
-	`SECKILL_TEST_KAFKA_BROKERS=127.0.0.1:19092, or run a Docker engine for testcontainers-go`
+	`SECKILL_TEST_KAFKA_BROKERS=127.0.0.1:19092, or run a container engine for testcontainers-go: Docker, or podman's ` +
+	`Docker API ("deploy/local/engine.sh up", then the variables "deploy/local/engine.sh env" prints; ` +
+	`"deploy/local/images.sh build" makes the servers' images where no registry is reachable)`
+
+// image is the image a server's container runs: variable's, or the
+// public image.
+func image(variable, public string) string {
+	if v := strings.TrimSpace(os.Getenv(variable)); v != "" {
+		return v
+	}
+	return public
+}
 
 // servers are the addresses of one test binary's servers, found once.
 type servers struct {
@@ -103,7 +121,7 @@ func redisAddr(tb testing.TB) string {
 	lookup(tb, "Redis", "SECKILL_TEST_REDIS_ADDR", &redisOnce,
 		func(v string) { found.redisAddr = v },
 		func(ctx context.Context) error {
-			c, err := tcredis.Run(ctx, "redis:7.2")
+			c, err := tcredis.Run(ctx, image("SECKILL_TEST_REDIS_IMAGE", "redis:7.4"))
 			if err != nil {
 				return err
 			}
@@ -126,17 +144,25 @@ func mysqlServer(tb testing.TB) (dsn, flavor string) {
 		},
 		func(ctx context.Context) error {
 			// MySQL 8 logs binlogs in ROW format with FULL images by
-			// default; the flags make the requirement explicit.
-			c, err := tcmysql.Run(ctx, "mysql:8.0",
+			// default; the flags make the requirement explicit. The
+			// flags only MySQL has are "loose": a MariaDB image (GTIDs
+			// always on, statements annotated by default) ignores them.
+			c, err := tcmysql.Run(ctx, image("SECKILL_TEST_MYSQL_IMAGE", "mysql:8.0"),
 				tcmysql.WithUsername("root"), tcmysql.WithPassword("secret"), tcmysql.WithDatabase("seckill"),
 				testcontainers.WithCmdArgs("--server-id=1", "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
 					"--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1",
 					// The statements' traceparent comments reach the
 					// binlog follower (telemetry TestInvalidationIsASpan).
-					"--binlog-rows-query-log-events=ON",
+					"--loose-binlog-rows-query-log-events=ON",
 					// GTIDs, as production runs MySQL: the follower resumes
 					// by GTID set on whichever server it reaches.
-					"--gtid-mode=ON", "--enforce-gtid-consistency=ON"))
+					"--loose-gtid-mode=ON", "--loose-enforce-gtid-consistency=ON"),
+				// Ready when it answers: the MySQL image's ready line
+				// is its own, and it starts a first server before the
+				// one that stays.
+				testcontainers.WithWaitStrategy(wait.ForSQL("3306/tcp", "mysql", func(host string, port nat.Port) string {
+					return "root:secret@tcp(" + net.JoinHostPort(host, port.Port()) + ")/"
+				}).WithStartupTimeout(2*time.Minute)))
 			if err != nil {
 				return err
 			}
@@ -145,22 +171,67 @@ func mysqlServer(tb testing.TB) (dsn, flavor string) {
 				return err
 			}
 			found.mysqlDSN = "root:secret@tcp(" + endpoint + ")/"
-			found.mysqlFlavor = "mysql"
-			return nil
+			found.mysqlFlavor, err = flavorOf(ctx, found.mysqlDSN)
+			return err
 		})
 	return found.mysqlDSN, found.mysqlFlavor
 }
 
+// flavorOf is the binlog flavor of the server at dsn: mariadb or mysql.
+func flavorOf(ctx context.Context, dsn string) (string, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return "", fmt.Errorf("the MySQL container's version: %w", err)
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return "mariadb", nil
+	}
+	return "mysql", nil
+}
+
+// kafkaBrokers is one KRaft node in a container, configured as the
+// apache/kafka image reads it (the image built here reads the same). It
+// listens for the host on a port of the same number inside and out, so
+// that the address it advertises is the one the tests dial.
 func kafkaBrokers(tb testing.TB) []string {
 	lookup(tb, "Kafka", "SECKILL_TEST_KAFKA_BROKERS", &kafkaOnce,
 		func(v string) { found.kafka = strings.Split(v, ",") },
 		func(ctx context.Context) error {
-			c, err := tckafka.Run(ctx, "confluentinc/confluent-local:7.5.0", tckafka.WithClusterID("seckill-test"))
+			_, port, err := net.SplitHostPort(FreeAddr(tb))
 			if err != nil {
 				return err
 			}
-			found.kafka, err = c.Brokers(ctx)
-			return err
+			_, err = testcontainers.Run(ctx, image("SECKILL_TEST_KAFKA_IMAGE", "apache/kafka:3.9.1"),
+				testcontainers.WithExposedPorts("127.0.0.1:"+port+":"+port+"/tcp"),
+				testcontainers.WithEnv(map[string]string{
+					"CLUSTER_ID":                                     "c2Vja2lsbC10ZXN0AAAAAA",
+					"KAFKA_NODE_ID":                                  "1",
+					"KAFKA_PROCESS_ROLES":                            "broker,controller",
+					"KAFKA_LISTENERS":                                "PLAINTEXT://:" + port + ",CONTROLLER://:9093",
+					"KAFKA_ADVERTISED_LISTENERS":                     "PLAINTEXT://127.0.0.1:" + port,
+					"KAFKA_CONTROLLER_LISTENER_NAMES":                "CONTROLLER",
+					"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP":           "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+					"KAFKA_CONTROLLER_QUORUM_VOTERS":                 "1@localhost:9093",
+					"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":         "1",
+					"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+					"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR":            "1",
+					"KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS":         "0",
+					"KAFKA_HEAP_OPTS":                                "-Xmx512m -Xms512m",
+				}),
+				testcontainers.WithWaitStrategy(wait.ForLog("Kafka Server started").WithStartupTimeout(2*time.Minute)))
+			if err != nil {
+				return err
+			}
+			// The address it advertises, whatever the engine calls its
+			// host (a gateway's address when these tests seem to run in
+			// a container).
+			found.kafka = []string{"127.0.0.1:" + port}
+			return nil
 		})
 	return found.kafka
 }
