@@ -147,7 +147,9 @@ func (p *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 		return ErrProducerClosed
 	}
 	for i, c := range calls {
-		if q := p.partitions[parts[i]]; q != nil && q.bytes+c.bytes > p.MaxQueuedBytes {
+		// An empty queue takes any one call: a bound under a call's size
+		// must not refuse it forever.
+		if q := p.partitions[parts[i]]; q != nil && q.bytes > 0 && q.bytes+c.bytes > p.MaxQueuedBytes {
 			waiting := q.bytes
 			p.mu.Unlock()
 			return fmt.Errorf("%w (%s/%d: %d bytes waiting)", ErrProducerFull, p.topic, parts[i], waiting)

@@ -271,6 +271,17 @@ func TestProducerQueueIsBounded(t *testing.T) {
 	if n, err := lastOffset(ctx, k, topic, 0); err != nil || n != 3 {
 		t.Fatalf("%d messages in the topic, %v; want the 3 acknowledged", n, err)
 	}
+
+	// A bound under one call's size still lets a call through an empty
+	// queue: it limits what waits, not what may be sent.
+	small := broker.NewProducer(k.Brokers, topic, 0)
+	small.MaxQueuedBytes = 10
+	defer small.Close()
+	for i := range 2 {
+		if err := small.WriteMessages(ctx, kafka.Message{Value: []byte("bigger than the bound")}); err != nil {
+			t.Fatalf("write %d through an empty queue under a small bound: %v", i+1, err)
+		}
+	}
 }
 
 // Shutdown past its deadline answers the writes still queued
