@@ -618,7 +618,20 @@ func (o objects) policed(t *testing.T, program string) (in map[string][]string, 
 			}
 		}
 		for _, r := range p.Spec.Egress {
-			if len(r.Ports) == 0 {
+			// Out to the stores' namespace, or to the cluster's DNS
+			// alone: any other peer reads as every port.
+			peered := len(r.To) > 0
+			for _, to := range r.To {
+				ns := ""
+				if to.NamespaceSelector != nil {
+					ns = to.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"]
+				}
+				dns := ns == "kube-system" && to.PodSelector != nil && to.PodSelector.MatchLabels["k8s-app"] == "kube-dns"
+				if to.IPBlock != nil || (ns != "data" && !dns) {
+					peered = false
+				}
+			}
+			if len(r.Ports) == 0 || !peered {
 				out = append(out, "*")
 			}
 			for _, port := range r.Ports {
