@@ -132,7 +132,7 @@ IMAGES := api order-writer cache-invalidator seckillctl
 # checks both).
 VERSION := 0.9.0
 
-image: go-check
+image: go-check install
 	@command -v podman >/dev/null || { echo "make: podman is not installed: deploy/local/stack.sh install" >&2; exit 1; }
 	@mkdir -p bin/static
 	@for p in $(IMAGES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/static/$$p ./cmd/$$p || exit 1; done
@@ -222,7 +222,7 @@ test-prep:
 
 # The container engine (podman's Docker API) and the servers' images for
 # the testcontainers pass of make test (deploy/local/engine.sh, images.sh).
-test-images: go-check
+test-images: go-check install
 	@deploy/local/engine.sh up
 	@deploy/local/images.sh build > /dev/null
 
