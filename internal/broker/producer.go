@@ -460,6 +460,17 @@ func (p *Producer) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
+	// A deadline already past must not refuse a queue that emptied: no
+	// sender at work means nothing is queued or in flight.
+	busy := false
+	for _, q := range p.partitions {
+		busy = busy || q.sending
+	}
+	if !busy {
+		p.mu.Unlock()
+		p.transport.CloseIdleConnections()
+		return nil
+	}
 	dropped := 0
 	for _, q := range p.partitions {
 		for _, c := range q.waiting {
@@ -475,5 +486,6 @@ func (p *Producer) Shutdown(ctx context.Context) error {
 		close(p.abandoned)
 	}
 	p.mu.Unlock()
+	p.transport.CloseIdleConnections()
 	return fmt.Errorf("kafka producer of %s: %d queued writes refused at shutdown: %w", p.topic, dropped, context.Cause(ctx))
 }

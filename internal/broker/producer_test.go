@@ -246,7 +246,9 @@ func TestProducerQueueIsBounded(t *testing.T) {
 	k := testsupport.MustKafka(t)
 	topic := k.MustTopic(t, 1)
 	p := broker.NewProducer(k.Brokers, topic, 0)
-	p.Linger = 2 * time.Second
+	// Long enough that the queue cannot drain between its filling and the
+	// write past it on a loaded machine.
+	p.Linger = 5 * time.Second
 	p.MaxQueuedBytes = 2 * 74
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -317,5 +319,18 @@ func TestProducerShutdownDeadline(t *testing.T) {
 	}
 	if n, err := lastOffset(ctx, k, topic, 0); err != nil || n != 1 {
 		t.Fatalf("%d messages in the topic, %v; want only the 1 acknowledged", n, err)
+	}
+
+	// A deadline already past refuses nothing when nothing is queued.
+	idle := broker.NewProducer(k.Brokers, topic, 0)
+	if err := idle.WriteMessages(ctx, kafka.Message{Value: []byte("sent")}); err != nil {
+		t.Fatal(err)
+	}
+	past, pcancel := context.WithCancel(ctx)
+	pcancel()
+	for i := range 20 {
+		if err := idle.Shutdown(past); err != nil {
+			t.Fatalf("Shutdown %d of an emptied producer with its deadline past: %v, want nil", i+1, err)
+		}
 	}
 }

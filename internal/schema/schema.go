@@ -73,9 +73,10 @@ var ErrBehind = errors.New("the database's schema is older than this program's")
 // Check is a program's schema readiness check: ErrBehind, with both
 // versions and what to run, while the database lacks a migration this
 // binary carries. A schema seen up to date stays so (migrations only move
-// forward), and is not read again. A database that does not answer is not
-// this check's to report (the MySQL check is): it passes until a version
-// has been read.
+// forward), and is not read again. A database that does not answer, or a
+// Galera node not yet synced, is not this check's to report (the MySQL
+// check is): it passes until a version has been read. A refusal from the
+// server (no rights on the version table) fails it, with the reason.
 type Check struct {
 	db      *sql.DB
 	table   string
@@ -92,8 +93,10 @@ func NewCheck(db *sql.DB, database string) *Check {
 	return &Check{db: db, table: table}
 }
 
-// noSuchTable is MySQL's error for a table that does not exist.
-const noSuchTable = 1146
+const (
+	noSuchTable = 1146 // a table that does not exist
+	notReady    = 1047 // a Galera node not synced: the MySQL check's to report
+)
 
 // Check reads the version unless it was seen current.
 func (c *Check) Check(ctx context.Context) error {
@@ -102,13 +105,21 @@ func (c *Check) Check(ctx context.Context) error {
 	}
 	// goose's own read creates its version table when it is missing: a
 	// readiness check only reads (and needs no DDL rights).
+	// MAX(version_id) is goose's own reading of the version (its provider
+	// deletes a row to roll a migration back).
 	var current sql.NullInt64
 	err := c.db.QueryRowContext(ctx, "SELECT MAX(version_id) FROM "+c.table).Scan(&current)
-	if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == noSuchTable {
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == noSuchTable:
 		// No migration was ever applied.
-		err = nil
-	}
-	if err != nil {
+	case errors.As(err, &me) && me.Number == notReady:
+		return nil
+	case errors.As(err, &me):
+		// The server answered, and refused: no other check reports it,
+		// and it does not pass by itself.
+		return fmt.Errorf("read the schema's version from %s: %w", c.table, err)
+	case err != nil:
 		return nil
 	}
 	latest, err := Latest()

@@ -177,3 +177,19 @@ func TestCheckRefusesAnOlderSchema(t *testing.T) {
 		t.Fatalf("a database that does not answer: %v, want nil (the MySQL check reports it)", err)
 	}
 }
+
+// A version table the server refuses to read (here one whose column is
+// gone; an account with no right on it takes the same path) fails the
+// check, saying why, rather than passing it for ever.
+func TestCheckFailsWhenTheVersionCannotBeRead(t *testing.T) {
+	m := testsupport.MustMySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := m.DB.ExecContext(ctx, "ALTER TABLE goose_db_version CHANGE version_id version BIGINT NOT NULL"); err != nil {
+		t.Fatal(err)
+	}
+	err := schema.NewCheck(m.DB, "").Check(ctx)
+	if err == nil || errors.Is(err, schema.ErrBehind) || !strings.Contains(err.Error(), "goose_db_version") || !strings.Contains(err.Error(), "1054") {
+		t.Fatalf("a version table the server refuses to read: %v, want the refusal (1054) naming the table", err)
+	}
+}
