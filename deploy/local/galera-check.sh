@@ -6,7 +6,10 @@
 # method (state 2 with wsrep_sst_method mariabackup, and not desynced by
 # an operator: wsrep_desync OFF). Such a donor keeps taking queries and
 # writes (MaxScale's available_when_donor); taking it out of rotation
-# would cut its sessions, then the backup's when it came back. A node that
+# would cut its sessions, then the backup's when it came back. The method
+# a snapshot uses is the joiner's, not the donor's: the donor's own setting
+# stands for it because every node has galera-node.cnf's (stack.sh refuses
+# a node started with another). A node that
 # joins, sits in a minority partition, donates by a blocking method or was
 # set aside by an operator is not one to write to. HAProxy calls it with
 # <proxy address> <proxy port> <server address> <server port>, and an

@@ -103,6 +103,8 @@ need_cmds() {
     command -v "$c" >/dev/null 2>&1 || missing+=("$c")
   done
   [ -f /usr/lib/galera/libgalera_smm.so ] || missing+=(galera-4)
+  # The compose file's containers find each other by name (podman's CNI).
+  [ -x /usr/lib/cni/dnsname ] || missing+=(golang-github-containernetworking-plugin-dnsname)
   printf '%s\n' "${missing[@]}"
 }
 
@@ -113,7 +115,7 @@ cmd_install() {
     [ "$(id -u)" = 0 ] || die "missing $(echo $missing | tr '\n' ' '); install needs root to apt-get them"
     # nginx and Chromium: the browser test serves a front end the way the
     # course does (its nginx location block) and drives it headless.
-    local pkgs=(redis-server redis-tools mariadb-server mariadb-client mariadb-backup galera-4 socat curl ca-certificates haproxy prometheus podman runc nginx-light chromium)
+    local pkgs=(redis-server redis-tools mariadb-server mariadb-client mariadb-backup galera-4 socat curl ca-certificates haproxy prometheus podman runc golang-github-containernetworking-plugin-dnsname nginx-light chromium)
     command -v java >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
     command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
     command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
@@ -511,7 +513,13 @@ mcluster_synced() {
 # itself only once it has joined, and a node waiting for a Primary
 # component must be seen by status and down too).
 mcluster_launch() {
-  local n=$1 recovered=$mcluster_dir/$1/recovered-position; shift
+  local n=$1 recovered=$mcluster_dir/$1/recovered-position a; shift
+  # A snapshot's method is the joiner's: galera-check.sh keeps a donor in
+  # rotation on the donor's own setting, true only while every node has
+  # galera-node.cnf's.
+  for a in "$@"; do
+    case $a in --wsrep[-_]sst[-_]method*) die "mariadb cluster node $n: the snapshot method is galera-node.cnf's, the same on every node" ;; esac
+  done
   if [ -s "$recovered" ]; then set -- "$@" --wsrep-start-position="$(cat "$recovered")"; fi
   setsid mariadbd --defaults-file="$(mcluster_cnf "$n")" "$@" > /dev/null 2>&1 < /dev/null &
   echo $! > "$(mcluster_pid "$n")"
@@ -657,8 +665,14 @@ mcluster_rebuild_forked() {
 # dropped, and joined again by a whole snapshot (SST), from node DONOR
 # when one is named, then checked to log the cluster's history only.
 mcluster_rebuild() {
-  local n=$1 donor=${2:-} foreign
+  local n=$1 donor=${2:-} foreign m other=
   [ -z "$donor" ] || mcluster_synced "$donor" || die "rebuild: the donor, mariadb cluster node $donor, is not Synced in a Primary component"
+  for m in $(seq 1 $MYSQL_CLUSTER_NODES); do
+    [ "$m" != "$n" ] && mcluster_synced "$m" && other=$m && break
+  done
+  # Its state dropped, a node with no Synced peer would bootstrap a new,
+  # empty cluster of its own.
+  [ -n "$other" ] || die "rebuild: no other mariadb cluster node is Synced in a Primary component to give node $n a snapshot"
   mcluster_node_down "$n"
   rm -f "$mcluster_dir/$n/data/grastate.dat" "$mcluster_dir/$n/data/galera.cache" "$mcluster_dir/$n/recovered-position" "$mcluster_dir/$n/binlog/"*
   mcluster_launch "$n" ${donor:+--wsrep-sst-donor="node$donor"}

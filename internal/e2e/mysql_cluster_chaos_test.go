@@ -625,9 +625,19 @@ func TestChaosMySQLClusterDonorStaysInRotation(t *testing.T) {
 		t.Fatalf("before the snapshot: a write on %q (%v), want %s", name, err, want)
 	}
 
+	// A failure mid-snapshot still waits for the rebuild: the next test
+	// must not start on a node that is joining.
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	rebuilt := make(chan error, 1)
+	done := false
+	t.Cleanup(func() {
+		if !done {
+			<-rebuilt
+		}
+		rcancel()
+	})
 	go func() {
-		out, err := exec.Command(os.Getenv("SECKILL_TEST_STACK"), "rebuild", "mysql-node", strconv.Itoa(joiner), strconv.Itoa(writes)).CombinedOutput()
+		out, err := exec.CommandContext(rctx, os.Getenv("SECKILL_TEST_STACK"), "rebuild", "mysql-node", strconv.Itoa(joiner), strconv.Itoa(writes)).CombinedOutput()
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, out)
 		}
@@ -635,7 +645,7 @@ func TestChaosMySQLClusterDonorStaysInRotation(t *testing.T) {
 	}()
 	var firstDonor, lastDonor time.Time
 	writesWhileDonor := 0
-	for done := false; !done; {
+	for !done {
 		select {
 		case err := <-rebuilt:
 			if err != nil {

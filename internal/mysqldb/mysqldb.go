@@ -192,7 +192,9 @@ const donorState = "Donor/Desynced"
 // Synced or donating by mariabackup. That method does not block the donor
 // (MaxScale's available_when_donor), so a donor that is the cluster's
 // writes' node stays ready; one an operator desynced (wsrep_desync), or
-// that donates by a blocking method, is not.
+// that donates by a blocking method, is not. The joiner's method is the
+// one used: the donor's own stands for it when every node has the same
+// (docs/mysql-cluster.md).
 func serves(status, vars map[string]string) error {
 	state := status["wsrep_local_state_comment"]
 	ok := state == "Synced" ||
