@@ -4,9 +4,15 @@
 # the stack's. These machines have no Docker engine.
 #
 #   engine.sh up     start the service unless it answers already
-#   engine.sh env    print what a client needs: DOCKER_HOST, and Ryuk off
-#                    (its image is on a registry this machine cannot reach;
-#                    engine.sh down removes the tests' containers instead)
+#   engine.sh env    print what a client needs: DOCKER_HOST, Ryuk off (its
+#                    image is on a registry this machine cannot reach;
+#                    engine.sh down removes the tests' containers instead),
+#                    and the published ports reached on loopback (the
+#                    tests run on the engine's host, though it looks like
+#                    a container, where testcontainers-go would take the
+#                    gateway's address)
+#   engine.sh conf   write the containers.conf below, print its path (for
+#                    podman's command line: deploy/local/compose.sh)
 #   engine.sh down   remove the containers testcontainers-go started, stop
 #                    the service
 #
@@ -31,14 +37,11 @@ answers() { curl -fsS --max-time 2 --unix-socket "$sock" http://d/_ping > /dev/n
 
 running() { [ -s "$pid" ] && kill -0 "$(cat "$pid")" 2> /dev/null; }
 
-up() {
-  command -v podman > /dev/null || die "podman is not installed: deploy/local/stack.sh install"
-  command -v runc > /dev/null || die "runc is not installed: deploy/local/stack.sh install"
-  if answers; then return; fi
-  mkdir -p "$dir"
-  # A unix socket's path is at most 107 bytes.
-  [ ${#sock} -le 107 ] || die "$sock: longer than a unix socket's path may be; set SECKILL_STACK_DIR to a shorter directory"
+# write_conf: the containers.conf the service runs with, which podman's
+# own command line (podman-compose's) takes as CONTAINERS_CONF too.
+write_conf() {
   local nofile
+  mkdir -p "$dir"
   nofile=$(ulimit -Hn)
   [ "$nofile" != unlimited ] || nofile=1048576
   cat > "$conf" <<EOF
@@ -48,6 +51,16 @@ default_ulimits = ["nofile=$nofile:$nofile", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
 EOF
+}
+
+up() {
+  command -v podman > /dev/null || die "podman is not installed: deploy/local/stack.sh install"
+  command -v runc > /dev/null || die "runc is not installed: deploy/local/stack.sh install"
+  if answers; then return; fi
+  mkdir -p "$dir"
+  # A unix socket's path is at most 107 bytes.
+  [ ${#sock} -le 107 ] || die "$sock: longer than a unix socket's path may be; set SECKILL_STACK_DIR to a shorter directory"
+  write_conf
   rm -f "$sock"
   CONTAINERS_CONF=$conf setsid podman system service --time=0 "unix://$sock" > "$log" 2>&1 < /dev/null &
   echo $! > "$pid"
@@ -72,7 +85,8 @@ down() {
 
 case "${1:-}" in
   up) up ;;
-  env) echo "DOCKER_HOST=unix://$sock TESTCONTAINERS_RYUK_DISABLED=true" ;;
+  env) echo "DOCKER_HOST=unix://$sock TESTCONTAINERS_RYUK_DISABLED=true TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1" ;;
+  conf) write_conf; echo "$conf" ;;
   down) down ;;
-  *) echo "usage: $0 up|env|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up|env|conf|down" >&2; exit 2 ;;
 esac

@@ -31,7 +31,7 @@ inputs() {
   case $1 in
     redis) sha256sum /usr/bin/redis-server ;;
     mariadb) sha256sum /usr/sbin/mariadbd /usr/bin/mariadb-install-db ;;
-    kafka) (cd "$kafka_libs" && ls -l --time-style=+ .) && sha256sum "$(java_home)/lib/modules" ;;
+    kafka) (cd "$kafka_libs" && sha256sum ./*) && sha256sum "$(java_home)/lib/modules" ;;
   esac
 }
 

@@ -12,7 +12,9 @@
 //     test binary by testcontainers-go, from SECKILL_TEST_REDIS_IMAGE,
 //     SECKILL_TEST_MYSQL_IMAGE and SECKILL_TEST_KAFKA_IMAGE (the public
 //     redis, mysql and apache/kafka images by default; make test runs
-//     this path on images built here, deploy/local/images.sh).
+//     this path on images built here, deploy/local/images.sh). They live
+//     as long as the engine's reaper (Ryuk) lets them; with Ryuk off, as
+//     on podman, until deploy/local/engine.sh down removes them.
 //  3. Otherwise the test fails and says how to provide the servers. It never
 //     skips: an integration test that did not run must not look green.
 package testsupport
@@ -28,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/go-connections/nat"
 	"github.com/testcontainers/testcontainers-go"
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
@@ -121,7 +124,7 @@ func redisAddr(tb testing.TB) string {
 	lookup(tb, "Redis", "SECKILL_TEST_REDIS_ADDR", &redisOnce,
 		func(v string) { found.redisAddr = v },
 		func(ctx context.Context) error {
-			c, err := tcredis.Run(ctx, image("SECKILL_TEST_REDIS_IMAGE", "redis:7.4"))
+			c, err := tcredis.Run(ctx, image("SECKILL_TEST_REDIS_IMAGE", "redis:7.4"), onLoopback(ctx, "6379/tcp"))
 			if err != nil {
 				return err
 			}
@@ -149,6 +152,7 @@ func mysqlServer(tb testing.TB) (dsn, flavor string) {
 			// always on, statements annotated by default) ignores them.
 			c, err := tcmysql.Run(ctx, image("SECKILL_TEST_MYSQL_IMAGE", "mysql:8.0"),
 				tcmysql.WithUsername("root"), tcmysql.WithPassword("secret"), tcmysql.WithDatabase("seckill"),
+				onLoopback(ctx, "3306/tcp", "33060/tcp"),
 				testcontainers.WithCmdArgs("--server-id=1", "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
 					"--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1",
 					// The statements' traceparent comments reach the
@@ -175,6 +179,42 @@ func mysqlServer(tb testing.TB) (dsn, flavor string) {
 			return err
 		})
 	return found.mysqlDSN, found.mysqlFlavor
+}
+
+// onLoopback publishes a container's ports on the host's loopback only
+// (an engine publishes on every address by default) when the tests reach
+// the engine's host by loopback, as deploy/local/engine.sh's variables
+// say: servers a test starts listen where the stack's do. Tests that run
+// in a container reach the ports by a gateway's address instead, so there
+// they stay published on every address.
+func onLoopback(ctx context.Context, ports ...nat.Port) testcontainers.CustomizeRequestOption {
+	if !reachedOnLoopback(ctx) {
+		return func(*testcontainers.GenericContainerRequest) error { return nil }
+	}
+	return testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+		if hc.PortBindings == nil {
+			hc.PortBindings = nat.PortMap{}
+		}
+		for _, p := range ports {
+			hc.PortBindings[p] = []nat.PortBinding{{HostIP: "127.0.0.1"}}
+		}
+	})
+}
+
+// reachedOnLoopback says whether testcontainers-go reaches the engine's
+// published ports on a loopback address.
+func reachedOnLoopback(ctx context.Context) bool {
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	host, err := p.DaemonHost(ctx)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // flavorOf is the binlog flavor of the server at dsn: mariadb or mysql.

@@ -139,8 +139,8 @@ func statements(sql string) []string {
 	var out []string
 	var cur []string
 	for line := range strings.SplitSeq(sql, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "--") || strings.HasPrefix(line, "#") {
+		line = strings.TrimSpace(stripComment(line))
+		if line == "" {
 			continue
 		}
 		cur = append(cur, line)
@@ -153,6 +153,25 @@ func statements(sql string) []string {
 		out = append(out, strings.Join(cur, " "))
 	}
 	return out
+}
+
+// stripComment cuts a line's comment ("-- " or "#" to its end), outside
+// quotes: a statement may end before one.
+func stripComment(line string) string {
+	var quote rune
+	for i, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"' || r == '`':
+			quote = r
+		case r == '#', r == '-' && strings.HasPrefix(line[i:], "--") && (len(line) == i+2 || line[i+2] == ' ' || line[i+2] == '\t'):
+			return line[:i]
+		}
+	}
+	return line
 }
 
 // kafkaHome is where the image keeps Kafka's jars and Java.

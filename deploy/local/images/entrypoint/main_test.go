@@ -20,9 +20,20 @@ func TestKafkaProperty(t *testing.T) {
 }
 
 func TestStatements(t *testing.T) {
-	sql := "-- a comment\nCREATE DATABASE x;\n\nGRANT SELECT\n  ON *.* TO 'a'@'%';\n# another\nSELECT 1"
-	want := []string{"CREATE DATABASE x", "GRANT SELECT ON *.* TO 'a'@'%'", "SELECT 1"}
-	if got := statements(sql); !slices.Equal(got, want) {
-		t.Fatalf("statements = %q, want %q", got, want)
+	for _, c := range []struct {
+		sql  string
+		want []string
+	}{
+		{"-- a comment\nCREATE DATABASE x;\n\nGRANT SELECT\n  ON *.* TO 'a'@'%';\n# another\nSELECT 1",
+			[]string{"CREATE DATABASE x", "GRANT SELECT ON *.* TO 'a'@'%'", "SELECT 1"}},
+		{"CREATE DATABASE x; -- the shop's\nSELECT 2; # two",
+			[]string{"CREATE DATABASE x", "SELECT 2"}},
+		{"SELECT '-- not a comment', \"# nor this\";\nSELECT 3-1;",
+			[]string{"SELECT '-- not a comment', \"# nor this\"", "SELECT 3-1"}},
+		{"SELECT 1 --1;", []string{"SELECT 1 --1"}},
+	} {
+		if got := statements(c.sql); !slices.Equal(got, c.want) {
+			t.Errorf("statements(%q) = %q, want %q", c.sql, got, c.want)
+		}
 	}
 }
