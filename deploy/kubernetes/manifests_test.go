@@ -578,14 +578,57 @@ func TestManifestsGiveEachProgramOnlyItsCredentials(t *testing.T) {
 	}
 }
 
-// policed is what the NetworkPolicies let reach a program's pod (port →
-// the namespaces allowed, "*" for any peer) and what they let it reach
-// (ports), by the policies that select it; deny is whether one selects
-// it for each direction at all.
-func (o objects) policed(t *testing.T, program string) (in map[string][]string, out []string, denyIn, denyOut bool) {
+// policed is what the NetworkPolicies let reach a program's pod and what
+// they let it reach, each as "peer/protocol/port" (a port range as
+// "from-to"), by the policies that select it; deny is whether one selects
+// it for each direction at all. A peer is a namespace named by label
+// alone ("data", "monitoring"), the cluster's DNS pods ("kube-dns"), or
+// "*": an address block, a selector with expressions, no peer at all. A
+// rule with no ports reads as port "*".
+func (o objects) policed(t *testing.T, program string) (in, out []string, denyIn, denyOut bool) {
 	t.Helper()
 	tmpl := o.pods()[program]
-	in = map[string][]string{}
+	rules := func(peers []string, ports []networkingv1.NetworkPolicyPort) []string {
+		var got []string
+		for _, peer := range peers {
+			if len(ports) == 0 {
+				got = append(got, peer+"/*/*")
+			}
+			for _, p := range ports {
+				proto := "TCP"
+				if p.Protocol != nil {
+					proto = string(*p.Protocol)
+				}
+				port := "*"
+				if p.Port != nil {
+					port = p.Port.String()
+				}
+				if p.EndPort != nil {
+					port += fmt.Sprintf("-%d", *p.EndPort)
+				}
+				got = append(got, peer+"/"+proto+"/"+port)
+			}
+		}
+		return got
+	}
+	peer := func(ns *metav1.LabelSelector, pods *metav1.LabelSelector, block *networkingv1.IPBlock) string {
+		named := func(sel *metav1.LabelSelector, key string) string {
+			if sel == nil || len(sel.MatchExpressions) > 0 || len(sel.MatchLabels) != 1 {
+				return ""
+			}
+			return sel.MatchLabels[key]
+		}
+		name := named(ns, "kubernetes.io/metadata.name")
+		switch {
+		case block != nil || name == "":
+			return "*"
+		case pods == nil:
+			return name
+		case name == "kube-system" && named(pods, "k8s-app") == "kube-dns":
+			return "kube-dns"
+		}
+		return "*"
+	}
 	for name, p := range o.policies {
 		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
 		if err != nil {
@@ -601,60 +644,42 @@ func (o objects) policed(t *testing.T, program string) (in map[string][]string, 
 		for _, r := range p.Spec.Ingress {
 			peers := []string{}
 			for _, f := range r.From {
-				if f.NamespaceSelector == nil || f.IPBlock != nil {
-					peers = append(peers, "*")
-					continue
-				}
-				peers = append(peers, f.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+				peers = append(peers, peer(f.NamespaceSelector, f.PodSelector, f.IPBlock))
 			}
 			if len(r.From) == 0 {
 				peers = append(peers, "*")
 			}
-			if len(r.Ports) == 0 {
-				in["*"] = append(in["*"], peers...)
-			}
-			for _, port := range r.Ports {
-				in[port.Port.String()] = append(in[port.Port.String()], peers...)
-			}
+			in = append(in, rules(peers, r.Ports)...)
 		}
 		for _, r := range p.Spec.Egress {
-			// Out to the stores' namespace, or to the cluster's DNS
-			// alone: any other peer reads as every port.
-			peered := len(r.To) > 0
+			peers := []string{}
 			for _, to := range r.To {
-				ns := ""
-				if to.NamespaceSelector != nil {
-					ns = to.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"]
-				}
-				dns := ns == "kube-system" && to.PodSelector != nil && to.PodSelector.MatchLabels["k8s-app"] == "kube-dns"
-				if to.IPBlock != nil || (ns != "data" && !dns) {
-					peered = false
-				}
+				peers = append(peers, peer(to.NamespaceSelector, to.PodSelector, to.IPBlock))
 			}
-			if len(r.Ports) == 0 || !peered {
-				out = append(out, "*")
+			if len(r.To) == 0 {
+				peers = append(peers, "*")
 			}
-			for _, port := range r.Ports {
-				out = append(out, port.Port.String())
-			}
+			out = append(out, rules(peers, r.Ports)...)
 		}
 	}
-	return in, out, denyIn, denyOut
+	slices.Sort(in)
+	slices.Sort(out)
+	return slices.Compact(in), slices.Compact(out), denyIn, denyOut
 }
 
-// Nothing reaches a program or leaves it but what its job needs: the
-// api's public port from the ingress namespace, the admin ports from the
-// monitoring namespace, each program out to its stores and DNS only.
+// Nothing reaches a program or leaves it but what its job needs, each
+// port to its own peer: the api's public port from the ingress namespace,
+// the admin ports from the monitoring namespace, each program out to its
+// stores in the data namespace and to the cluster's DNS only.
 func TestManifestsNetworkPolicies(t *testing.T) {
 	o := load(t)
-	want := map[string]struct {
-		in  map[string][]string
-		out []string
-	}{
-		"api":               {map[string][]string{"http": {"ingress-nginx"}, "admin": {"monitoring"}}, []string{"53", "3306", "6379", "9092"}},
-		"order-writer":      {map[string][]string{"admin": {"monitoring"}}, []string{"53", "3306", "6379", "9092"}},
-		"cache-invalidator": {map[string][]string{"admin": {"monitoring"}}, []string{"53", "3306", "6379", "9092"}},
-		"migrate":           {map[string][]string{"admin": {"monitoring"}}, []string{"53", "3306"}},
+	dns := []string{"kube-dns/TCP/53", "kube-dns/UDP/53"}
+	stores := append([]string{"data/TCP/3306", "data/TCP/6379", "data/TCP/9092"}, dns...)
+	want := map[string]struct{ in, out []string }{
+		"api":               {[]string{"ingress-nginx/TCP/http", "monitoring/TCP/admin"}, stores},
+		"order-writer":      {[]string{"monitoring/TCP/admin"}, stores},
+		"cache-invalidator": {[]string{"monitoring/TCP/admin"}, stores},
+		"migrate":           {[]string{"monitoring/TCP/admin"}, append([]string{"data/TCP/3306"}, dns...)},
 	}
 	for program := range o.pods() {
 		w, ok := want[program]
@@ -666,17 +691,13 @@ func TestManifestsNetworkPolicies(t *testing.T) {
 		if !denyIn || !denyOut {
 			t.Errorf("%s: not selected by a policy for ingress (%v) and egress (%v): everything reaches it", program, denyIn, denyOut)
 		}
-		for port, peers := range in {
-			for _, p := range peers {
-				if !slices.Contains(w.in[port], p) {
-					t.Errorf("%s: port %s admits %q, want only %v", program, port, p, w.in[port])
-				}
-			}
-		}
-		slices.Sort(out)
+		slices.Sort(w.in)
 		slices.Sort(w.out)
-		if out = slices.Compact(out); !slices.Equal(out, w.out) {
-			t.Errorf("%s: egress to ports %v, want %v", program, out, w.out)
+		if !slices.Equal(in, w.in) {
+			t.Errorf("%s: admits %v, want %v", program, in, w.in)
+		}
+		if !slices.Equal(out, w.out) {
+			t.Errorf("%s: reaches %v, want %v", program, out, w.out)
 		}
 	}
 	for _, c := range o.pods()["api"].Spec.Containers[0].Ports {
