@@ -12,7 +12,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN mkdir -p bin/static && for p in api order-writer cache-invalidator seckillctl; do \
+RUN mkdir -p bin/static bin/state && for p in api order-writer cache-invalidator seckillctl; do \
       CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/static/$p ./cmd/$p || exit 1; \
     done
 
@@ -32,6 +32,7 @@ ENTRYPOINT ["/app"]
 
 FROM runtime AS cache-invalidator
 COPY --from=build /src/bin/static/cache-invalidator /app
+COPY --from=build --chown=65532:65532 /src/bin/state/ /state/
 ENTRYPOINT ["/app"]
 
 FROM runtime AS seckillctl

@@ -87,7 +87,7 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: apicheck-tools fuzz test-started test-prep help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image config-docs
+.PHONY: apicheck-tools fuzz test-started test-prep test-compile help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image config-docs
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -134,7 +134,7 @@ VERSION := 0.9.0
 
 image: go-check install
 	@command -v podman >/dev/null || { echo "make: podman is not installed: deploy/local/stack.sh install" >&2; exit 1; }
-	@mkdir -p bin/static
+	@mkdir -p bin/static bin/state
 	@for p in $(IMAGES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/static/$$p ./cmd/$$p || exit 1; done
 	@for p in $(IMAGES); do \
 	  podman build -q --ignorefile deploy/image/ignore -f deploy/image/Containerfile --target $$p -t localhost/seckill/$$p -t localhost/seckill/$$p:$(VERSION) . >/dev/null || exit 1; \
@@ -213,18 +213,27 @@ test: test-started test-prep
 	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/ \
 	  || { $(STACK) stop mysql-cluster > /dev/null; exit 1; }
 	@$(STACK) stop mysql-cluster > /dev/null
+	@echo "the compose system: deploy/docker-compose.yml's system profile under podman-compose, in a network namespace of its own (its ports are the stack's)"
+	$(PHASE) "the compose system (podman-compose)" unshare --net sh -c 'ip link set lo up && exec env SECKILL_TEST_COMPOSE="$(CURDIR)/deploy/local/compose.sh run" \
+	  $(GO) test -tags compose -count=1 -timeout 10m -v -run "^TestComposeSystemTakesAnOrder$$" ./deploy/docker/'
 	@echo; echo "make test: the phases"; $(PHASE) --print
 
 # What make test needs first, side by side: the stack mostly waits on its
 # servers while the programs, the images and the API checker build.
 test-prep:
-	@$(MAKE) --no-print-directory -j3 migrate apicheck-tools image test-images
+	@$(MAKE) --no-print-directory -j3 migrate apicheck-tools image test-images test-compile
+
+# The race-instrumented packages the first pass links, compiled while the
+# stack starts (its servers mostly wait): into the build cache, no binary.
+test-compile: go-check
+	@$(GO) build -race $$($(GO) list -deps -test -f '{{if .GoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e '\.test$$' -e ' ')
 
 # The container engine (podman's Docker API) and the servers' images for
 # the testcontainers pass of make test (deploy/local/engine.sh, images.sh).
 test-images: go-check install
 	@deploy/local/engine.sh up
 	@deploy/local/images.sh build > /dev/null
+	@deploy/local/compose.sh install
 
 # The start of make test, before its prerequisites.
 test-started:
@@ -244,6 +253,7 @@ lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./internal/e2e/
+	$(GO) vet -tags compose ./deploy/docker/
 	cd deploy/kubernetes && $(GO) vet ./...
 	cd $(BENCH_MODULE) && $(GO) vet ./...
 

@@ -14,11 +14,12 @@ import (
 
 // The compose file runs the servers with the stack's own settings files
 // (deploy/local), mounted, not copied: a setting changed for the stack is
-// changed for a user with Docker. No registry is reachable here, so the
-// compose file is checked, not started: its mounts, the Galera nodes'
-// start-up script run with a stand-in for the image's entrypoint, and
-// HAProxy's own check of the shared configuration with the compose
-// file's environment.
+// changed for a user with Docker. These tests check what is not started
+// here (no registry is reachable, and the Galera profile's images are
+// public ones): its mounts, the Galera nodes' start-up script run with a
+// stand-in for the image's entrypoint, and HAProxy's own check of the
+// shared configuration with the compose file's environment. The system
+// profile is started, on images built here: system_test.go.
 
 type service struct {
 	Image       string            `yaml:"image"`

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,13 +31,17 @@ import (
 )
 
 // CtlUsage lists seckillctl's commands.
-const CtlUsage = `usage: seckillctl migrate|version|seed|check|reconcile|logout-user|jwt-key|dev-cert|dlq|config ...
+const CtlUsage = `usage: seckillctl migrate|version|seed|topics|check|reconcile|logout-user|jwt-key|dev-cert|dlq|config ...
   migrate      apply every migration not yet applied
   version      the schema version applied and the newest known
   seed         load the demo shop types, shops, and notes with their authors (idempotent)
   check        compare every voucher on sale between Redis and MySQL (the
                sale is in Redis, its stock not above MySQL's, at least as
                many buyers as orders) and report; exit 1 on a violation
+  topics FILE [REPLICAS]
+               create the topics FILE lists (name:partitions a line, as
+               deploy/topics) that do not exist yet, REPLICAS copies each
+               (1 unless told; from 3, two in sync for a write)
   reconcile V  rebuild flash-sale voucher V's state in Redis from MySQL:
                freeze its sale, wait until the order-writer has consumed
                the orders topic, set stock and buyers from MySQL, unfreeze.
@@ -74,7 +79,11 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return schemaCtl(args[0], dsn, out)
+		wait, err := config.CtlWait(lookup)
+		if err != nil {
+			return err
+		}
+		return schemaCtl(args[0], dsn, wait, out)
 	case len(args) == 1 && args[0] == "check":
 		cfg, err := config.LoadCtl(lookup)
 		if err != nil {
@@ -121,6 +130,20 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 			return err
 		}
 		return dlqCtl(cfg, args[1], args[2], args[3:], out)
+	case (len(args) == 2 || len(args) == 3) && args[0] == "topics":
+		replicas := 1
+		if len(args) == 3 {
+			n, err := strconv.Atoi(args[2])
+			if err != nil || n < 1 {
+				return fmt.Errorf("topics: %q is not a replication factor\n%s", args[2], CtlUsage)
+			}
+			replicas = n
+		}
+		cfg, err := config.LoadCtl(lookup)
+		if err != nil {
+			return err
+		}
+		return topicsCtl(cfg, args[1], replicas, out)
 	case len(args) == 2 && args[0] == "reconcile":
 		id, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || id <= 0 {
@@ -135,14 +158,74 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 	return fmt.Errorf("unknown command %q\n%s", args, CtlUsage)
 }
 
-func schemaCtl(cmd, dsn string, out io.Writer) error {
+// topicsCtl creates the topics of the list in file that do not exist yet,
+// each with replicas copies, two of them in sync for a write when there
+// are three or more (as stack.sh makes them).
+func topicsCtl(cfg config.Ctl, file string, replicas int, out io.Writer) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("topics: %w", err)
+	}
+	defer f.Close()
+	topics, err := broker.ParseTopicList(f)
+	if err != nil {
+		return fmt.Errorf("topics: %s: %w", file, err)
+	}
+	names := make([]string, len(topics))
+	for i := range topics {
+		topics[i].Replicas = replicas
+		if replicas >= 3 {
+			topics[i].MinInSync = 2
+		}
+		names[i] = topics[i].Name
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Wait+30*time.Second)
+	defer cancel()
+	if err := waitFor(ctx, cfg.Wait, fmt.Sprintf("Kafka at %v", cfg.KafkaBrokers), func(ctx context.Context) error {
+		return broker.Ping(ctx, cfg.KafkaBrokers)
+	}); err != nil {
+		return fmt.Errorf("topics: %w", err)
+	}
+	if err := broker.EnsureTopics(ctx, cfg.KafkaBrokers, topics...); err != nil {
+		return fmt.Errorf("topics on %v: %w", cfg.KafkaBrokers, err)
+	}
+	fmt.Fprintf(out, "topics: %s on %v, replication factor %d\n", strings.Join(names, ", "), cfg.KafkaBrokers, replicas)
+	return nil
+}
+
+// waitFor tries ping once a second until it passes or within has gone by
+// (once when within is zero), and says what did not answer.
+func waitFor(ctx context.Context, within time.Duration, what string, ping func(context.Context) error) error {
+	deadline := time.Now().Add(within)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !time.Now().Add(time.Second).Before(deadline) {
+			return fmt.Errorf("%s did not answer within %v (SECKILL_CTL_WAIT): %w", what, within, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, context.Cause(ctx))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func schemaCtl(cmd, dsn string, wait time.Duration, out io.Writer) error {
 	db, err := mysqldb.Open(dsn)
 	if err != nil {
 		return fmt.Errorf("SECKILL_MYSQL_DSN: %w", err)
 	}
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), wait+2*time.Minute)
 	defer cancel()
+	if err := waitFor(ctx, wait, "MySQL at "+mysqldb.Addr(dsn), db.PingContext); err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
 
 	switch cmd {
 	case "migrate":

@@ -2,12 +2,19 @@ package app_test
 
 import (
 	"context"
+	"io"
 	"maps"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -41,5 +48,118 @@ func TestCtlCheckThenReconcile(t *testing.T) {
 	}
 	if err := app.Ctl([]string{"reconcile", "x"}, lookup, &out); err == nil {
 		t.Fatal("reconcile of a malformed id went through")
+	}
+}
+
+// seckillctl topics creates a list's topics, with their partitions, and
+// leaves them as they are when run again; bad input gets a clear error.
+func TestCtlTopics(t *testing.T) {
+	k := testsupport.MustKafka(t)
+	base := "t." + testsupport.Group(t)
+	names := []string{base + ".a", base + ".b"}
+	list := filepath.Join(t.TempDir(), "topics")
+	if err := os.WriteFile(list, []byte("# the test's\n"+names[0]+":3\n"+names[1]+":1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = broker.DeleteTopics(ctx, k.Brokers, names...)
+	})
+	vars := map[string]string{"SECKILL_KAFKA_BROKERS": strings.Join(k.Brokers, ",")}
+	lookup := func(key string) (string, bool) { v, ok := vars[key]; return v, ok }
+	var out strings.Builder
+	for run := range 2 {
+		if err := app.Ctl([]string{"topics", list}, lookup, &out); err != nil {
+			t.Fatalf("topics, run %d: %v", run+1, err)
+		}
+	}
+	conn, err := kafka.Dial("tcp", k.Brokers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for name, want := range map[string]int{names[0]: 3, names[1]: 1} {
+		parts, err := conn.ReadPartitions(name)
+		if err != nil || len(parts) != want {
+			t.Fatalf("topic %s: %d partitions (%v), want %d", name, len(parts), err, want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"topics", list, "0"}, "not a replication factor"},
+		{[]string{"topics", filepath.Join(t.TempDir(), "none")}, "no such file"},
+		{[]string{"topics", list, "9"}, "replication factor 9 needs 9 brokers"},
+	} {
+		if err := app.Ctl(c.args, lookup, &out); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+}
+
+// With SECKILL_CTL_WAIT, migrate waits for a MySQL that answers late (a
+// compose file starts them together), and says what did not answer when
+// none does in time.
+func TestCtlWaitsForItsServer(t *testing.T) {
+	m := testsupport.MustEmptyMySQL(t)
+	late := testsupport.FreeAddr(t)
+	dsn := strings.Replace(m.DSN, "tcp("+m.Addr+")", "tcp("+late+")", 1)
+	if dsn == m.DSN {
+		t.Fatalf("the test's DSN %s does not name %s", m.DSN, m.Addr)
+	}
+	vars := map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_CTL_WAIT": "30s"}
+	lookup := func(key string) (string, bool) { v, ok := vars[key]; return v, ok }
+
+	// The server's address answers only after the command has started.
+	listening := make(chan net.Listener, 1)
+	go func() {
+		time.Sleep(2 * time.Second) // the test is about a server that starts late
+		l, err := net.Listen("tcp", late)
+		if err != nil {
+			listening <- nil
+			return
+		}
+		listening <- l
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				s, err := net.Dial("tcp", m.Addr)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				go func() { _, _ = io.Copy(s, c) }()
+				_, _ = io.Copy(c, s)
+			}()
+		}
+	}()
+	defer func() {
+		if l := <-listening; l != nil {
+			l.Close()
+		}
+	}()
+	var out strings.Builder
+	start := time.Now()
+	if err := app.Ctl([]string{"migrate"}, lookup, &out); err != nil {
+		t.Fatalf("migrate with a server that answers %v late: %v", 2*time.Second, err)
+	}
+	if !strings.Contains(out.String(), "applied") || time.Since(start) < 2*time.Second {
+		t.Fatalf("migrate: %q after %v", out.String(), time.Since(start))
+	}
+
+	vars = map[string]string{"SECKILL_MYSQL_DSN": strings.Replace(dsn, late, testsupport.FreeAddr(t), 1), "SECKILL_CTL_WAIT": "2s"}
+	err := app.Ctl([]string{"migrate"}, lookup, &out)
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 2s") {
+		t.Fatalf("migrate with no server: %v, want it to say what did not answer", err)
+	}
+	vars["SECKILL_CTL_WAIT"] = "soon"
+	if err := app.Ctl([]string{"seed"}, lookup, &out); err == nil || !strings.Contains(err.Error(), "SECKILL_CTL_WAIT") {
+		t.Fatalf("a malformed SECKILL_CTL_WAIT: %v", err)
 	}
 }

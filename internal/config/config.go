@@ -230,6 +230,17 @@ type Ctl struct {
 	Sessions Sessions
 	// The cache-invalidator's retry and dead-letter topics, for dlq.
 	CacheRetryTopic, CacheDLQTopic string
+	// Wait is how long migrate, seed and topics wait for their server.
+	Wait time.Duration
+}
+
+// CtlWait is how long seckillctl's migrate, seed and topics wait for their
+// server to answer (one started beside them, as a compose file does):
+// zero, the default, tries once.
+func CtlWait(lookup Lookup) (time.Duration, error) {
+	r := NewFrom(lookup)
+	w := r.Duration("SECKILL_CTL_WAIT", 0)
+	return w, r.Err()
 }
 
 // LoadCtl reads seckillctl's variables.
@@ -243,7 +254,8 @@ func loadCtl(r *Reader) Ctl {
 	return Ctl{Common: loadCommon(r), Sale: loadSale(r), Group: r.String("SECKILL_ORDER_GROUP", "seckill-order-writer"),
 		Sessions:        loadSessions(r),
 		CacheRetryTopic: r.String("SECKILL_INVALIDATE_RETRY_TOPIC", "cache.invalidate.retry"),
-		CacheDLQTopic:   r.String("SECKILL_INVALIDATE_DLQ_TOPIC", "cache.invalidate.dlq")}
+		CacheDLQTopic:   r.String("SECKILL_INVALIDATE_DLQ_TOPIC", "cache.invalidate.dlq"),
+		Wait:            r.Duration("SECKILL_CTL_WAIT", 0)}
 }
 
 // LoadCommon reads the variables every program shares, with the flash
