@@ -89,6 +89,9 @@ var (
 	// ErrWrongAnswer is a wrong answer to a live challenge, which it
 	// used up: a business outcome the user reads, like a wrong login code.
 	ErrWrongAnswer = apperr.New(apperr.Outcome, "wrong answer: ask for a new challenge")
+	// ErrReadingsUsedUp is a challenge read aloud MaxReadings times
+	// already: each reading is a WAV drawn on the api's CPU.
+	ErrReadingsUsedUp = apperr.New(apperr.Outcome, "this challenge was read aloud as often as it may be: ask for a new one")
 )
 
 // Modes is where a sale's mode is kept for good: the voucher's row.

@@ -2,6 +2,10 @@ package botcheck_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"strconv"
 	"sync"
@@ -151,5 +155,66 @@ func TestInstancesShareThePathKey(t *testing.T) {
 	}
 	if err := a.CheckOrder(ctx, 9, id, path); !errors.Is(err, botcheck.ErrPathInvalid) {
 		t.Fatalf("another buyer's path: %v; want invalid", err)
+	}
+}
+
+// A path that claims to live longer than a path lives is refused, even
+// under the deployment's key (a leaked one forges paths for any buyer,
+// sale and lifetime): its expiry is capped at issue time + PathTTL.
+func TestAPathForgedToLiveLongerIsRefused(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	id := f.sale(t, "path", now.Add(-time.Minute), now.Add(time.Hour))
+	s := f.store(t)
+	if _, _, err := s.IssuePath(ctx, 7, id); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := f.r.Client.Get(ctx, f.r.Key("botcheck:secret")).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forge := func(expiry time.Time) string {
+		var msg [24]byte
+		binary.BigEndian.PutUint64(msg[0:], 7)
+		binary.BigEndian.PutUint64(msg[8:], uint64(id))
+		binary.BigEndian.PutUint64(msg[16:], uint64(expiry.UnixMilli()))
+		h := hmac.New(sha256.New, secret)
+		h.Write([]byte("seckill order path\x00"))
+		h.Write(msg[:])
+		raw := append(binary.BigEndian.AppendUint64([]byte{1}, uint64(expiry.UnixMilli())), h.Sum(nil)[:16]...)
+		return base64.RawURLEncoding.EncodeToString(raw)
+	}
+	if err := s.CheckOrder(ctx, 7, id, forge(now.Add(botcheck.DefaultConfig.PathTTL))); err != nil {
+		t.Fatalf("the forger's path of a path's lifetime (the format is what the test claims): %v", err)
+	}
+	if err := s.CheckOrder(ctx, 7, id, forge(now.AddDate(10, 0, 0))); !errors.Is(err, botcheck.ErrPathInvalid) {
+		t.Fatalf("a path forged to expire in ten years: %v; want invalid", err)
+	}
+}
+
+// A challenge may be read aloud MaxReadings times (each reading is a WAV
+// drawn on the api's CPU); past them the buyer asks for a new one, and
+// the challenge can still be answered.
+func TestReadingsCountAgainstTheChallenge(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	id := f.sale(t, "challenge", now.Add(-time.Minute), now.Add(time.Hour))
+	s := f.store(t)
+	p, err := s.NewChallenge(ctx, 7, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range botcheck.MaxReadings {
+		if wav, err := s.Audio(ctx, 7, p.ID, "en"); err != nil || len(wav) == 0 {
+			t.Fatalf("reading %d: %d bytes, %v", i+1, len(wav), err)
+		}
+	}
+	if _, err := s.Audio(ctx, 7, p.ID, "zh"); !errors.Is(err, botcheck.ErrReadingsUsedUp) {
+		t.Fatalf("reading %d: %v; want the readings used up", botcheck.MaxReadings+1, err)
+	}
+	if _, _, err := s.Solve(ctx, 7, id, p.ID, "000000000"); !errors.Is(err, botcheck.ErrWrongAnswer) {
+		t.Fatalf("an answer after the readings: %v; want the challenge still live (answered wrong)", err)
 	}
 }

@@ -66,6 +66,10 @@ func (s *Store) NewChallenge(ctx context.Context, userID, voucherID int64) (Puzz
 	return Puzzle{ID: id, PNG: png.Bytes(), ExpiresAt: s.Now().Add(s.cfg.ChallengeTTL)}, nil
 }
 
+// MaxReadings is how often a challenge may be read aloud: a person who
+// missed it plays it again, in the browser, from the one fetched.
+const MaxReadings = 3
+
 // Languages are the readings a challenge's audio comes in.
 var Languages = []string{"en", "zh", "ru", "ja", "pt"}
 
@@ -85,6 +89,21 @@ func (s *Store) Audio(ctx context.Context, userID int64, id, lang string) ([]byt
 	_, _, digits, ok := parseChallenge(v)
 	if !ok {
 		return nil, fmt.Errorf("challenge %s in Redis: %q", id, v)
+	}
+	// Each reading counts against the challenge, for its lifetime.
+	readings := s.challengeKey(userID, id) + ":readings"
+	n, err := s.rdb.Incr(ctx, readings).Result()
+	if err != nil {
+		return nil, fmt.Errorf("challenge readings: %w", err)
+	}
+	if n == 1 {
+		if err := s.rdb.Expire(ctx, readings, s.cfg.ChallengeTTL).Err(); err != nil {
+			return nil, fmt.Errorf("challenge readings: %w", err)
+		}
+	}
+	if n > MaxReadings {
+		s.metrics.challenge("readings_used_up")
+		return nil, ErrReadingsUsedUp
 	}
 	var wav bytes.Buffer
 	if _, err := captcha.NewAudio(id, digits, lang).WriteTo(&wav); err != nil {

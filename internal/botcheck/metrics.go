@@ -23,14 +23,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		challenges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_botcheck_challenges_total",
-			Help: "Challenges by what became of them: issued, solved, wrong (answered wrong), gone (answered after it expired or was used), malformed.",
+			Help: "Challenges by what became of them: issued, solved, wrong (answered wrong), gone (answered after it expired or was used), malformed, readings_used_up (asked to be read aloud once too often).",
 		}, []string{"outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_botcheck_orders_refused_total",
 			Help: "Orders refused by the bot check, by reason: missing (no path on a sale that asks for one), malformed, invalid (not issued to that buyer for that voucher), expired, used (a path whose buyer has its order: answered with that order's id).",
 		}, []string{"reason"}),
 	}
-	for _, o := range []string{"issued", "solved", "wrong", "gone", "malformed"} {
+	for _, o := range []string{"issued", "solved", "wrong", "gone", "malformed", "readings_used_up"} {
 		m.challenges.WithLabelValues(o)
 	}
 	for _, r := range []string{"missing", "malformed", "invalid", "expired", "used"} {

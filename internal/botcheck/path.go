@@ -182,11 +182,22 @@ func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string
 			return ErrPathInvalid
 		}
 	}
-	if s.Now().UnixMilli() >= expiry {
+	now := s.Now()
+	if now.UnixMilli() >= expiry {
 		return ErrPathExpired
+	}
+	// A path lives PathTTL from its issue: one that claims longer was not
+	// issued by us, whatever key made it (a leaked one). The slack is for
+	// the instances' clocks.
+	if expiry > now.Add(s.cfg.PathTTL+pathClockSlack).UnixMilli() {
+		return ErrPathInvalid
 	}
 	return nil
 }
+
+// pathClockSlack is how far ahead of the verifying instance's clock the
+// issuing one's may run.
+const pathClockSlack = 2 * time.Second
 
 // reloadDue claims the next read of the secret, at most one a second.
 func (s *Store) reloadDue() bool {

@@ -389,8 +389,10 @@ func loadHTTP(r *Reader) api.Config {
 			// Challenges and their answers: shared like login codes, so
 			// that wrong answers cannot be tried faster across instances.
 			// Per address, room for a crowd behind one address (a carrier's
-			// NAT, a campus) at the opening.
-			Challenge: routePolicy(r, "CHALLENGE", "300/1m", "10/1m", "open", "shared"),
+			// NAT, a campus) at the opening. Closed when the limiter's
+			// Redis does not answer: each one costs a picture or a WAV
+			// drawn on the api's CPU.
+			Challenge: routePolicy(r, "CHALLENGE", "300/1m", "10/1m", "closed", "shared"),
 		},
 		CodePolicy: user.DefaultCodePolicy,
 		BenchNoop:  r.Bool("SECKILL_API_BENCH_NOOP", false),

@@ -17,6 +17,11 @@ func TestDefaultFailureModes(t *testing.T) {
 	if cfg.Limits.Seckill.FailOpen {
 		t.Error("the seckill route must fail closed by default")
 	}
+	// A challenge costs the api a picture or a WAV drawn on its CPU: with
+	// the limiter's Redis gone they are not handed out without limit.
+	if cfg.Limits.Challenge.FailOpen {
+		t.Error("the challenges', answers' and readings' limit must fail closed by default")
+	}
 	if !cfg.Limits.Code.FailOpen || !cfg.Limits.Login.FailOpen {
 		t.Error("the other routes fail open by default")
 	}
