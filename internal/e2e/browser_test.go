@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,6 +258,20 @@ func TestBrowserSolvesTheChallengeAndBuys(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.orderLands(t, ctx, voucher, phone)
+
+	// A link whose voucher is not an id ("../../user/logout#" would send
+	// the page's requests to another route) gets no button to press.
+	for _, given := range []string{"../../user/logout#", "7/../1", "1e3", ""} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.api+"/buy?voucher="+url.QueryEscape(given))); err != nil {
+			t.Fatal(err)
+		}
+		if got := pageSays(t, ctx, "not a voucher id", "challenge shown"); !strings.HasPrefix(got, "not a voucher id") {
+			t.Fatalf("/buy?voucher=%s: the page shows %q", given, got)
+		}
+		if disabled, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('buy').disabled`)); err != nil || !disabled {
+			t.Fatalf("/buy?voucher=%s: the buy button is enabled (%v)", given, err)
+		}
+	}
 }
 
 // logInOnPage opens page and logs phone in there as a person does: asks
