@@ -223,10 +223,12 @@ test: test-started test-prep
 test-prep:
 	@$(MAKE) --no-print-directory -j3 migrate apicheck-tools image test-images test-compile
 
-# The race-instrumented packages the first pass links, compiled while the
-# stack starts (its servers mostly wait): into the build cache, no binary.
+# The race-instrumented packages the first pass links, and the manifests'
+# test, compiled while the stack starts (its servers mostly wait): into
+# the build cache, no binary kept.
 test-compile: go-check
 	@$(GO) build -race $$($(GO) list -deps -test -f '{{if .GoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e '\.test$$' -e ' ')
+	@cd deploy/kubernetes && $(GO) test -c -o /dev/null .
 
 # The container engine (podman's Docker API) and the servers' images for
 # the testcontainers pass of make test (deploy/local/engine.sh, images.sh).

@@ -52,8 +52,11 @@ func MustBuild(tb testing.TB, dir string) string {
 		builds.bins = map[string]string{}
 	}
 	out := filepath.Join(builds.dir, filepath.Base(abs))
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	// Built as make image builds the images' binaries (static, -trimpath):
+	// the packages compiled for one are in the build cache for the other.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("go build %s: %v\n%s", dir, err, msg)
 	}
