@@ -73,10 +73,11 @@ var ErrBehind = errors.New("the database's schema is older than this program's")
 // Check is a program's schema readiness check: ErrBehind, with both
 // versions and what to run, while the database lacks a migration this
 // binary carries. A schema seen up to date stays so (migrations only move
-// forward), and is not read again. A database that does not answer, or a
-// Galera node not yet synced, is not this check's to report (the MySQL
-// check is): it passes until a version has been read. A refusal from the
-// server (no rights on the version table) fails it, with the reason.
+// forward), and is not read again. A database that does not answer or
+// refuses the connection (a wrong password, a Galera node not synced) is
+// not this check's to report (the MySQL check is): it passes until a
+// version has been read. A refusal of the read itself (no right on the
+// version table) fails it, with the reason.
 type Check struct {
 	db      *sql.DB
 	table   string
@@ -93,10 +94,21 @@ func NewCheck(db *sql.DB, database string) *Check {
 	return &Check{db: db, table: table}
 }
 
-const (
-	noSuchTable = 1146 // a table that does not exist
-	notReady    = 1047 // a Galera node not synced: the MySQL check's to report
-)
+// noSuchTable is MySQL's error for a table that does not exist.
+const noSuchTable = 1146
+
+// connectionRefusal are the server's refusals of the connection itself,
+// not of the read: the MySQL check's to report (the api sells without
+// MySQL, so they must not make it unready through this check).
+var connectionRefusal = map[uint16]bool{
+	1040: true, // too many connections
+	1044: true, // access to the database denied at connection
+	1045: true, // access denied: a wrong user or password
+	1047: true, // a Galera node not synced
+	1049: true, // no such database
+	1129: true, // host blocked after connection errors
+	1130: true, // host not allowed to connect
+}
 
 // Check reads the version unless it was seen current.
 func (c *Check) Check(ctx context.Context) error {
@@ -113,7 +125,7 @@ func (c *Check) Check(ctx context.Context) error {
 	switch {
 	case errors.As(err, &me) && me.Number == noSuchTable:
 		// No migration was ever applied.
-	case errors.As(err, &me) && me.Number == notReady:
+	case errors.As(err, &me) && connectionRefusal[me.Number]:
 		return nil
 	case errors.As(err, &me):
 		// The server answered, and refused: no other check reports it,

@@ -176,6 +176,14 @@ func TestCheckRefusesAnOlderSchema(t *testing.T) {
 	if err := schema.NewCheck(unreachable, "").Check(ctx); err != nil {
 		t.Fatalf("a database that does not answer: %v, want nil (the MySQL check reports it)", err)
 	}
+	refused, err := sql.Open("mysql", m.User+":not-the-password@tcp("+m.Addr+")/"+m.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refused.Close()
+	if err := schema.NewCheck(refused, "").Check(ctx); err != nil {
+		t.Fatalf("a connection refused for a wrong password: %v, want nil (the MySQL check reports it)", err)
+	}
 }
 
 // A version table the server refuses to read (here one whose column is
