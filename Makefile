@@ -87,7 +87,7 @@ PROGRAMS := api order-writer cache-invalidator seckillctl
 # its kin stay out of the product's dependencies.
 BENCH_MODULE := bench
 
-.PHONY: apicheck-tools fuzz test-started test-prep test-compile help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image config-docs
+.PHONY: apicheck-tools fuzz test-started test-prep test-compile test-apart test-cluster help run run-multinode test up down status install migrate seed build lint bench go-check webcheck image config-docs
 
 help:
 	@echo "make run      install if missing, start the stack, migrate, seed, run the three programs"
@@ -132,7 +132,7 @@ IMAGES := api order-writer cache-invalidator seckillctl
 # checks both).
 VERSION := 0.9.0
 
-image: go-check install
+image: go-check install build
 	@command -v podman >/dev/null || { echo "make: podman is not installed: deploy/local/stack.sh install" >&2; exit 1; }
 	@mkdir -p bin/static bin/state
 	@for p in $(IMAGES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/static/$$p ./cmd/$$p || exit 1; done
@@ -141,10 +141,12 @@ image: go-check install
 	  echo "image localhost/seckill/$$p:$(VERSION)"; \
 	done
 
+# Static and -trimpath, as make image and the tests build the programs:
+# one compile of each package serves them all.
 build: go-check
 	@mkdir -p bin
-	@for p in $(PROGRAMS); do $(GO) build -o bin/$$p ./cmd/$$p; done
-	@cd $(BENCH_MODULE) && $(GO) build -o ../bin/loadgen ./cmd/loadgen && $(GO) build -o ../bin/floor ./cmd/floor
+	@for p in $(PROGRAMS); do CGO_ENABLED=0 $(GO) build -trimpath -o bin/$$p ./cmd/$$p; done
+	@cd $(BENCH_MODULE) && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/loadgen ./cmd/loadgen && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/floor ./cmd/floor
 
 migrate: up build
 	@$(RUN_ENV) bin/seckillctl migrate
@@ -193,30 +195,41 @@ test: test-started test-prep
 	@$(STACK) stop mysql-cluster > /dev/null
 	@echo "before the tests (install, stack, migrations, tools, images) $$(($$(date +%s) - $$(cat $(SECKILL_PHASES).start)))" >> $(SECKILL_PHASES)
 	$(PHASE) "go test -race ./..." env $(TEST_ENV) $(GO) test -race -count=1 -parallel 4 -timeout 15m $(STACK_PACKAGES)
-	@echo "the testcontainers pass: $(CONTAINER_PACKAGES) and the happy path, with no SECKILL_TEST_* server variables: their servers in containers of podman's Docker API"
-	$(PHASE) "the testcontainers pass (podman)" env $(CONTAINER_ENV) $$(deploy/local/engine.sh env) $$(deploy/local/images.sh env) \
-	  bash -c '$(GO) test -race -count=1 -timeout 10m $(CONTAINER_PACKAGES) && $(GO) test -race -count=1 -timeout 10m -run "$(CONTAINER_HAPPY_PATH)" ./internal/e2e/' \
-	  || { deploy/local/engine.sh down; exit 1; }
-	@deploy/local/engine.sh down
-	$(PHASE) "bench/: go test -race ./..." env $(TEST_ENV) bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
-	$(PHASE) "deploy/kubernetes: the manifests" bash -c 'cd deploy/kubernetes && $(GO) test -count=1 ./...'
-	@echo "the tests that use Redis again, on the Redis Cluster ($(REDIS_CLUSTER_SEEDS))"
-	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m \
-	  -skip '$(CLUSTER_SKIP)' $(REDIS_PACKAGES)
-	$(PHASE) "bench/: the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) \
-	  bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 $(BENCH_REDIS_PACKAGES)'
+	@echo "side by side, each part's output whole when it ends: the testcontainers pass, bench/, the manifests and the compose system (servers of their own); the Redis tests on the Redis Cluster, then the Galera cluster's start"
+	@$(MAKE) --no-print-directory -j2 -O test-apart test-cluster || { $(STACK) stop mysql-cluster > /dev/null; exit 1; }
 	@echo "failure tests: servers stopped and started under a running sale (alone, -p 1), on one Kafka broker and on three, one MariaDB and the Galera cluster"
-	$(PHASE) "the MariaDB Galera cluster (stack.sh start mysql-cluster)" $(STACK) start mysql-cluster
 	@# The cluster stops whatever the tests' outcome: three idle nodes
 	@# would cost every later command on this machine.
 	$(PHASE) "failure tests (-tags chaos, -p 1)" env SECKILL_MYSQL_TOPOLOGY=cluster $(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
 	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/ \
 	  || { $(STACK) stop mysql-cluster > /dev/null; exit 1; }
 	@$(STACK) stop mysql-cluster > /dev/null
-	@echo "the compose system: deploy/docker-compose.yml's system profile under podman-compose, in a network namespace of its own (its ports are the stack's)"
+	@echo; echo "make test: the phases"; $(PHASE) --print
+
+# make test's phases that need none of the stack's shared state, beside
+# test-cluster: the testcontainers pass ($(CONTAINER_PACKAGES) and the
+# happy path with no SECKILL_TEST_* server variable, on podman's Docker
+# API), bench/, the manifests, and the compose system (its system profile
+# under podman-compose in a network namespace of its own: its ports are
+# the stack's).
+test-apart:
+	$(PHASE) "the testcontainers pass (podman)" env $(CONTAINER_ENV) $$(deploy/local/engine.sh env) $$(deploy/local/images.sh env) \
+	  bash -c '$(GO) test -race -count=1 -timeout 10m $(CONTAINER_PACKAGES) && $(GO) test -race -count=1 -timeout 10m -run "$(CONTAINER_HAPPY_PATH)" ./internal/e2e/' \
+	  || { deploy/local/engine.sh down; exit 1; }
+	@deploy/local/engine.sh down
+	$(PHASE) "bench/: go test -race ./..." env $(TEST_ENV) bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
+	$(PHASE) "deploy/kubernetes: the manifests" bash -c 'cd deploy/kubernetes && $(GO) test -count=1 ./...'
 	$(PHASE) "the compose system (podman-compose)" unshare --net sh -c 'ip link set lo up && exec env SECKILL_TEST_COMPOSE="$(CURDIR)/deploy/local/compose.sh run" \
 	  $(GO) test -tags compose -count=1 -timeout 10m -v -run "^TestComposeSystemTakesAnOrder$$" ./deploy/docker/'
-	@echo; echo "make test: the phases"; $(PHASE) --print
+
+# make test's Redis tests again on the Redis Cluster
+# ($(REDIS_CLUSTER_SEEDS)), then the Galera cluster the failure tests use.
+test-cluster:
+	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m \
+	  -skip '$(CLUSTER_SKIP)' $(REDIS_PACKAGES)
+	$(PHASE) "bench/: the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) \
+	  bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 $(BENCH_REDIS_PACKAGES)'
+	$(PHASE) "the MariaDB Galera cluster (stack.sh start mysql-cluster)" $(STACK) start mysql-cluster
 
 # What make test needs first, side by side: the stack mostly waits on its
 # servers while the programs, the images and the API checker build.
