@@ -67,6 +67,9 @@ var FreezeSale = mustLoadSale("freeze_sale.lua")
 // a new replication id.
 var IDLease = mustLoadServer("id_lease.lua")
 
+// SaleWindow reads a sale's window and its server's clock together.
+var SaleWindow = mustLoadServer("sale_window.lua")
+
 // IDFloor raises an id counter to at least a floor.
 var IDFloor = mustLoad("id_floor.lua")
 

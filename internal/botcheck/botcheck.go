@@ -101,10 +101,11 @@ type Modes interface {
 	BotCheck(ctx context.Context, voucherID int64) (m Mode, found bool, err error)
 }
 
-// Windows is the sale's window as the gate holds it: order.ErrUnknownVoucher
-// when there is no sale.
+// Windows is the sale's window as the gate holds it, with the gate's
+// clock (its Redis server's) at the read: order.ErrUnknownVoucher when
+// there is no sale.
 type Windows interface {
-	Window(ctx context.Context, voucherID int64) (begin, end time.Time, err error)
+	Window(ctx context.Context, voucherID int64) (begin, end, now time.Time, err error)
 }
 
 // Config is the lifetimes of what the package issues.
@@ -147,7 +148,12 @@ func New(rdb redis.UniversalClient, prefix string, modes Modes, windows Windows,
 }
 
 // window is a sale's window as read at a time.
-type window struct{ begin, end, read time.Time }
+// window is a sale's window as read at read (this host's clock), and how
+// far the gate's clock (its Redis server's) was ahead of this host's then.
+type window struct {
+	begin, end, read time.Time
+	ahead            time.Duration
+}
 
 // windowTTL is how long an instance issues paths by a window it read:
 // under a crowd, the sale's buyers ask for their paths in the same
@@ -202,7 +208,7 @@ func (s *Store) ModeOf(ctx context.Context, voucherID int64) (Mode, error) {
 		// between the sale's warming and the mode's writing, or when
 		// Redis lost it: MySQL says. No sale: the gate answers, and
 		// made-up voucher ids cost MySQL nothing.
-		if _, _, err := s.windows.Window(ctx, voucherID); errors.Is(err, order.ErrUnknownVoucher) {
+		if _, _, _, err := s.windows.Window(ctx, voucherID); errors.Is(err, order.ErrUnknownVoucher) {
 			return "", err
 		} else if err != nil {
 			return "", fmt.Errorf("bot check of voucher %d: %w", voucherID, err)
@@ -225,23 +231,25 @@ func (s *Store) ModeOf(ctx context.Context, voucherID int64) (Mode, error) {
 	return m, nil
 }
 
-// open is nil while voucherID's sale is open: the gate's own answers
-// otherwise (not started, ended, no such sale).
+// open is nil while voucherID's sale is open by the gate's clock: the
+// gate's own answers otherwise (not started, ended, no such sale). An api
+// whose clock runs ahead must not hand out paths before the gate opens.
 func (s *Store) open(ctx context.Context, voucherID int64) error {
-	now := s.Now()
+	local := s.Now()
 	s.windowsMu.Lock()
 	w, ok := s.seen[voucherID]
 	s.windowsMu.Unlock()
-	if !ok || now.Sub(w.read) >= windowTTL || now.Before(w.read) {
-		begin, end, err := s.windows.Window(ctx, voucherID)
+	if !ok || local.Sub(w.read) >= windowTTL || local.Before(w.read) {
+		begin, end, gateNow, err := s.windows.Window(ctx, voucherID)
 		if err != nil {
 			return err
 		}
-		w = window{begin, end, now}
+		w = window{begin: begin, end: end, read: local, ahead: gateNow.Sub(local)}
 		s.windowsMu.Lock()
 		s.seen[voucherID] = w
 		s.windowsMu.Unlock()
 	}
+	now := local.Add(w.ahead)
 	begin, end := w.begin, w.end
 	switch {
 	case now.Before(begin):

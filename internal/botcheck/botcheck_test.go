@@ -68,26 +68,36 @@ func (f *fixture) sale(t *testing.T, check string, begin, end time.Time) int64 {
 	return id
 }
 
-// A path is good for its lifetime, to the millisecond, and no longer; a
-// sale's window decides when paths are issued, by the injected clock.
+// A path is good for its lifetime, to the millisecond, and no longer (by
+// the injected clock); the sale's window decides when paths are issued, by
+// the gate's clock: the test waits for the real opening and end.
 func TestPathLifetimeAndWindow(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	now := f.clock.Now()
-	id := f.sale(t, "path", now.Add(time.Minute), now.Add(time.Hour))
+	begin := time.Now().Add(time.Second)
+	id := f.sale(t, "path", begin, begin.Add(1500*time.Millisecond))
+	// Issued on a clock that moves (an instance reads the window again a
+	// second after it last did, by its own clock), checked on the test's.
 	s := f.store(t)
+	s.Now = time.Now
 	if _, _, err := s.IssuePath(ctx, 7, id); !errors.Is(err, order.ErrNotStarted) {
 		t.Fatalf("a path before the opening: %v; want not started", err)
 	}
-	f.clock.add(time.Minute)
-	path, expires, err := s.IssuePath(ctx, 7, id)
-	if err != nil {
-		t.Fatal(err)
+	var path string
+	var expires time.Time
+	testsupport.Wait(t, 10*time.Second, "a path at the opening", func() bool {
+		var err error
+		path, expires, err = s.IssuePath(ctx, 7, id)
+		return err == nil
+	})
+	if early := begin.Sub(time.Now()); early > 50*time.Millisecond {
+		t.Fatalf("a path issued %v before the opening", early)
 	}
-	if want := f.clock.Now().Add(botcheck.DefaultConfig.PathTTL); !expires.Equal(want.Truncate(time.Millisecond)) {
-		t.Fatalf("expires %v, want %v", expires, want)
+	if lives := time.Until(expires); lives > botcheck.DefaultConfig.PathTTL || lives < botcheck.DefaultConfig.PathTTL-time.Second {
+		t.Fatalf("a path issued now expires in %v, want %v", lives, botcheck.DefaultConfig.PathTTL)
 	}
-	f.clock.add(botcheck.DefaultConfig.PathTTL - time.Millisecond)
+	f.clock.now = expires.Add(-time.Millisecond)
+	s.Now = f.clock.Now
 	if err := s.CheckOrder(ctx, 7, id, path); err != nil {
 		t.Fatalf("a path in its last millisecond: %v", err)
 	}
@@ -95,9 +105,36 @@ func TestPathLifetimeAndWindow(t *testing.T) {
 	if err := s.CheckOrder(ctx, 7, id, path); !errors.Is(err, botcheck.ErrPathExpired) {
 		t.Fatalf("a path at its expiry: %v; want expired", err)
 	}
-	f.clock.add(time.Hour)
-	if _, _, err := s.IssuePath(ctx, 7, id); !errors.Is(err, order.ErrEnded) {
-		t.Fatalf("a path after the end: %v; want ended", err)
+	s.Now = time.Now
+	testsupport.Wait(t, 10*time.Second, "no path after the end", func() bool {
+		_, _, err := s.IssuePath(ctx, 8, id)
+		return errors.Is(err, order.ErrEnded)
+	})
+}
+
+// An api whose clock runs ahead of the gate's issues no path and no
+// challenge before the gate opens; one whose clock runs behind issues
+// them once it has: the window is compared with the clock of the Redis
+// server that holds the sale.
+func TestTheGatesClockDecidesTheWindow(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	real := time.Now()
+	soon := f.sale(t, "path", real.Add(30*time.Second), real.Add(time.Hour))
+	soonChallenge := f.sale(t, "challenge", real.Add(30*time.Second), real.Add(time.Hour))
+	open := f.sale(t, "path", real.Add(-time.Second), real.Add(time.Hour))
+	ahead := f.store(t)
+	ahead.Now = func() time.Time { return time.Now().Add(time.Minute) }
+	if _, _, err := ahead.IssuePath(ctx, 7, soon); !errors.Is(err, order.ErrNotStarted) {
+		t.Fatalf("a path from an api a minute ahead, 30 s before the opening: %v; want not started", err)
+	}
+	if _, err := ahead.NewChallenge(ctx, 7, soonChallenge); !errors.Is(err, order.ErrNotStarted) {
+		t.Fatalf("a challenge from an api a minute ahead, 30 s before the opening: %v; want not started", err)
+	}
+	behind := f.store(t)
+	behind.Now = func() time.Time { return time.Now().Add(-time.Minute) }
+	if _, _, err := behind.IssuePath(ctx, 7, open); err != nil {
+		t.Fatalf("a path from an api a minute behind, on an open sale: %v", err)
 	}
 }
 

@@ -179,25 +179,27 @@ func (s *Store) FindBuyerOrder(ctx context.Context, voucherID, userID int64) (or
 	return 0, false, live, nil
 }
 
-// Window is voucherID's sale window as the gate holds it (every bucket
-// has the same; bucket 0's is read): order.ErrUnknownVoucher when Redis
-// has no sale.
-func (s *Store) Window(ctx context.Context, voucherID int64) (begin, end time.Time, err error) {
+// Window is voucherID's sale window and the clock of the Redis server
+// that holds it, read together: the gate decides by that clock, and so
+// must whoever decides "open" ahead of it. order.ErrUnknownVoucher when
+// there is no sale.
+func (s *Store) Window(ctx context.Context, voucherID int64) (begin, end, now time.Time, err error) {
 	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil {
-		return time.Time{}, time.Time{}, err
+		return time.Time{}, time.Time{}, time.Time{}, err
 	}
-	v, err := s.rdb.HMGet(ctx, lay.bucketKeys(s.prefix, 0).Voucher, FieldBegin, FieldEnd).Result()
-	if err != nil {
-		return time.Time{}, time.Time{}, fmt.Errorf("window of voucher %d: %w", voucherID, err)
+	v, err := lua.SaleWindow.Run(ctx, s.rdb, []string{lay.bucketKeys(s.prefix, 0).Voucher}).Slice()
+	if err != nil || len(v) != 3 {
+		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("window of voucher %d: %v %w", voucherID, v, err)
 	}
 	if v[0] == nil || v[1] == nil {
-		return time.Time{}, time.Time{}, order.ErrUnknownVoucher
+		return time.Time{}, time.Time{}, time.Time{}, order.ErrUnknownVoucher
 	}
 	b, errB := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
 	e, errE := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-	if errB != nil || errE != nil {
-		return time.Time{}, time.Time{}, fmt.Errorf("window of voucher %d: %q to %q", voucherID, v[0], v[1])
+	n, ok := v[2].(int64)
+	if errB != nil || errE != nil || !ok {
+		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("window of voucher %d: %q to %q at %v", voucherID, v[0], v[1], v[2])
 	}
-	return time.UnixMilli(b), time.UnixMilli(e), nil
+	return time.UnixMilli(b), time.UnixMilli(e), time.UnixMilli(n), nil
 }

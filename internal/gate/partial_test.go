@@ -494,7 +494,7 @@ func TestALostDirectoryDoesNotStopTheSale(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := gate.NewStore(r.Client, r.Prefix)
-	if _, end, err := fresh.Window(ctx, voucher); err != nil || end.Before(time.Now()) {
+	if _, end, _, err := fresh.Window(ctx, voucher); err != nil || end.Before(time.Now()) {
 		t.Fatalf("the window of a sale whose directory is lost: ends %v, %v; want the live sale's", end, err)
 	}
 	for i, u := range homedIn(n, 1, 3) {
