@@ -220,10 +220,12 @@ test-apart:
 	$(PHASE) "bench/: go test -race ./..." env $(TEST_ENV) bash -c 'cd $(BENCH_MODULE) && $(GO) test -race -count=1 ./...'
 	$(PHASE) "deploy/kubernetes: the manifests" bash -c 'cd deploy/kubernetes && $(GO) test -count=1 ./...'
 	$(PHASE) "the compose system (podman-compose)" unshare --net sh -c 'ip link set lo up && exec env SECKILL_TEST_COMPOSE="$(CURDIR)/deploy/local/compose.sh run" \
-	  $(GO) test -tags compose -count=1 -timeout 10m -v -run "^TestComposeSystemTakesAnOrder$$" ./deploy/docker/'
+	  COMPOSE_FILE=$(CURDIR)/deploy/docker-compose.yml:$(CURDIR)/deploy/docker/podman.yml \
+	  $(GO) test -tags compose -count=1 -timeout 12m -v -run "^TestComposeSystemTakesAnOrder$$" ./deploy/docker/'
 
 # make test's Redis tests again on the Redis Cluster
-# ($(REDIS_CLUSTER_SEEDS)), then the Galera cluster the failure tests use.
+# ($(REDIS_CLUSTER_SEEDS)), then the Galera cluster the failure tests use:
+# its start overlaps test-apart rather than adding to the failure tests.
 test-cluster:
 	$(PHASE) "the Redis tests on the Redis Cluster" env $(TEST_ENV) SECKILL_TEST_REDIS_CLUSTER=$(REDIS_CLUSTER_SEEDS) $(GO) test -race -count=1 -parallel 4 -timeout 15m \
 	  -skip '$(CLUSTER_SKIP)' $(REDIS_PACKAGES)
@@ -244,8 +246,10 @@ test-compile: go-check
 	@cd deploy/kubernetes && $(GO) test -c -o /dev/null .
 
 # The container engine (podman's Docker API) and the servers' images for
-# the testcontainers pass of make test (deploy/local/engine.sh, images.sh).
-test-images: go-check install
+# the testcontainers pass of make test (deploy/local/engine.sh, images.sh),
+# and podman-compose for its compose system (after apicheck-tools, which
+# installs Python's venv).
+test-images: go-check install apicheck-tools
 	@deploy/local/engine.sh up
 	@deploy/local/images.sh build > /dev/null
 	@deploy/local/compose.sh install

@@ -103,8 +103,6 @@ need_cmds() {
     command -v "$c" >/dev/null 2>&1 || missing+=("$c")
   done
   [ -f /usr/lib/galera/libgalera_smm.so ] || missing+=(galera-4)
-  # The compose file's containers find each other by name (podman's CNI).
-  [ -x /usr/lib/cni/dnsname ] || missing+=(golang-github-containernetworking-plugin-dnsname)
   printf '%s\n' "${missing[@]}"
 }
 
@@ -115,7 +113,7 @@ cmd_install() {
     [ "$(id -u)" = 0 ] || die "missing $(echo $missing | tr '\n' ' '); install needs root to apt-get them"
     # nginx and Chromium: the browser test serves a front end the way the
     # course does (its nginx location block) and drives it headless.
-    local pkgs=(redis-server redis-tools mariadb-server mariadb-client mariadb-backup galera-4 socat curl ca-certificates haproxy prometheus podman runc golang-github-containernetworking-plugin-dnsname nginx-light chromium)
+    local pkgs=(redis-server redis-tools mariadb-server mariadb-client mariadb-backup galera-4 socat curl ca-certificates haproxy prometheus podman runc nginx-light chromium)
     command -v java >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
     command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
     command -v python3 >/dev/null 2>&1 || pkgs+=(python3)

@@ -181,13 +181,12 @@ func topicsCtl(cfg config.Ctl, file string, replicas int, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Wait+30*time.Second)
 	defer cancel()
+	// The creation itself is what is waited for: a cluster whose first
+	// broker answers may not have all the replicas' brokers yet.
 	if err := waitFor(ctx, cfg.Wait, fmt.Sprintf("Kafka at %v", cfg.KafkaBrokers), func(ctx context.Context) error {
-		return broker.Ping(ctx, cfg.KafkaBrokers)
+		return broker.EnsureTopics(ctx, cfg.KafkaBrokers, topics...)
 	}); err != nil {
 		return fmt.Errorf("topics: %w", err)
-	}
-	if err := broker.EnsureTopics(ctx, cfg.KafkaBrokers, topics...); err != nil {
-		return fmt.Errorf("topics on %v: %w", cfg.KafkaBrokers, err)
 	}
 	fmt.Fprintf(out, "topics: %s on %v, replication factor %d\n", strings.Join(names, ", "), cfg.KafkaBrokers, replicas)
 	return nil
@@ -225,6 +224,13 @@ func schemaCtl(cmd, dsn string, wait time.Duration, out io.Writer) error {
 	defer cancel()
 	if err := waitFor(ctx, wait, "MySQL at "+mysqldb.Addr(dsn), db.PingContext); err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	// The demo data goes into the schema's tables: seed started beside
+	// migrate waits for it to be applied.
+	if cmd == "seed" {
+		if err := waitFor(ctx, wait, "the schema on "+mysqldb.Addr(dsn), schema.NewCheck(db, "").Check); err != nil {
+			return fmt.Errorf("%s: %w", cmd, err)
+		}
 	}
 
 	switch cmd {

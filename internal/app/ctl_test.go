@@ -163,3 +163,31 @@ func TestCtlWaitsForItsServer(t *testing.T) {
 		t.Fatalf("a malformed SECKILL_CTL_WAIT: %v", err)
 	}
 }
+
+// seed started beside migrate waits for the schema it fills, and says
+// what it waited for when the schema never comes.
+func TestCtlSeedWaitsForTheSchema(t *testing.T) {
+	m := testsupport.MustEmptyMySQL(t)
+	vars := map[string]string{"SECKILL_MYSQL_DSN": m.DSN, "SECKILL_CTL_WAIT": "2s"}
+	lookup := func(key string) (string, bool) { v, ok := vars[key]; return v, ok }
+	var out strings.Builder
+	if err := app.Ctl([]string{"seed"}, lookup, &out); err == nil || !strings.Contains(err.Error(), "the schema on") || !strings.Contains(err.Error(), "older") {
+		t.Fatalf("seed on a database never migrated: %v, want it to say it waited for the schema", err)
+	}
+	vars["SECKILL_CTL_WAIT"] = "1m"
+	seeded := make(chan error, 1)
+	go func() {
+		var out strings.Builder
+		seeded <- app.Ctl([]string{"seed"}, lookup, &out)
+	}()
+	if err := app.Ctl([]string{"migrate"}, lookup, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-seeded; err != nil {
+		t.Fatalf("seed started before migrate: %v", err)
+	}
+	var shops int
+	if err := m.DB.QueryRow("SELECT COUNT(*) FROM tb_shop").Scan(&shops); err != nil || shops == 0 {
+		t.Fatalf("%d shops after the seed (%v)", shops, err)
+	}
+}

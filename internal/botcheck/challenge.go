@@ -91,17 +91,18 @@ func (s *Store) Audio(ctx context.Context, userID int64, id, lang string) ([]byt
 		return nil, fmt.Errorf("challenge %s in Redis: %q", id, v)
 	}
 	// Each reading counts against the challenge, for its lifetime.
+	// Counted and given its lifetime in one transaction: a count left
+	// without an expiry would outlive the challenge.
 	readings := s.challengeKey(userID, id) + ":readings"
-	n, err := s.rdb.Incr(ctx, readings).Result()
-	if err != nil {
+	var count *redis.IntCmd
+	if _, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		count = p.Incr(ctx, readings)
+		p.ExpireNX(ctx, readings, s.cfg.ChallengeTTL)
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("challenge readings: %w", err)
 	}
-	if n == 1 {
-		if err := s.rdb.Expire(ctx, readings, s.cfg.ChallengeTTL).Err(); err != nil {
-			return nil, fmt.Errorf("challenge readings: %w", err)
-		}
-	}
-	if n > MaxReadings {
+	if count.Val() > MaxReadings {
 		s.metrics.challenge("readings_used_up")
 		return nil, ErrReadingsUsedUp
 	}

@@ -460,13 +460,13 @@ func (p *Producer) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
-	// A deadline already past must not refuse a queue that emptied: no
-	// sender at work means nothing is queued or in flight.
-	busy := false
+	// A deadline already past refuses nothing when nothing waits: a
+	// request in flight is answered by its own sender.
+	waiting := 0
 	for _, q := range p.partitions {
-		busy = busy || q.sending
+		waiting += len(q.waiting)
 	}
-	if !busy {
+	if waiting == 0 {
 		p.mu.Unlock()
 		p.transport.CloseIdleConnections()
 		return nil

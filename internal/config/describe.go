@@ -116,7 +116,7 @@ var descriptions = []description{
 	{"SECKILL_BINLOG_POSITION_FILE", "where the handled binlog position is kept (written atomically, at most once a second and at rotations/shutdown)"},
 	{"SECKILL_INVALIDATE_RETRY_TOPIC", "failed deletes"},
 	{"SECKILL_INVALIDATE_DLQ_TOPIC", "keys given up"},
-	{"SECKILL_CTL_WAIT", "how long `migrate`, `seed` and `topics` wait for their server to answer (a server started beside them, as the compose file starts MySQL and Kafka); 0 tries once"},
+	{"SECKILL_CTL_WAIT", "how long `migrate`, `seed` and `topics` wait for their server to answer (a server started beside them, as the compose file starts MySQL and Kafka), and `seed` for the schema `migrate` applies; 0 tries once"},
 	{"SECKILL_INVALIDATE_GROUP", "consumer group of the retry topic"},
 	{"SECKILL_INVALIDATE_MAX_ATTEMPTS", "retries before the dead-letter topic (200 ms doubling, capped at 10 s)"},
 	{"SECKILL_INVALIDATE_DELETE_TIMEOUT", "one delete's deadline"},

@@ -159,8 +159,13 @@ func statements(sql string) []string {
 // quotes: a statement may end before one.
 func stripComment(line string) string {
 	var quote rune
+	escaped := false
 	for i, r := range line {
 		switch {
+		case escaped:
+			escaped = false
+		case quote != 0 && r == '\\':
+			escaped = true
 		case quote != 0:
 			if r == quote {
 				quote = 0

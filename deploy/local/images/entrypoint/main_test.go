@@ -31,6 +31,7 @@ func TestStatements(t *testing.T) {
 		{"SELECT '-- not a comment', \"# nor this\";\nSELECT 3-1;",
 			[]string{"SELECT '-- not a comment', \"# nor this\"", "SELECT 3-1"}},
 		{"SELECT 1 --1;", []string{"SELECT 1 --1"}},
+		{`SELECT 'it\'s # not', "a \" -- b"; # c`, []string{`SELECT 'it\'s # not', "a \" -- b"`}},
 	} {
 		if got := statements(c.sql); !slices.Equal(got, c.want) {
 			t.Errorf("statements(%q) = %q, want %q", c.sql, got, c.want)
