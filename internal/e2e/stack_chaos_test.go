@@ -29,10 +29,12 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 	if err := os.Symlink(libs, filepath.Join(dir, "kafka", "libs")); err != nil {
 		t.Fatal(err)
 	}
-	// Clear of the shared stack's ports and of its cluster buses (+10000).
-	env := append(os.Environ(), "SECKILL_STACK_DIR="+dir, "SECKILL_REDIS_PORT=26379", "SECKILL_REDIS_CACHE_PORT=26381", "SECKILL_REDIS_CLUSTER_PORT=18001",
-		"SECKILL_MYSQL_PORT=23306", "SECKILL_KAFKA_PORT=29092", "SECKILL_KAFKA_CONTROLLER_PORT=29093", "SECKILL_KAFKA_CLUSTER_PORT=29192",
-		"SECKILL_MYSQL_CLUSTER_PORT=23310", "SECKILL_MYSQL_CLUSTER_GCOMM_PORT=24567")
+	// Clear of the shared stack's ports and of its cluster buses (+10000),
+	// and of the bands the tests' ports are drawn from (20000-26999): a
+	// program an earlier test left may hold one.
+	env := append(os.Environ(), "SECKILL_STACK_DIR="+dir, "SECKILL_REDIS_PORT=28379", "SECKILL_REDIS_CACHE_PORT=28381", "SECKILL_REDIS_CLUSTER_PORT=17101",
+		"SECKILL_MYSQL_PORT=28306", "SECKILL_KAFKA_PORT=28092", "SECKILL_KAFKA_CONTROLLER_PORT=28093", "SECKILL_KAFKA_CLUSTER_PORT=28192",
+		"SECKILL_MYSQL_CLUSTER_PORT=28310", "SECKILL_MYSQL_CLUSTER_GCOMM_PORT=28567")
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(script, args...)
@@ -57,9 +59,9 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 	run("up", "--redis-cluster", "--mysql-cluster", "--kafka-brokers", "3")
 
 	status := run("status")
-	want := []string{"127.0.0.1:26379", "127.0.0.1:26381", "127.0.0.1:23306", "127.0.0.1:29092", "127.0.0.1:29192", "127.0.0.1:29292", "127.0.0.1:29392",
-		"127.0.0.1:18001", "127.0.0.1:18002", "127.0.0.1:18003", "127.0.0.1:18004", "127.0.0.1:18005", "127.0.0.1:18006",
-		"127.0.0.1:23310", "127.0.0.1:23311", "127.0.0.1:23312", "127.0.0.1:23313"}
+	want := []string{"127.0.0.1:28379", "127.0.0.1:28381", "127.0.0.1:28306", "127.0.0.1:28092", "127.0.0.1:28192", "127.0.0.1:28292", "127.0.0.1:28392",
+		"127.0.0.1:17101", "127.0.0.1:17102", "127.0.0.1:17103", "127.0.0.1:17104", "127.0.0.1:17105", "127.0.0.1:17106",
+		"127.0.0.1:28310", "127.0.0.1:28311", "127.0.0.1:28312", "127.0.0.1:28313"}
 	for _, addr := range want {
 		if !regexp.MustCompile(`running +pid +\d+ +` + regexp.QuoteMeta(addr) + `\b`).MatchString(status) {
 			t.Errorf("status does not list %s as running:\n%s", addr, status)
@@ -67,7 +69,7 @@ func TestChaosStackStatusAndDownSeeEveryServer(t *testing.T) {
 	}
 
 	run("down")
-	if left := ownProcesses(t, dir, []string{":26379", ":26381", ":18001", ":18002", ":18003", ":18004", ":18005", ":18006", ":23306"}); len(left) > 0 {
+	if left := ownProcesses(t, dir, []string{":28379", ":28381", ":17101", ":17102", ":17103", ":17104", ":17105", ":17106", ":28306"}); len(left) > 0 {
 		t.Fatalf("down left servers of the stack running:\n%s", strings.Join(left, "\n"))
 	}
 }
