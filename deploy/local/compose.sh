@@ -26,7 +26,7 @@ install() {
   # The compose file's containers find each other by name (podman's CNI).
   if [ ! -x /usr/lib/cni/dnsname ]; then
     [ "$(id -u)" = 0 ] || die "podman's dnsname plugin is missing: apt-get install golang-github-containernetworking-plugin-dnsname (as root)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends golang-github-containernetworking-plugin-dnsname > /dev/null \
+    { apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends golang-github-containernetworking-plugin-dnsname > /dev/null; } \
       || die "apt-get install golang-github-containernetworking-plugin-dnsname failed"
   fi
   [ -x "$venv/bin/podman-compose" ] && return
