@@ -179,11 +179,11 @@ func topicsCtl(cfg config.Ctl, file string, replicas int, out io.Writer) error {
 		}
 		names[i] = topics[i].Name
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Wait+30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Wait+time.Minute)
 	defer cancel()
 	// The creation itself is what is waited for: a cluster whose first
 	// broker answers may not have all the replicas' brokers yet.
-	if err := waitFor(ctx, cfg.Wait, fmt.Sprintf("Kafka at %v", cfg.KafkaBrokers), func(ctx context.Context) error {
+	if err := waitFor(ctx, cfg.Wait, 30*time.Second, fmt.Sprintf("Kafka at %v (creating the topics)", cfg.KafkaBrokers), func(ctx context.Context) error {
 		return broker.EnsureTopics(ctx, cfg.KafkaBrokers, topics...)
 	}); err != nil {
 		return fmt.Errorf("topics: %w", err)
@@ -192,12 +192,13 @@ func topicsCtl(cfg config.Ctl, file string, replicas int, out io.Writer) error {
 	return nil
 }
 
-// waitFor tries ping once a second until it passes or within has gone by
-// (once when within is zero), and says what did not answer.
-func waitFor(ctx context.Context, within time.Duration, what string, ping func(context.Context) error) error {
+// waitFor tries ping, each try given up to try, once a second until it
+// passes or within has gone by (once when within is zero), and says what
+// did not answer.
+func waitFor(ctx context.Context, within, try time.Duration, what string, ping func(context.Context) error) error {
 	deadline := time.Now().Add(within)
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, try)
 		err := ping(pctx)
 		cancel()
 		if err == nil {
@@ -222,13 +223,13 @@ func schemaCtl(cmd, dsn string, wait time.Duration, out io.Writer) error {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), wait+2*time.Minute)
 	defer cancel()
-	if err := waitFor(ctx, wait, "MySQL at "+mysqldb.Addr(dsn), db.PingContext); err != nil {
+	if err := waitFor(ctx, wait, 5*time.Second, "MySQL at "+mysqldb.Addr(dsn), db.PingContext); err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	// The demo data goes into the schema's tables: seed started beside
 	// migrate waits for it to be applied.
 	if cmd == "seed" {
-		if err := waitFor(ctx, wait, "the schema on "+mysqldb.Addr(dsn), schema.NewCheck(db, "").Check); err != nil {
+		if err := waitFor(ctx, wait, 5*time.Second, "the schema on "+mysqldb.Addr(dsn), schema.NewCheck(db, "").Check); err != nil {
 			return fmt.Errorf("%s: %w", cmd, err)
 		}
 	}

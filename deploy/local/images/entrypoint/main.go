@@ -164,7 +164,7 @@ func stripComment(line string) string {
 		switch {
 		case escaped:
 			escaped = false
-		case quote != 0 && r == '\\':
+		case quote != 0 && quote != '`' && r == '\\':
 			escaped = true
 		case quote != 0:
 			if r == quote {

@@ -32,6 +32,7 @@ func TestStatements(t *testing.T) {
 			[]string{"SELECT '-- not a comment', \"# nor this\"", "SELECT 3-1"}},
 		{"SELECT 1 --1;", []string{"SELECT 1 --1"}},
 		{`SELECT 'it\'s # not', "a \" -- b"; # c`, []string{`SELECT 'it\'s # not', "a \" -- b"`}},
+		{"SELECT 1 AS `a\\`; # c", []string{"SELECT 1 AS `a\\`"}},
 	} {
 		if got := statements(c.sql); !slices.Equal(got, c.want) {
 			t.Errorf("statements(%q) = %q, want %q", c.sql, got, c.want)
