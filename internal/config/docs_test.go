@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
 )
 
@@ -155,24 +156,20 @@ func TestVariablesKnowEachProgramsDefault(t *testing.T) {
 // one of them, and neither the stack nor the compose file writes a topic
 // out again.
 func TestTopicsFileNamesTheProgramsTopics(t *testing.T) {
-	raw, err := os.ReadFile("../../deploy/topics")
+	f, err := os.Open("../../deploy/topics")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
+	// Read as seckillctl topics reads it.
+	list, err := broker.ParseTopicList(f)
+	if err != nil {
+		t.Fatalf("deploy/topics: %v", err)
+	}
 	inFile := map[string]bool{}
-	var first string
-	for _, line := range strings.Split(string(raw), "\n") {
-		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, parts, ok := strings.Cut(line, ":")
-		if first == "" {
-			first = name
-		}
-		if !ok || parts == "" || strings.Trim(parts, "0123456789") != "" {
-			t.Errorf("deploy/topics: %q is not name:partitions", line)
-		}
-		inFile[name] = true
+	first := list[0].Name
+	for _, topic := range list {
+		inFile[topic.Name] = true
 	}
 	vars := config.Variables()
 	topics := map[string]bool{}
