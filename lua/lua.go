@@ -119,6 +119,9 @@ var Revoke = mustLoad("revoke.lua")
 // index of the user's refresh families.
 var RefreshLogoutUser = mustLoad("refresh_logout_user.lua")
 
+// PathKeys makes, reads and rotates the order paths' keys.
+var PathKeys = mustLoad("path_keys.lua")
+
 // all is every script, for LoadAll.
 var all []*redis.Script
 

@@ -33,6 +33,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/tlscert"
@@ -264,8 +265,13 @@ func (o objects) env(t *testing.T, program string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pathKeys := filepath.Join(dir, "path-keys.json")
+	if _, err := botcheck.RotateKeyFile(pathKeys); err != nil {
+		t.Fatal(err)
+	}
 	real := map[string]string{"SECKILL_ADMIN_TOKEN": strings.Repeat("x", 32), "SECKILL_API_TRUSTED_PROXIES": "10.0.5.0/28",
-		"/etc/seckill/jwt/keys.json": keyFile, "/etc/seckill/tls/tls.crt": cert, "/etc/seckill/tls/tls.key": key}
+		"/etc/seckill/jwt/keys.json": keyFile, "/etc/seckill/tls/tls.crt": cert, "/etc/seckill/tls/tls.key": key,
+		"/etc/seckill/botcheck/keys.json": pathKeys}
 	fill := func(v string) string {
 		if r, ok := real[v]; ok {
 			return r
@@ -444,6 +450,7 @@ func TestManifestsShapes(t *testing.T) {
 	if o.budgets["api"] == nil {
 		t.Error("no PodDisruptionBudget for the api")
 	}
+	checkPathKeysFromASecret(t, o, api)
 	if api.Spec.Replicas != nil {
 		t.Error("api: replicas set beside its autoscaler: every apply resets the count")
 	}
@@ -457,6 +464,39 @@ func TestManifestsShapes(t *testing.T) {
 	if _, ok := o.deployments["cache-invalidator"]; ok {
 		t.Error("the cache-invalidator as a Deployment: a rollout would run two at once")
 	}
+}
+
+// checkPathKeysFromASecret fails unless the api reads the order paths'
+// keys from a file in a mounted Secret that secrets.yaml.example declares,
+// with a key field: in production they are not in Redis.
+func checkPathKeysFromASecret(t *testing.T, o objects, api *appsv1.Deployment) {
+	t.Helper()
+	spec := api.Spec.Template.Spec
+	var file string
+	for _, e := range spec.Containers[0].Env {
+		if e.Name == "SECKILL_BOTCHECK_KEYS_FILE" {
+			file = e.Value
+		}
+	}
+	if file == "" {
+		t.Error("api: the order paths' keys are left in Redis (no SECKILL_BOTCHECK_KEYS_FILE)")
+		return
+	}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if filepath.Dir(file) != m.MountPath {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			if s := o.secrets[v.Secret.SecretName]; s == nil || s.StringData[filepath.Base(file)] == "" {
+				t.Errorf("api: the paths' keys' Secret %s has no %s in secrets.yaml.example", v.Secret.SecretName, filepath.Base(file))
+			}
+			return
+		}
+	}
+	t.Errorf("api: SECKILL_BOTCHECK_KEYS_FILE=%s is not in a mounted Secret", file)
 }
 
 // Each readiness probe asks the endpoint whose answer means "this program

@@ -95,6 +95,9 @@ func (m *API) Run(ctx context.Context) error {
 	case sender == nil:
 		m.logger.Warn("no SMS provider is configured: POST /user/code answers 503; SECKILL_DEV_MODE=true logs the codes instead, on a developer's machine")
 	}
+	if c.BotCheck.KeysFile == "" && !c.DevMode {
+		m.logger.Warn("the order paths' keys are kept in Redis: whoever reads that Redis can forge paths; in production give them in a file (SECKILL_BOTCHECK_KEYS_FILE, a mounted Secret)")
+	}
 	caches, err := b.cacheRedis(c.CacheRedis, false)
 	if err != nil {
 		return abandon(err, b.closers)

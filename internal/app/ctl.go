@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
@@ -31,7 +32,7 @@ import (
 )
 
 // CtlUsage lists seckillctl's commands.
-const CtlUsage = `usage: seckillctl migrate|version|seed|topics|check|reconcile|logout-user|jwt-key|dev-cert|dlq|config ...
+const CtlUsage = `usage: seckillctl migrate|version|seed|topics|check|reconcile|logout-user|jwt-key|path-keys|dev-cert|dlq|config ...
   migrate      apply every migration not yet applied
   version      the schema version applied and the newest known
   seed         load the demo shop types, shops, and notes with their authors (idempotent)
@@ -55,6 +56,12 @@ const CtlUsage = `usage: seckillctl migrate|version|seed|topics|check|reconcile|
                print a new random signing key for SECKILL_JWT_KEYS_FILE
                (HS256 unless told); add it to the file's keys, make it the
                signing one, keep the old key until its tokens expire
+  path-keys rotate [FILE]
+               make a new current key for the order paths, keep the current
+               one as the previous (its paths live out their minute) and drop
+               the one before: in FILE (SECKILL_BOTCHECK_KEYS_FILE; made when
+               missing), or in Redis when no FILE is given. Instances follow
+               within a second
   dev-cert DIR write a self-signed certificate for localhost (cert.pem,
                key.pem; a year) into DIR: development TLS only
   config --markdown
@@ -117,6 +124,20 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 		}
 		_, err = io.WriteString(out, table)
 		return err
+	case (len(args) == 2 || len(args) == 3) && args[0] == "path-keys" && args[1] == "rotate":
+		if len(args) == 3 {
+			ring, err := botcheck.RotateKeyFile(args[2])
+			if err != nil {
+				return fmt.Errorf("path-keys: %w", err)
+			}
+			fmt.Fprintf(out, "%s: order paths' key %d is current\n", args[2], ring.Current.ID)
+			return nil
+		}
+		cfg, err := config.LoadCtl(lookup)
+		if err != nil {
+			return err
+		}
+		return rotatePathKeysCtl(cfg, out)
 	case len(args) == 2 && args[0] == "dev-cert":
 		cert, key, err := tlscert.WriteDev(args[1], 365*24*time.Hour)
 		if err != nil {
@@ -368,6 +389,23 @@ func logoutUserCtl(cfg config.Ctl, uid int64, out io.Writer) error {
 		fmt.Fprintf(out, "user %d: every session ended\n", uid)
 		return nil
 	})
+}
+
+// rotatePathKeysCtl rotates the order paths' keys kept in Redis.
+func rotatePathKeysCtl(cfg config.Ctl, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb, err := daemon.OpenRedis(ctx, cfg.Common, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	ring, err := botcheck.NewRedisKeys(rdb, cfg.Sale.KeyPrefix).Rotate(ctx)
+	if err != nil {
+		return fmt.Errorf("path-keys: %w", err)
+	}
+	fmt.Fprintf(out, "Redis: order paths' key %d is current\n", ring.Current.ID)
+	return nil
 }
 
 // withStores runs a command that reads MySQL and Redis, within two

@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
@@ -189,5 +190,57 @@ func TestCtlSeedWaitsForTheSchema(t *testing.T) {
 	var shops int
 	if err := m.DB.QueryRow("SELECT COUNT(*) FROM tb_shop").Scan(&shops); err != nil || shops == 0 {
 		t.Fatalf("%d shops after the seed (%v)", shops, err)
+	}
+}
+
+// seckillctl path-keys rotate makes a keys' file, or rotates it: the new
+// key current, the old one previous, the one before dropped; without a
+// file it rotates the keys in Redis the same way.
+func TestCtlRotatesThePathKeys(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	vars := map[string]string{"SECKILL_KEY_PREFIX": r.Prefix}
+	maps.Copy(vars, r.Env())
+	lookup := func(key string) (string, bool) { v, ok := vars[key]; return v, ok }
+	file := filepath.Join(t.TempDir(), "keys.json")
+	var rings []botcheck.Ring
+	for range 3 {
+		var out strings.Builder
+		if err := app.Ctl([]string{"path-keys", "rotate", file}, lookup, &out); err != nil {
+			t.Fatalf("path-keys rotate FILE: %v\n%s", err, out.String())
+		}
+		ring, err := botcheck.FileKeys(file).Ring(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rings = append(rings, ring)
+	}
+	if rings[0].Previous != nil || rings[2].Current.ID != 3 || rings[2].Previous == nil || rings[2].Previous.ID != 2 ||
+		string(rings[2].Previous.Secret) != string(rings[1].Current.Secret) {
+		t.Fatalf("rings after three rotations: %+v; want key 3 current and key 2 (the second's) previous", rings)
+	}
+	if info, err := os.Stat(file); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the keys' file: %v, %v; want it readable by its owner only", info.Mode(), err)
+	}
+	keys := botcheck.NewRedisKeys(r.Client, r.Prefix)
+	before, err := keys.Ring(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := app.Ctl([]string{"path-keys", "rotate"}, lookup, &out); err != nil {
+		t.Fatalf("path-keys rotate: %v\n%s", err, out.String())
+	}
+	after, err := keys.Ring(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Current.ID == before.Current.ID || after.Previous == nil || string(after.Previous.Secret) != string(before.Current.Secret) {
+		t.Fatalf("Redis's ring after a rotation: %+v; before: %+v", after, before)
+	}
+	if err := os.WriteFile(file, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Ctl([]string{"path-keys", "rotate", file}, lookup, &out); err == nil || !strings.Contains(err.Error(), "0 keys") {
+		t.Fatalf("rotating a bad file: %v; want it refused, not overwritten", err)
 	}
 }

@@ -15,8 +15,10 @@
 //	                               (voucher.Vouchers.Create, after the sale
 //	                               is warmed), rewritten from MySQL when
 //	                               missing
-//	botcheck:secret                the key of the path tokens' MACs, made by
-//	                               the first api instance that needs one
+//	botcheck:keys                  the path tokens' MAC keys (keys.go), made
+//	                               by the first api instance that needs one,
+//	                               rotated by seckillctl path-keys; unused
+//	                               when the keys come from a file
 //	botcheck:challenge:<id>        a challenge's "user:voucher:digits", until
 //	                               it is answered (right or wrong) or expires
 package botcheck
@@ -113,6 +115,8 @@ type Config struct {
 	PathTTL      time.Duration // an order path's
 	ChallengeTTL time.Duration // a challenge's
 	Digits       int           // a challenge's length
+	// KeysFile holds the paths' keys (KeyFile); "" keeps them in Redis.
+	KeysFile string
 }
 
 // DefaultConfig is a path good for a minute (a buyer orders at once) and
@@ -136,15 +140,19 @@ type Store struct {
 	windowsMu sync.Mutex
 	seen      map[int64]window
 
-	secret     atomic.Pointer[[]byte]
-	loading    sync.Mutex   // one first read of the secret at a time
-	reloadedAt atomic.Int64 // unix ms of the last read of the secret
+	keys       KeySource
+	ring       atomic.Pointer[heldRing]
+	refreshing sync.Mutex // one read of the keys at a time
 }
 
 // New keeps the package's keys under prefix.
 func New(rdb redis.UniversalClient, prefix string, modes Modes, windows Windows, cfg Config, metrics *Metrics) *Store {
+	var keys KeySource = NewRedisKeys(rdb, prefix)
+	if cfg.KeysFile != "" {
+		keys = FileKeys(cfg.KeysFile)
+	}
 	return &Store{rdb: rdb, prefix: prefix, modes: modes, windows: windows, cfg: cfg, metrics: metrics,
-		Now: time.Now, known: map[int64]Mode{}, seen: map[int64]window{}}
+		Now: time.Now, known: map[int64]Mode{}, seen: map[int64]window{}, keys: keys}
 }
 
 // window is a sale's window as read at a time.
@@ -165,7 +173,6 @@ const windowTTL = time.Second
 func (s *Store) modeKey(voucherID int64) string {
 	return s.prefix + "botcheck:mode:{" + strconv.FormatInt(voucherID, 10) + "}"
 }
-func (s *Store) secretKey() string { return s.prefix + "botcheck:secret" }
 
 // challengeKey names the buyer: another user who learnt a challenge's id
 // cannot use it up.

@@ -163,10 +163,10 @@ func TestModeOutlivesRedis(t *testing.T) {
 	}
 }
 
-// The paths' key lives in Redis: every instance uses the first one made,
-// and when Redis lost it and another instance made a new one, an
-// instance holding the old key follows at the first path it cannot
-// check.
+// The paths' keys live in Redis by default: every instance uses the
+// first one made, and when Redis lost them and another instance made a
+// new one, an instance holding the old ring follows at the first path
+// under a key id it does not hold.
 func TestInstancesShareThePathKey(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -180,19 +180,53 @@ func TestInstancesShareThePathKey(t *testing.T) {
 	if err := b.CheckOrder(ctx, 7, id, path); err != nil {
 		t.Fatalf("a path issued by another instance: %v", err)
 	}
-	f.r.Client.Del(ctx, f.r.Key("botcheck:secret"))
-	c := f.store(t) // makes a new key
+	rotate(t, f)
+	c := f.store(t)
 	path, _, err = c.IssuePath(ctx, 8, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.clock.add(time.Second)
+	f.clock.add(200 * time.Millisecond)
 	if err := a.CheckOrder(ctx, 8, id, path); err != nil {
-		t.Fatalf("a path under the new key, at an instance holding the old one: %v", err)
+		t.Fatalf("a path under a key made since, at an instance holding the ring before it: %v", err)
 	}
 	if err := a.CheckOrder(ctx, 9, id, path); !errors.Is(err, botcheck.ErrPathInvalid) {
 		t.Fatalf("another buyer's path: %v; want invalid", err)
 	}
+}
+
+func rotate(t *testing.T, f *fixture) botcheck.Ring {
+	t.Helper()
+	ring, err := botcheck.NewRedisKeys(f.r.Client, f.r.Prefix).Rotate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring
+}
+
+// forge makes a path the way the server does, under key k: what a holder
+// of a leaked key could make.
+func forge(k botcheck.Key, userID, voucherID int64, expiry time.Time) string {
+	var msg [25]byte
+	msg[0] = k.ID
+	binary.BigEndian.PutUint64(msg[1:], uint64(userID))
+	binary.BigEndian.PutUint64(msg[9:], uint64(voucherID))
+	binary.BigEndian.PutUint64(msg[17:], uint64(expiry.UnixMilli()))
+	h := hmac.New(sha256.New, k.Secret)
+	h.Write([]byte("seckill order path\x00"))
+	h.Write(msg[:])
+	raw := append(binary.BigEndian.AppendUint64([]byte{2, k.ID}, uint64(expiry.UnixMilli())), h.Sum(nil)[:16]...)
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// pathKeyID is the id of the key a path names.
+func pathKeyID(t *testing.T, path string) byte {
+	t.Helper()
+	raw, err := base64.RawURLEncoding.DecodeString(path)
+	if err != nil || len(raw) < 2 {
+		t.Fatalf("path %q: %v", path, err)
+	}
+	return raw[1]
 }
 
 // A path that claims to live longer than a path lives is refused, even
@@ -207,26 +241,103 @@ func TestAPathForgedToLiveLongerIsRefused(t *testing.T) {
 	if _, _, err := s.IssuePath(ctx, 7, id); err != nil {
 		t.Fatal(err)
 	}
-	secret, err := f.r.Client.Get(ctx, f.r.Key("botcheck:secret")).Bytes()
+	ring, err := botcheck.NewRedisKeys(f.r.Client, f.r.Prefix).Ring(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	forge := func(expiry time.Time) string {
-		var msg [24]byte
-		binary.BigEndian.PutUint64(msg[0:], 7)
-		binary.BigEndian.PutUint64(msg[8:], uint64(id))
-		binary.BigEndian.PutUint64(msg[16:], uint64(expiry.UnixMilli()))
-		h := hmac.New(sha256.New, secret)
-		h.Write([]byte("seckill order path\x00"))
-		h.Write(msg[:])
-		raw := append(binary.BigEndian.AppendUint64([]byte{1}, uint64(expiry.UnixMilli())), h.Sum(nil)[:16]...)
-		return base64.RawURLEncoding.EncodeToString(raw)
-	}
-	if err := s.CheckOrder(ctx, 7, id, forge(now.Add(botcheck.DefaultConfig.PathTTL))); err != nil {
+	if err := s.CheckOrder(ctx, 7, id, forge(ring.Current, 7, id, now.Add(botcheck.DefaultConfig.PathTTL))); err != nil {
 		t.Fatalf("the forger's path of a path's lifetime (the format is what the test claims): %v", err)
 	}
-	if err := s.CheckOrder(ctx, 7, id, forge(now.AddDate(10, 0, 0))); !errors.Is(err, botcheck.ErrPathInvalid) {
+	if err := s.CheckOrder(ctx, 7, id, forge(ring.Current, 7, id, now.AddDate(10, 0, 0))); !errors.Is(err, botcheck.ErrPathInvalid) {
 		t.Fatalf("a path forged to expire in ten years: %v; want invalid", err)
+	}
+}
+
+// After a rotation the previous key still checks the paths issued under
+// it, until they expire; a second rotation drops it. New paths are made
+// under the new key.
+func TestARotationKeepsThePreviousKeysPaths(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	id := f.sale(t, "path", now.Add(-time.Minute), now.Add(time.Hour))
+	a, b := f.store(t), f.store(t)
+	old, _, err := a.IssuePath(ctx, 7, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, _, err := a.IssuePath(ctx, 8, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := rotate(t, f)
+	f.clock.add(time.Second)
+	fresh, _, err := a.IssuePath(ctx, 9, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pathKeyID(t, fresh); got != ring.Current.ID || got == pathKeyID(t, old) {
+		t.Fatalf("a path issued after the rotation names key %d; want the new key %d (the old was %d)", got, ring.Current.ID, pathKeyID(t, old))
+	}
+	for _, s := range []*botcheck.Store{a, b} {
+		if err := s.CheckOrder(ctx, 7, id, old); err != nil {
+			t.Fatalf("a path under the previous key, before its expiry: %v", err)
+		}
+		if err := s.CheckOrder(ctx, 9, id, fresh); err != nil {
+			t.Fatalf("a path under the new key: %v", err)
+		}
+	}
+	f.clock.add(botcheck.DefaultConfig.PathTTL - time.Second)
+	if err := b.CheckOrder(ctx, 7, id, old); !errors.Is(err, botcheck.ErrPathExpired) {
+		t.Fatalf("a path under the previous key, at its expiry: %v; want expired", err)
+	}
+	// A forger holding the previous key gets nothing past a path's
+	// lifetime either; once a second rotation drops the key, nothing.
+	f.clock.add(-botcheck.DefaultConfig.PathTTL + time.Second)
+	rotate(t, f)
+	f.clock.add(time.Second)
+	for _, s := range []*botcheck.Store{a, b} {
+		if err := s.CheckOrder(ctx, 8, id, older); !errors.Is(err, botcheck.ErrPathInvalid) {
+			t.Fatalf("a path under a key two rotations back: %v; want invalid", err)
+		}
+		if err := s.CheckOrder(ctx, 9, id, fresh); err != nil {
+			t.Fatalf("a path under the key now previous: %v", err)
+		}
+	}
+}
+
+// A key deleted from Redis is refused by every instance within a second,
+// including those that hold it.
+func TestADeletedKeyIsRefusedWithinASecond(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	id := f.sale(t, "path", now.Add(-time.Minute), now.Add(time.Hour))
+	a, b := f.store(t), f.store(t)
+	path, _, err := a.IssuePath(ctx, 7, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*botcheck.Store{a, b} {
+		if err := s.CheckOrder(ctx, 7, id, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.r.Client.Del(ctx, f.r.Key("botcheck:keys")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.add(time.Second)
+	for i, s := range []*botcheck.Store{a, b} {
+		if err := s.CheckOrder(ctx, 7, id, path); !errors.Is(err, botcheck.ErrPathInvalid) {
+			t.Fatalf("instance %d, a second after its key was deleted: %v; want invalid", i, err)
+		}
+	}
+	again, _, err := b.IssuePath(ctx, 7, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckOrder(ctx, 7, id, again); err != nil {
+		t.Fatalf("a path under the key made after the deletion: %v", err)
 	}
 }
 

@@ -3,92 +3,102 @@ package botcheck
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/apperr"
 )
 
-// An order path is a token that names no state: version (1 byte), expiry
-// (unix ms, 8) and the first 16 bytes of an HMAC-SHA256 over the user,
-// the voucher and the expiry, under the deployment's secret; 34 base64url
-// characters. Checking it costs no round trip. It is used once in effect:
-// it is bound to one buyer and one voucher, of which the gate sells one
-// unit per buyer, so a second use answers the first order's id ("already
-// bought"), as a client's retry should.
+// An order path is a token that names no state: version (1 byte), the
+// id of the key it was made under (1), expiry (unix ms, 8) and the first
+// 16 bytes of an HMAC-SHA256 over the key id, the user, the voucher and
+// the expiry; 35 base64url characters. Checking it costs no round trip.
+// It is used once in effect: it is bound to one buyer and one voucher, of
+// which the gate sells one unit per buyer, so a second use answers the
+// first order's id ("already bought"), as a client's retry should.
 const (
-	pathVersion = 1
-	pathBytes   = 1 + 8 + 16
+	pathVersion = 2
+	pathBytes   = 1 + 1 + 8 + 16
 	pathLen     = (pathBytes*8 + 5) / 6
 )
 
-// secretReloadEvery bounds how often a path that fails its MAC makes the
-// instance read the secret again: a Redis that lost the key (a failover)
-// has another instance make a new one, and the others follow it.
-const secretReloadEvery = time.Second
+// An instance reads the keys again when the ones it holds are keysFresh
+// old, so a key taken back is refused everywhere within it. A path under
+// a key id the instance does not hold (another instance rotated first)
+// has it read them again at once, at most every keysRetry. When the
+// source does not answer, the keys held serve for keysStale, and then
+// nothing does: a key taken back while the source was away must not be
+// accepted for long.
+const (
+	keysFresh = time.Second
+	keysRetry = 100 * time.Millisecond
+	keysStale = 5 * time.Second
+)
 
 // ErrUnavailable is a path that cannot be issued or checked now: the
-// paths' key is not read yet and Redis does not answer.
+// paths' keys cannot be read.
 var ErrUnavailable = apperr.New(apperr.Unavailable, "order paths are not available right now: try again shortly").Retry(time.Second)
 
-// loadSecret reads the key the paths' MACs are made under, making it when
-// no instance has yet. It is read at the first path, not at the start: an
-// api starts, unready, while Redis does not answer.
-func (s *Store) loadSecret(ctx context.Context) error {
-	secret, err := s.rdb.Get(ctx, s.secretKey()).Bytes()
-	if errors.Is(err, redis.Nil) {
-		fresh := make([]byte, 32)
-		if _, err := rand.Read(fresh); err != nil {
-			return err
-		}
-		// Whoever sets it first, every instance reads the same key.
-		secret, err = s.rdb.SetArgs(ctx, s.secretKey(), fresh, redis.SetArgs{Mode: "NX", Get: true}).Bytes()
-		if errors.Is(err, redis.Nil) {
-			secret, err = fresh, nil
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("bot check secret: %w", err)
-	}
-	if len(secret) < 32 {
-		return fmt.Errorf("bot check secret in Redis (%s): %d bytes, want 32", s.secretKey(), len(secret))
-	}
-	s.secret.Store(&secret)
-	s.reloadedAt.Store(s.Now().UnixMilli())
-	return nil
+// heldRing is the ring as read at read (the instance's clock).
+type heldRing struct {
+	ring Ring
+	read time.Time
 }
 
-func (s *Store) mac(secret []byte, userID, voucherID int64, expiry int64) []byte {
-	var msg [8 + 8 + 8]byte
-	binary.BigEndian.PutUint64(msg[0:], uint64(userID))
-	binary.BigEndian.PutUint64(msg[8:], uint64(voucherID))
-	binary.BigEndian.PutUint64(msg[16:], uint64(expiry))
-	h := hmac.New(sha256.New, secret)
+// currentRing is the ring, read again when it is keysFresh old, or when
+// force asks and the last read is keysRetry old.
+func (s *Store) currentRing(ctx context.Context, force bool) (Ring, error) {
+	due := func(h *heldRing, now time.Time) bool {
+		if h == nil || now.Before(h.read) {
+			return true
+		}
+		age := now.Sub(h.read)
+		return age >= keysFresh || force && age >= keysRetry
+	}
+	h := s.ring.Load()
+	if !due(h, s.Now()) {
+		return h.ring, nil
+	}
+	switch {
+	case h == nil:
+		s.refreshing.Lock()
+	case !s.refreshing.TryLock():
+		// Another request is reading them: the ring held serves
+		// meanwhile, while it is not stale.
+		if s.Now().Sub(h.read) < keysStale {
+			return h.ring, nil
+		}
+		s.refreshing.Lock()
+	}
+	defer s.refreshing.Unlock()
+	now := s.Now()
+	if h = s.ring.Load(); !due(h, now) {
+		return h.ring, nil
+	}
+	ring, err := s.keys.Ring(ctx)
+	if err != nil {
+		if h != nil && now.Sub(h.read) < keysStale {
+			return h.ring, nil
+		}
+		return Ring{}, ErrUnavailable.Wrap(err)
+	}
+	s.ring.Store(&heldRing{ring: ring, read: now})
+	return ring, nil
+}
+
+func (s *Store) mac(k Key, userID, voucherID int64, expiry int64) []byte {
+	var msg [1 + 8 + 8 + 8]byte
+	msg[0] = k.ID
+	binary.BigEndian.PutUint64(msg[1:], uint64(userID))
+	binary.BigEndian.PutUint64(msg[9:], uint64(voucherID))
+	binary.BigEndian.PutUint64(msg[17:], uint64(expiry))
+	h := hmac.New(sha256.New, k.Secret)
 	h.Write([]byte("seckill order path\x00"))
 	h.Write(msg[:])
 	return h.Sum(nil)[:16]
-}
-
-func (s *Store) loadedSecret(ctx context.Context) ([]byte, error) {
-	if p := s.secret.Load(); p != nil {
-		return *p, nil
-	}
-	s.loading.Lock()
-	defer s.loading.Unlock()
-	if p := s.secret.Load(); p != nil {
-		return *p, nil
-	}
-	if err := s.loadSecret(ctx); err != nil {
-		return nil, ErrUnavailable.Wrap(err)
-	}
-	return *s.secret.Load(), nil
 }
 
 // IssuePath is userID's order path for voucherID, while the sale is open
@@ -109,15 +119,15 @@ func (s *Store) issue(ctx context.Context, userID, voucherID int64) (string, tim
 	if err := s.open(ctx, voucherID); err != nil {
 		return "", time.Time{}, err
 	}
-	secret, err := s.loadedSecret(ctx)
+	ring, err := s.currentRing(ctx, false)
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	expiry := s.Now().Add(s.cfg.PathTTL).UnixMilli()
 	raw := make([]byte, 0, pathBytes)
-	raw = append(raw, pathVersion)
+	raw = append(raw, pathVersion, ring.Current.ID)
 	raw = binary.BigEndian.AppendUint64(raw, uint64(expiry))
-	raw = append(raw, s.mac(secret, userID, voucherID, expiry)...)
+	raw = append(raw, s.mac(ring.Current, userID, voucherID, expiry)...)
 	s.metrics.pathIssued()
 	return base64.RawURLEncoding.EncodeToString(raw), time.UnixMilli(expiry), nil
 }
@@ -165,22 +175,23 @@ func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string
 	if err != nil || len(raw) != pathBytes || raw[0] != pathVersion {
 		return ErrPathInvalid
 	}
-	expiry := int64(binary.BigEndian.Uint64(raw[1:9]))
-	secret, err := s.loadedSecret(ctx)
+	id, expiry := raw[1], int64(binary.BigEndian.Uint64(raw[2:10]))
+	ring, err := s.currentRing(ctx, false)
 	if err != nil {
 		return err
 	}
-	if !hmac.Equal(raw[9:], s.mac(secret, userID, voucherID, expiry)) {
-		if !s.reloadDue() {
+	k, ok := ring.key(id)
+	if !ok {
+		// A key made since this instance read them, or one taken back.
+		if ring, err = s.currentRing(ctx, true); err != nil {
+			return err
+		}
+		if k, ok = ring.key(id); !ok {
 			return ErrPathInvalid
 		}
-		if err := s.loadSecret(ctx); err != nil {
-			// The path is refused as it stands; the next one tries again.
-			return ErrPathInvalid
-		}
-		if secret, err = s.loadedSecret(ctx); err != nil || !hmac.Equal(raw[9:], s.mac(secret, userID, voucherID, expiry)) {
-			return ErrPathInvalid
-		}
+	}
+	if !hmac.Equal(raw[10:], s.mac(k, userID, voucherID, expiry)) {
+		return ErrPathInvalid
 	}
 	now := s.Now()
 	if now.UnixMilli() >= expiry {
@@ -198,13 +209,6 @@ func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string
 // pathClockSlack is how far ahead of the verifying instance's clock the
 // issuing one's may run.
 const pathClockSlack = 2 * time.Second
-
-// reloadDue claims the next read of the secret, at most one a second.
-func (s *Store) reloadDue() bool {
-	last := s.reloadedAt.Load()
-	now := s.Now().UnixMilli()
-	return now-last >= secretReloadEvery.Milliseconds() && s.reloadedAt.CompareAndSwap(last, now)
-}
 
 // base64URL reports whether s is n characters of the base64url alphabet.
 func base64URL(s string, n int) bool {

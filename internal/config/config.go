@@ -5,6 +5,7 @@
 package config
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"strings"
@@ -354,14 +355,23 @@ func loadSale(r *Reader) Sale {
 	}
 }
 
-// loadBotCheck reads the lifetimes of order paths and challenges.
+// loadBotCheck reads the lifetimes of order paths and challenges, and
+// where the paths' keys are: a keys' file is read once here, so a bad one
+// stops the start.
 func loadBotCheck(r *Reader) botcheck.Config {
 	d := botcheck.DefaultConfig
-	return botcheck.Config{
+	c := botcheck.Config{
 		PathTTL:      r.Duration("SECKILL_BOTCHECK_PATH_TTL", d.PathTTL),
 		ChallengeTTL: r.Duration("SECKILL_BOTCHECK_CHALLENGE_TTL", d.ChallengeTTL),
 		Digits:       d.Digits,
+		KeysFile:     r.String("SECKILL_BOTCHECK_KEYS_FILE", ""),
 	}
+	if c.KeysFile != "" {
+		if _, err := botcheck.FileKeys(c.KeysFile).Ring(context.Background()); err != nil {
+			r.Fail("SECKILL_BOTCHECK_KEYS_FILE", c.KeysFile, err.Error())
+		}
+	}
+	return c
 }
 
 // loadHTTP reads the API's variables (docs/configuration.md).

@@ -38,6 +38,7 @@ func TestBadConfigurationNamesTheVariable(t *testing.T) {
 		"SECKILL_ADMIN_TOKEN":         "short",
 		"SECKILL_API_BODY_LIMIT":      "12",
 		"SECKILL_SESSION_TTL":         "forever",
+		"SECKILL_BOTCHECK_KEYS_FILE":  "/no/such/keys.json",
 	} {
 		_, err := config.LoadAPI(func(k string) (string, bool) {
 			if k == key {

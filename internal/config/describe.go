@@ -83,6 +83,7 @@ var descriptions = []description{
 	{"SECKILL_RATE_CHALLENGE_SCOPE", "`shared` or `local`, as `SECKILL_RATE_CODE_SCOPE` says"},
 	{"SECKILL_BOTCHECK_PATH_TTL", "how long an order path issued to a buyer stays good (a buyer orders at once)"},
 	{"SECKILL_BOTCHECK_CHALLENGE_TTL", "how long a challenge can be answered"},
+	{"SECKILL_BOTCHECK_KEYS_FILE", "the order paths' keys' file `{\"current\": ID, \"keys\": [{\"id\", \"key\"}]}` (the current key and at most the previous one; ids 1 to 255, keys base64 of 32+ random bytes), read again each second: a mounted Secret in production. `seckillctl path-keys rotate FILE` makes or rotates one. Unset, the keys live in Redis (`botcheck:keys`), made by the first api instance: the development default (a warning says so at start outside `SECKILL_DEV_MODE`)"},
 	{"SECKILL_ORDER_STATUS_TTL", "once an order's sale has left Redis, MySQL's answer to its lookup (an order, or \"no order for this voucher\") is kept in Redis this long: each order costs MySQL one read per period however often it is polled. While the sale runs, lookups read Redis only"},
 	{"SECKILL_API_BENCH_NOOP", "mount `POST /bench/noop`, the no-op baseline of `make bench`"},
 	{"SECKILL_DEV_MODE", "development mode: login codes are written to the log (and a warning says so at start). Off, codes go through the configured `CodeSender`; with none configured `POST /user/code` answers 503 rather than leak a code. `make run` turns it on"},
