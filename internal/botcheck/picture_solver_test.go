@@ -5,7 +5,13 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
+	"testing"
 	_ "unsafe" // go:linkname: the attacker reads the library's own font
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/opentype"
+	"golang.org/x/image/math/fixed"
 )
 
 // The attacker of the picture knows what the library's source says: its
@@ -192,3 +198,100 @@ func (s *pictureSolver) solve(pngBytes []byte, n int) []byte {
 // over it (-1) says nothing, background (0) counts against, the digits'
 // colour (1) for.
 var inkWeight = [3]int{0, -1, 1}
+
+// fontSolver is the attacker who has read this package's drawing code
+// too: it matches the very typefaces the picture uses, rendered as it
+// renders them, at three turns, digit by digit where the layout puts
+// them.
+type fontSolver struct{ glyphs []glyph }
+
+func newFontSolver(t testing.TB) *fontSolver {
+	fonts, err := pictureFonts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fontSolver{}
+	for _, f := range fonts {
+		face, err := opentype.NewFace(f, &opentype.FaceOptions{Size: 44, DPI: 72, Hinting: font.HintingNone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d := range 10 {
+			alpha := image.NewAlpha(image.Rect(0, 0, 64, 64))
+			dr := font.Drawer{Dst: alpha, Src: image.Opaque, Face: face, Dot: fixed.P(14, 50)}
+			dr.DrawString(string('0' + rune(d)))
+			for _, angle := range []float64{-0.2, 0, 0.2} {
+				canvas := image.NewRGBA(image.Rect(0, 0, 64, 64))
+				stamp(canvas, alpha, 0, 0, angle, 0, color.RGBA{255, 255, 255, 255})
+				g := glyph{digit: byte(d)}
+				for y := range 64 {
+					for x := range 64 {
+						if canvas.RGBAAt(x, y).R > 128 {
+							g.on = append(g.on, [2]int{x, y})
+							g.w, g.h = max(g.w, x+1), max(g.h, y+1)
+						}
+					}
+				}
+				s.glyphs = append(s.glyphs, g)
+			}
+		}
+		face.Close()
+	}
+	return s
+}
+
+func (s *fontSolver) solve(pngBytes []byte, n int) []byte {
+	img, err := png.Decode(bytes.NewReader(pngBytes))
+	if err != nil {
+		return nil
+	}
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	const pad = 64
+	pw := w + 2*pad
+	flat := make([]int8, pw*(h+2*pad))
+	for i := range flat {
+		flat[i] = -1 // off the picture: background
+	}
+	var hist [256]int
+	lum := func(x, y int) int { return int(color.GrayModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.Gray).Y) }
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			hist[lum(x, y)]++
+		}
+	}
+	paper := 0
+	for v := range hist {
+		if hist[v] > hist[paper] {
+			paper = v
+		}
+	}
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			if lum(x, y) < paper-60 {
+				flat[(y+pad)*pw+x+pad] = 1
+			}
+		}
+	}
+	digits := make([]byte, n)
+	lo, hi := 2, 14 // where the layout may put the first digit
+	for i := range digits {
+		best, bestX := math.Inf(-1), lo
+		for _, g := range s.glyphs {
+			for oy := -10; oy <= 10; oy++ {
+				for ox := lo; ox <= hi; ox++ {
+					base := (oy+pad)*pw + ox + pad
+					score := 0
+					for _, q := range g.on {
+						score += int(flat[base+q[1]*pw+q[0]])
+					}
+					if v := float64(score) / float64(len(g.on)); v > best {
+						best, bestX, digits[i] = v, ox, g.digit
+					}
+				}
+			}
+		}
+		lo, hi = bestX+32, bestX+39
+	}
+	return digits
+}

@@ -42,6 +42,16 @@ func pictureServed(s *pictureSolver) solver {
 	}
 }
 
+func pictureFontsServed(s *fontSolver) solver {
+	return func(t testing.TB, _ string, seed [32]byte, digits []byte) []byte {
+		png, err := picture(seed, digits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.solve(png, len(digits))
+	}
+}
+
 func pictureLibrary(s *pictureSolver) solver {
 	return func(t testing.TB, id string, _ [32]byte, digits []byte) []byte {
 		var png bytes.Buffer
@@ -112,6 +122,7 @@ func BenchmarkPictureSolver(b *testing.B) {
 	s := newPictureSolver()
 	b.Run("served", func(b *testing.B) { benchmarkSolver(b, pictureServed(s)) })
 	b.Run("library", func(b *testing.B) { benchmarkSolver(b, pictureLibrary(s)) })
+	b.Run("served, its fonts", func(b *testing.B) { benchmarkSolver(b, pictureFontsServed(newFontSolver(b))) })
 }
 
 func benchmarkSolver(b *testing.B, solve solver) {
