@@ -56,12 +56,17 @@ const CtlUsage = `usage: seckillctl migrate|version|seed|topics|check|reconcile|
                print a new random signing key for SECKILL_JWT_KEYS_FILE
                (HS256 unless told); add it to the file's keys, make it the
                signing one, keep the old key until its tokens expire
+  path-keys stage FILE
+               add the order paths' next key to FILE, accepted but not yet
+               issuing: where each instance reads its own copy (a mounted
+               Secret), apply it and wait until every copy has it (the
+               kubelet's sync period, about a minute) before the rotation
   path-keys rotate [FILE]
-               make a new current key for the order paths, keep the current
-               one as the previous (its paths live out their minute) and drop
-               the one before: in FILE (SECKILL_BOTCHECK_KEYS_FILE; made when
-               missing), or in Redis when no FILE is given. Instances follow
-               within a second
+               make the next key current (the staged one, or a new one), keep
+               the current one as the previous (its paths live out their
+               minute) and drop the rest: in FILE (SECKILL_BOTCHECK_KEYS_FILE;
+               made when missing, its mode and owner kept), or in Redis when
+               no FILE is given. Instances reading it follow within a second
   dev-cert DIR write a self-signed certificate for localhost (cert.pem,
                key.pem; a year) into DIR: development TLS only
   config --markdown
@@ -124,6 +129,13 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 		}
 		_, err = io.WriteString(out, table)
 		return err
+	case len(args) == 3 && args[0] == "path-keys" && args[1] == "stage":
+		ring, err := botcheck.StageKeyFile(args[2])
+		if err != nil {
+			return fmt.Errorf("path-keys: %w", err)
+		}
+		fmt.Fprintf(out, "%s: order paths' key %d is current, the next one staged\n", args[2], ring.Current.ID)
+		return nil
 	case (len(args) == 2 || len(args) == 3) && args[0] == "path-keys" && args[1] == "rotate":
 		if len(args) == 3 {
 			ring, err := botcheck.RotateKeyFile(args[2])

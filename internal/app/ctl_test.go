@@ -214,8 +214,8 @@ func TestCtlRotatesThePathKeys(t *testing.T) {
 		}
 		rings = append(rings, ring)
 	}
-	if rings[0].Previous != nil || rings[2].Current.ID != 3 || rings[2].Previous == nil || rings[2].Previous.ID != 2 ||
-		string(rings[2].Previous.Secret) != string(rings[1].Current.Secret) {
+	if len(rings[0].Others) != 0 || rings[2].Current.ID != 3 || len(rings[2].Others) != 1 || rings[2].Others[0].ID != 2 ||
+		string(rings[2].Others[0].Secret) != string(rings[1].Current.Secret) {
 		t.Fatalf("rings after three rotations: %+v; want key 3 current and key 2 (the second's) previous", rings)
 	}
 	if info, err := os.Stat(file); err != nil || info.Mode().Perm() != 0o600 {
@@ -234,8 +234,36 @@ func TestCtlRotatesThePathKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Current.ID == before.Current.ID || after.Previous == nil || string(after.Previous.Secret) != string(before.Current.Secret) {
+	if after.Current.ID == before.Current.ID || len(after.Others) != 1 || string(after.Others[0].Secret) != string(before.Current.Secret) {
 		t.Fatalf("Redis's ring after a rotation: %+v; before: %+v", after, before)
+	}
+	// Staged, then rotated: the staged key becomes current, and the
+	// file keeps the mode it was given.
+	if err := os.Chmod(file, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Ctl([]string{"path-keys", "stage", file}, lookup, &out); err != nil {
+		t.Fatalf("path-keys stage FILE: %v", err)
+	}
+	staged, err := botcheck.FileKeys(file).Ring(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if staged.Current.ID != 3 || len(staged.Others) != 2 || staged.Others[1].ID != 4 {
+		t.Fatalf("ring after staging: %+v; want key 3 current, 2 and 4 beside it", staged)
+	}
+	if err := app.Ctl([]string{"path-keys", "rotate", file}, lookup, &out); err != nil {
+		t.Fatalf("path-keys rotate FILE: %v", err)
+	}
+	rotated, err := botcheck.FileKeys(file).Ring(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rotated.Current.ID != 4 || string(rotated.Current.Secret) != string(staged.Others[1].Secret) || len(rotated.Others) != 1 || rotated.Others[0].ID != 3 {
+		t.Fatalf("ring after the rotation: %+v; want the staged key 4 current and 3 previous", rotated)
+	}
+	if info, err := os.Stat(file); err != nil || info.Mode().Perm() != 0o640 {
+		t.Fatalf("the keys' file after a rotation: %v, %v; want the mode it had, 0640", info.Mode(), err)
 	}
 	if err := os.WriteFile(file, []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)

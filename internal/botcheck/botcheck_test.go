@@ -193,6 +193,59 @@ func TestInstancesShareThePathKey(t *testing.T) {
 	if err := a.CheckOrder(ctx, 9, id, path); !errors.Is(err, botcheck.ErrPathInvalid) {
 		t.Fatalf("another buyer's path: %v; want invalid", err)
 	}
+	// Redis lost the ring, and another instance made it again: its first
+	// key has an id a holds for the lost key, and a follows all the same.
+	if err := f.r.Client.Del(ctx, f.r.Key("botcheck:keys")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d := f.store(t)
+	path, _, err = d.IssuePath(ctx, 10, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pathKeyID(t, path); got != 1 {
+		t.Fatalf("the remade ring's first key has id %d; the test wants the id a holds for another key", got)
+	}
+	f.clock.add(200 * time.Millisecond)
+	if err := a.CheckOrder(ctx, 10, id, path); err != nil {
+		t.Fatalf("a path under a remade key whose id an instance holds for a lost one: %v", err)
+	}
+}
+
+// A crowd's paths under a key made since an instance read its ring all
+// pass, however many arrive while it reads the ring again.
+func TestABurstUnderANewKeyPasses(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	id := f.sale(t, "path", now.Add(-time.Minute), now.Add(time.Hour))
+	a := f.store(t)
+	if _, _, err := a.IssuePath(ctx, 1, id); err != nil {
+		t.Fatal(err)
+	}
+	rotate(t, f)
+	b := f.store(t)
+	const buyers = 64
+	paths := make([]string, buyers)
+	for i := range paths {
+		p, _, err := b.IssuePath(ctx, int64(100+i), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths[i] = p
+	}
+	f.clock.add(200 * time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make([]error, buyers)
+	for i := range paths {
+		wg.Go(func() { errs[i] = a.CheckOrder(ctx, int64(100+i), id, paths[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("buyer %d of a burst under the new key: %v", i, err)
+		}
+	}
 }
 
 func rotate(t *testing.T, f *fixture) botcheck.Ring {

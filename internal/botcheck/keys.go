@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
@@ -29,22 +30,29 @@ type Key struct {
 const minKeyBytes = 32
 
 // A Ring is the keys paths are checked under: the current one, which
-// issues, and the one before it, which still checks the paths issued
-// before a rotation until they expire. Nothing older is accepted.
+// issues, and at most two others that only check: the previous one, whose
+// paths issued before a rotation live out their lifetime, and in a file
+// the next one, staged before a rotation so that every instance accepts
+// it before any issues under it. Nothing else is accepted.
 type Ring struct {
-	Current  Key
-	Previous *Key
+	Current Key
+	Others  []Key
 }
 
 func (r Ring) key(id byte) (Key, bool) {
-	switch {
-	case r.Current.ID == id:
+	if r.Current.ID == id {
 		return r.Current, true
-	case r.Previous != nil && r.Previous.ID == id:
-		return *r.Previous, true
+	}
+	for _, k := range r.Others {
+		if k.ID == id {
+			return k, true
+		}
 	}
 	return Key{}, false
 }
+
+// nextID is the id after id, 1 to 255 round.
+func nextID(id byte) byte { return id%255 + 1 }
 
 // KeySource is where the ring is read from, at most once a second by each
 // api instance: a file in production (a mounted Secret), Redis as the
@@ -58,20 +66,36 @@ type KeySource interface {
 // other's paths with no configuration. Deleting the hash (or a key's
 // field) takes the key back from every instance within a second.
 type RedisKeys struct {
-	rdb redis.Scripter
+	rdb keysRedis
 	key string
 }
 
+type keysRedis interface {
+	redis.Scripter
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+}
+
 // NewRedisKeys keeps the ring under prefix.
-func NewRedisKeys(rdb redis.Scripter, prefix string) RedisKeys {
+func NewRedisKeys(rdb keysRedis, prefix string) RedisKeys {
 	return RedisKeys{rdb: rdb, key: prefix + "botcheck:keys"}
 }
 
-// Ring reads the ring, making the first key when there is none.
-func (k RedisKeys) Ring(ctx context.Context) (Ring, error) { return k.run(ctx, "ensure") }
+// Ring reads the ring, making the first key when there is none (or the
+// current one was deleted).
+func (k RedisKeys) Ring(ctx context.Context) (Ring, error) {
+	fields, err := k.rdb.HGetAll(ctx, k.key).Result()
+	if err != nil {
+		return Ring{}, fmt.Errorf("order paths' keys in Redis (%s): %w", k.key, err)
+	}
+	if ring, err := redisRing(fields); err == nil {
+		return ring, nil
+	}
+	return k.run(ctx, "ensure")
+}
 
 // Rotate makes a new current key; the current one becomes the previous,
-// and the one before that is dropped (seckillctl path-keys rotate).
+// and the one before that is dropped (seckillctl path-keys rotate). Every
+// instance reads Redis, so none needs the new key staged first.
 func (k RedisKeys) Rotate(ctx context.Context) (Ring, error) { return k.run(ctx, "rotate") }
 
 func (k RedisKeys) run(ctx context.Context, op string) (Ring, error) {
@@ -83,42 +107,49 @@ func (k RedisKeys) run(ctx context.Context, op string) (Ring, error) {
 	if err != nil {
 		return Ring{}, fmt.Errorf("order paths' keys in Redis (%s): %w", k.key, err)
 	}
-	ring, err := redisRing(v)
+	fields := map[string]string{}
+	for i := 0; i+1 < len(v); i += 2 {
+		fields[v[i]] = v[i+1]
+	}
+	ring, err := redisRing(fields)
 	if err != nil {
 		return Ring{}, fmt.Errorf("order paths' keys in Redis (%s): %w", k.key, err)
 	}
 	return ring, nil
 }
 
-// redisRing reads the hash's fields and values: "current" and each key
-// by its id.
-func redisRing(fields []string) (Ring, error) {
-	var current string
-	keys := map[string]string{}
-	for i := 0; i+1 < len(fields); i += 2 {
-		if fields[i] == "current" {
-			current = fields[i+1]
-		} else {
-			keys[fields[i]] = fields[i+1]
-		}
+// redisRing reads the hash: "current" and each key by its id.
+func redisRing(fields map[string]string) (Ring, error) {
+	cur, err := strconv.Atoi(fields["current"])
+	if err != nil || cur < 1 || cur > 255 {
+		return Ring{}, fmt.Errorf("current key id %q: not 1 to 255", fields["current"])
 	}
-	var specs []KeySpec
-	for id, secret := range keys {
+	var r Ring
+	found := false
+	for id, secret := range fields {
 		n, err := strconv.Atoi(id)
-		if err != nil {
-			return Ring{}, fmt.Errorf("key id %q: not a number", id)
+		if id == "current" {
+			continue
 		}
-		specs = append(specs, KeySpec{ID: n, Key: base64.StdEncoding.EncodeToString([]byte(secret))})
+		if err != nil || n < 1 || n > 255 || len(secret) < minKeyBytes {
+			return Ring{}, fmt.Errorf("key %q: not an id of 1 to 255 with %d bytes or more", id, minKeyBytes)
+		}
+		k := Key{ID: byte(n), Secret: []byte(secret)}
+		if n == cur {
+			r.Current, found = k, true
+		} else {
+			r.Others = append(r.Others, k)
+		}
 	}
-	cur, err := strconv.Atoi(current)
-	if err != nil {
-		return Ring{}, fmt.Errorf("current key id %q: not a number", current)
+	if !found {
+		return Ring{}, fmt.Errorf("the current key %d is missing", cur)
 	}
-	return KeyFile{Current: cur, Keys: specs}.ring()
+	return r, nil
 }
 
 // KeyFile is the keys' file (SECKILL_BOTCHECK_KEYS_FILE): the current key
-// and the previous one, each a base64 of 32 or more random bytes.
+// and at most two others (the previous, the next one staged), each a
+// base64 of 32 or more random bytes.
 //
 //	{"current": 2, "keys": [{"id": 2, "key": "..."}, {"id": 1, "key": "..."}]}
 type KeyFile struct {
@@ -133,18 +164,20 @@ type KeySpec struct {
 }
 
 func (f KeyFile) ring() (Ring, error) {
-	if len(f.Keys) == 0 || len(f.Keys) > 2 {
-		return Ring{}, fmt.Errorf("%d keys: want the current one and at most the previous one", len(f.Keys))
+	if len(f.Keys) == 0 || len(f.Keys) > 3 {
+		return Ring{}, fmt.Errorf("%d keys: want the current one and at most two others (the previous, the next)", len(f.Keys))
 	}
 	var r Ring
 	found := false
-	for i, spec := range f.Keys {
+	seen := map[int]bool{}
+	for _, spec := range f.Keys {
 		if spec.ID < 1 || spec.ID > 255 {
 			return Ring{}, fmt.Errorf("key id %d: want 1 to 255", spec.ID)
 		}
-		if i == 1 && spec.ID == f.Keys[0].ID {
+		if seen[spec.ID] {
 			return Ring{}, fmt.Errorf("key id %d appears twice", spec.ID)
 		}
+		seen[spec.ID] = true
 		secret, err := base64.StdEncoding.DecodeString(spec.Key)
 		if err != nil {
 			return Ring{}, fmt.Errorf("key %d: not base64: %w", spec.ID, err)
@@ -153,13 +186,10 @@ func (f KeyFile) ring() (Ring, error) {
 			return Ring{}, fmt.Errorf("key %d: %d bytes, want at least %d", spec.ID, len(secret), minKeyBytes)
 		}
 		k := Key{ID: byte(spec.ID), Secret: secret}
-		switch {
-		case spec.ID == f.Current:
+		if spec.ID == f.Current {
 			r.Current, found = k, true
-		case r.Previous != nil:
-			return Ring{}, fmt.Errorf("key ids %d and %d: neither is the current %d", r.Previous.ID, spec.ID, f.Current)
-		default:
-			r.Previous = &k
+		} else {
+			r.Others = append(r.Others, k)
 		}
 	}
 	if !found {
@@ -200,30 +230,88 @@ func (path FileKeys) Ring(context.Context) (Ring, error) {
 	return r, nil
 }
 
-// RotateKeyFile writes a new current key into the file at path, keeps the
-// current one as the previous and drops the one before: a missing file
-// gets its first key. The file is replaced whole (a rename), so a reader
-// sees the old ring or the new.
-func RotateKeyFile(path string) (Ring, error) {
-	next := KeyFile{Current: 1}
-	data, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		old, err := ParseKeyFile(data)
-		if err != nil {
-			return Ring{}, fmt.Errorf("%s: %w", path, err)
-		}
-		next.Current = int(old.Current.ID)%255 + 1
-		next.Keys = append(next.Keys, KeySpec{ID: int(old.Current.ID), Key: base64.StdEncoding.EncodeToString(old.Current.Secret)})
-	case !errors.Is(err, os.ErrNotExist):
-		return Ring{}, fmt.Errorf("order paths' keys: %w", err)
-	}
-	fresh := make([]byte, minKeyBytes)
-	if _, err := rand.Read(fresh); err != nil {
+// StageKeyFile adds the next key to the file at path, accepted but not
+// issuing: where each instance reads its own copy of the file (a mounted
+// Secret, updated on each node in its own time), every copy must hold
+// the next key before any instance issues under it. A key staged already
+// is replaced. The current and the previous keys stay.
+func StageKeyFile(path string) (Ring, error) {
+	old, mode, err := readKeyFile(path)
+	if err != nil {
 		return Ring{}, err
 	}
-	next.Keys = append([]KeySpec{{ID: next.Current, Key: base64.StdEncoding.EncodeToString(fresh)}}, next.Keys...)
-	out, err := json.MarshalIndent(next, "", "  ")
+	next := nextID(old.Current.ID)
+	f := KeyFile{Current: int(old.Current.ID), Keys: []KeySpec{spec(old.Current)}}
+	for _, k := range old.Others {
+		if k.ID != next {
+			f.Keys = append(f.Keys, spec(k))
+		}
+	}
+	fresh, err := freshKey(next)
+	if err != nil {
+		return Ring{}, err
+	}
+	f.Keys = append(f.Keys, spec(fresh))
+	return writeKeyFile(path, f, mode)
+}
+
+// RotateKeyFile makes the next key current in the file at path: the one
+// staged, or a new one when none is (where every instance reads the same
+// file). The current key becomes the previous; any other is dropped. A
+// missing file gets its first key.
+func RotateKeyFile(path string) (Ring, error) {
+	old, mode, err := readKeyFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		first, err := freshKey(1)
+		if err != nil {
+			return Ring{}, err
+		}
+		return writeKeyFile(path, KeyFile{Current: 1, Keys: []KeySpec{spec(first)}}, 0o600)
+	}
+	if err != nil {
+		return Ring{}, err
+	}
+	next, staged := old.key(nextID(old.Current.ID))
+	if !staged || next.ID == old.Current.ID {
+		if next, err = freshKey(nextID(old.Current.ID)); err != nil {
+			return Ring{}, err
+		}
+	}
+	return writeKeyFile(path, KeyFile{Current: int(next.ID), Keys: []KeySpec{spec(next), spec(old.Current)}}, mode)
+}
+
+func spec(k Key) KeySpec {
+	return KeySpec{ID: int(k.ID), Key: base64.StdEncoding.EncodeToString(k.Secret)}
+}
+
+func freshKey(id byte) (Key, error) {
+	secret := make([]byte, minKeyBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return Key{}, err
+	}
+	return Key{ID: id, Secret: secret}, nil
+}
+
+// readKeyFile is the file's ring and its permissions, which a rewrite
+// keeps: the api may read it as another user than the one rotating.
+func readKeyFile(path string) (Ring, os.FileMode, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return Ring{}, 0, fmt.Errorf("order paths' keys: %w", err)
+	}
+	ring, err := FileKeys(path).Ring(context.Background())
+	return ring, info.Mode().Perm(), err
+}
+
+// writeKeyFile replaces the file whole (a rename), so a reader sees the
+// old ring or the new, never half of one; with the old file's mode and,
+// where the writer may, its owner.
+func writeKeyFile(path string, f KeyFile, mode os.FileMode) (Ring, error) {
+	ring, err := f.ring()
+	if err != nil {
+		return Ring{}, err
+	}
+	out, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return Ring{}, err
 	}
@@ -232,15 +320,18 @@ func RotateKeyFile(path string) (Ring, error) {
 		return Ring{}, fmt.Errorf("order paths' keys: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(out, '\n')); err != nil {
-		tmp.Close()
+	if info, err := os.Stat(path); err == nil {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			_ = tmp.Chown(int(st.Uid), int(st.Gid)) // best effort: only root may give a file away
+		}
+	}
+	_, err = tmp.Write(append(out, '\n'))
+	err = errors.Join(err, tmp.Chmod(mode), tmp.Sync(), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
 		return Ring{}, fmt.Errorf("order paths' keys: %w", err)
 	}
-	if err := tmp.Close(); err != nil {
-		return Ring{}, fmt.Errorf("order paths' keys: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return Ring{}, fmt.Errorf("order paths' keys: %w", err)
-	}
-	return next.ring()
+	return ring, nil
 }

@@ -22,22 +22,22 @@ func TestParseKeyFile(t *testing.T) {
 	for name, tc := range map[string]struct {
 		json    string
 		current byte
-		prev    int // the previous key's id, -1 for none
+		others  []byte // the other keys' ids, in the file's order
 		err     string
 	}{
-		"one key":            {`{"current":1,"keys":[{"id":1,"key":"` + k(1) + `"}]}`, 1, -1, ""},
-		"current and before": {`{"current":3,"keys":[{"id":2,"key":"` + k(2) + `"},{"id":3,"key":"` + k(3) + `"}]}`, 3, 2, ""},
-		"no keys":            {`{"current":1,"keys":[]}`, 0, 0, "0 keys"},
-		"three keys":         {`{"current":1,"keys":[{"id":1,"key":"` + k(1) + `"},{"id":2,"key":"` + k(2) + `"},{"id":3,"key":"` + k(3) + `"}]}`, 0, 0, "3 keys"},
-		"current missing":    {`{"current":5,"keys":[{"id":1,"key":"` + k(1) + `"}]}`, 0, 0, "current key id 5"},
-		"two not current":    {`{"current":5,"keys":[{"id":1,"key":"` + k(1) + `"},{"id":2,"key":"` + k(2) + `"}]}`, 0, 0, "neither is the current"},
-		"id twice":           {`{"current":1,"keys":[{"id":1,"key":"` + k(1) + `"},{"id":1,"key":"` + k(2) + `"}]}`, 0, 0, "appears twice"},
-		"id zero":            {`{"current":0,"keys":[{"id":0,"key":"` + k(1) + `"}]}`, 0, 0, "want 1 to 255"},
-		"id too big":         {`{"current":256,"keys":[{"id":256,"key":"` + k(1) + `"}]}`, 0, 0, "want 1 to 255"},
-		"short key":          {`{"current":1,"keys":[{"id":1,"key":"` + short + `"}]}`, 0, 0, "31 bytes"},
-		"not base64":         {`{"current":1,"keys":[{"id":1,"key":"!!"}]}`, 0, 0, "not base64"},
-		"unknown field":      {`{"current":1,"sign":1,"keys":[{"id":1,"key":"` + k(1) + `"}]}`, 0, 0, "unknown field"},
-		"not JSON":           {`current=1`, 0, 0, "not the keys' JSON"},
+		"one key":             {`{"current":1,"keys":[{"id":1,"key":"` + k(1) + `"}]}`, 1, nil, ""},
+		"current and before":  {`{"current":3,"keys":[{"id":2,"key":"` + k(2) + `"},{"id":3,"key":"` + k(3) + `"}]}`, 3, []byte{2}, ""},
+		"and the next staged": {`{"current":3,"keys":[{"id":3,"key":"` + k(3) + `"},{"id":2,"key":"` + k(2) + `"},{"id":4,"key":"` + k(4) + `"}]}`, 3, []byte{2, 4}, ""},
+		"no keys":             {`{"current":1,"keys":[]}`, 0, nil, "0 keys"},
+		"four keys":           {`{"current":1,"keys":[{"id":1,"key":"` + k(1) + `"},{"id":2,"key":"` + k(2) + `"},{"id":3,"key":"` + k(3) + `"},{"id":4,"key":"` + k(4) + `"}]}`, 0, nil, "4 keys"},
+		"current missing":     {`{"current":5,"keys":[{"id":1,"key":"` + k(1) + `"}]}`, 0, nil, "current key id 5"},
+		"id twice":            {`{"current":1,"keys":[{"id":1,"key":"` + k(1) + `"},{"id":1,"key":"` + k(2) + `"}]}`, 0, nil, "appears twice"},
+		"id zero":             {`{"current":0,"keys":[{"id":0,"key":"` + k(1) + `"}]}`, 0, nil, "want 1 to 255"},
+		"id too big":          {`{"current":256,"keys":[{"id":256,"key":"` + k(1) + `"}]}`, 0, nil, "want 1 to 255"},
+		"short key":           {`{"current":1,"keys":[{"id":1,"key":"` + short + `"}]}`, 0, nil, "31 bytes"},
+		"not base64":          {`{"current":1,"keys":[{"id":1,"key":"!!"}]}`, 0, nil, "not base64"},
+		"unknown field":       {`{"current":1,"sign":1,"keys":[{"id":1,"key":"` + k(1) + `"}]}`, 0, nil, "unknown field"},
+		"not JSON":            {`current=1`, 0, nil, "not the keys' JSON"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ring, err := botcheck.ParseKeyFile([]byte(tc.json))
@@ -50,8 +50,12 @@ func TestParseKeyFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ring.Current.ID != tc.current || (ring.Previous == nil) != (tc.prev < 0) || ring.Previous != nil && int(ring.Previous.ID) != tc.prev {
-				t.Fatalf("ring %d/%v; want current %d, previous %d", ring.Current.ID, ring.Previous, tc.current, tc.prev)
+			var others []byte
+			for _, k := range ring.Others {
+				others = append(others, k.ID)
+			}
+			if ring.Current.ID != tc.current || string(others) != string(tc.others) {
+				t.Fatalf("ring %d/%v; want current %d, others %v", ring.Current.ID, others, tc.current, tc.others)
 			}
 		})
 	}

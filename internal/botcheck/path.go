@@ -42,50 +42,75 @@ const (
 // paths' keys cannot be read.
 var ErrUnavailable = apperr.New(apperr.Unavailable, "order paths are not available right now: try again shortly").Retry(time.Second)
 
-// heldRing is the ring as read at read (the instance's clock).
+// heldRing is the ring as last read, at read (the instance's clock), and
+// when a read last failed since.
 type heldRing struct {
-	ring Ring
-	read time.Time
+	ring   Ring
+	ok     bool // ring was read once
+	read   time.Time
+	failed time.Time
 }
 
-// currentRing is the ring, read again when it is keysFresh old, or when
-// force asks and the last read is keysRetry old.
+// due says whether the keys are read again now: when keysFresh old, or
+// keysRetry old if force asks; never within keysRetry of a failed read,
+// so that a source that does not answer is not asked by every request.
+func (h *heldRing) due(now time.Time, force bool) bool {
+	if h == nil {
+		return true
+	}
+	if !h.failed.IsZero() && !now.Before(h.failed) && now.Sub(h.failed) < keysRetry {
+		return false
+	}
+	if now.Before(h.read) {
+		return true
+	}
+	age := now.Sub(h.read)
+	return age >= keysFresh || force && age >= keysRetry
+}
+
+// usable is the ring held while it is not stale.
+func (h *heldRing) usable(now time.Time) (Ring, error) {
+	if h == nil || !h.ok || now.Sub(h.read) >= keysStale {
+		return Ring{}, ErrUnavailable
+	}
+	return h.ring, nil
+}
+
+// currentRing is the ring, read again when due. A request that finds
+// another reading them uses the ring held, while it is not stale; one
+// that forces a read (a path under a key id it does not hold, or whose
+// MAC failed) waits for it.
 func (s *Store) currentRing(ctx context.Context, force bool) (Ring, error) {
-	due := func(h *heldRing, now time.Time) bool {
-		if h == nil || now.Before(h.read) {
-			return true
+	h, now := s.ring.Load(), s.Now()
+	if !h.due(now, force) {
+		return h.usable(now)
+	}
+	if h != nil && !force && !s.refreshing.TryLock() {
+		if r, err := h.usable(now); err == nil {
+			return r, nil
 		}
-		age := now.Sub(h.read)
-		return age >= keysFresh || force && age >= keysRetry
-	}
-	h := s.ring.Load()
-	if !due(h, s.Now()) {
-		return h.ring, nil
-	}
-	switch {
-	case h == nil:
 		s.refreshing.Lock()
-	case !s.refreshing.TryLock():
-		// Another request is reading them: the ring held serves
-		// meanwhile, while it is not stale.
-		if s.Now().Sub(h.read) < keysStale {
-			return h.ring, nil
-		}
+	} else if h == nil || force {
 		s.refreshing.Lock()
 	}
 	defer s.refreshing.Unlock()
-	now := s.Now()
-	if h = s.ring.Load(); !due(h, now) {
-		return h.ring, nil
+	h, now = s.ring.Load(), s.Now()
+	if !h.due(now, force) {
+		return h.usable(now)
 	}
 	ring, err := s.keys.Ring(ctx)
 	if err != nil {
-		if h != nil && now.Sub(h.read) < keysStale {
-			return h.ring, nil
+		failed := &heldRing{failed: now}
+		if h != nil {
+			failed.ring, failed.ok, failed.read = h.ring, h.ok, h.read
+		}
+		s.ring.Store(failed)
+		if r, err := failed.usable(now); err == nil {
+			return r, nil
 		}
 		return Ring{}, ErrUnavailable.Wrap(err)
 	}
-	s.ring.Store(&heldRing{ring: ring, read: now})
+	s.ring.Store(&heldRing{ring: ring, ok: true, read: now})
 	return ring, nil
 }
 
@@ -191,7 +216,14 @@ func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string
 		}
 	}
 	if !hmac.Equal(raw[10:], s.mac(k, userID, voucherID, expiry)) {
-		return ErrPathInvalid
+		// A key made since under an id this instance holds for an older
+		// one (the ring was deleted and made again): read the keys again.
+		if ring, err = s.currentRing(ctx, true); err != nil {
+			return err
+		}
+		if k, ok = ring.key(id); !ok || !hmac.Equal(raw[10:], s.mac(k, userID, voucherID, expiry)) {
+			return ErrPathInvalid
+		}
 	}
 	now := s.Now()
 	if now.UnixMilli() >= expiry {

@@ -58,6 +58,9 @@ func pictureFonts() ([]*opentype.Font, error) {
 // picture is a challenge's digits drawn as a PNG; seed makes it (a fresh
 // random one per challenge).
 func picture(seed [32]byte, digits []byte) ([]byte, error) {
+	if len(digits) == 0 {
+		return nil, fmt.Errorf("challenge picture: no digits")
+	}
 	fonts, err := pictureFonts()
 	if err != nil {
 		return nil, err
@@ -100,12 +103,6 @@ func picture(seed [32]byte, digits []byte) ([]byte, error) {
 		return nil, fmt.Errorf("challenge picture: %w", err)
 	}
 	return out.Bytes(), nil
-}
-
-// stamp draws glyph's coverage in ink onto dst with its top left at
-// (x, y), turned by angle about its centre and sheared.
-func stamp(dst *image.RGBA, glyph *image.Alpha, x, y, angle, shear float64, ink color.RGBA) {
-	stampWarped(dst, glyph, x, y, angle, shear, 1, nil, ink)
 }
 
 // A ripple is one wave of a glyph's own small bend: its strokes move by

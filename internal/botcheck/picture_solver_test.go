@@ -199,6 +199,11 @@ func (s *pictureSolver) solve(pngBytes []byte, n int) []byte {
 // colour (1) for.
 var inkWeight = [3]int{0, -1, 1}
 
+// stamp draws glyph's coverage in ink as the picture does, unbent.
+func stamp(dst *image.RGBA, glyph *image.Alpha, x, y, angle, shear float64, ink color.RGBA) {
+	stampWarped(dst, glyph, x, y, angle, shear, 1, nil, ink)
+}
+
 // fontSolver is the attacker who has read this package's drawing code
 // too: it matches the very typefaces the picture uses, rendered as it
 // renders them, at three turns, digit by digit where the layout puts
