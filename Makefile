@@ -212,7 +212,7 @@ RACE_SKIP = ^TestSolversReadUnderOnePercent$$
 # make test's failure tests, and beside them the challenge's attackers at
 # the lowest priority: the failure tests mostly wait on servers that stop,
 # start and fail over, and the attackers' four CPU-minutes take what
-# those leave (before, in a phase of their own, they added 3.5 minutes).
+# those leave (in the side-by-side section they would set its pace).
 test-failures:
 	$(PHASE) "failure tests (-tags chaos, -p 1)" env SECKILL_MYSQL_TOPOLOGY=cluster $(TEST_ENV) SECKILL_TEST_STACK=$(CURDIR)/$(STACK) \
 	  $(GO) test -tags chaos -race -count=1 -p 1 -timeout 15m -v -run '^TestChaos' ./internal/e2e/
