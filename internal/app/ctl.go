@@ -138,11 +138,16 @@ func Ctl(args []string, lookup config.Lookup, out io.Writer) error {
 		return nil
 	case (len(args) == 2 || len(args) == 3) && args[0] == "path-keys" && args[1] == "rotate":
 		if len(args) == 3 {
+			before, _ := botcheck.FileKeys(args[2]).Ring(context.Background())
 			ring, err := botcheck.RotateKeyFile(args[2])
 			if err != nil {
 				return fmt.Errorf("path-keys: %w", err)
 			}
-			fmt.Fprintf(out, "%s: order paths' key %d is current\n", args[2], ring.Current.ID)
+			if k, staged := before.Key(ring.Current.ID); !staged || string(k.Secret) != string(ring.Current.Secret) {
+				fmt.Fprintf(out, "%s: nothing was staged, a new key %d is current: where each instance reads its own copy (a mounted Secret), stage first\n", args[2], ring.Current.ID)
+				return nil
+			}
+			fmt.Fprintf(out, "%s: the staged key %d is current\n", args[2], ring.Current.ID)
 			return nil
 		}
 		cfg, err := config.LoadCtl(lookup)

@@ -252,6 +252,12 @@ func TestCtlRotatesThePathKeys(t *testing.T) {
 	if staged.Current.ID != 3 || len(staged.Others) != 2 || staged.Others[1].ID != 4 {
 		t.Fatalf("ring after staging: %+v; want key 3 current, 2 and 4 beside it", staged)
 	}
+	if err := app.Ctl([]string{"path-keys", "stage", file}, lookup, &out); err != nil {
+		t.Fatalf("path-keys stage FILE, again: %v", err)
+	}
+	if again, err := botcheck.FileKeys(file).Ring(context.Background()); err != nil || string(again.Others[1].Secret) != string(staged.Others[1].Secret) {
+		t.Fatalf("staging again: %+v, %v; want the staged key kept (it may have reached every copy)", again, err)
+	}
 	if err := app.Ctl([]string{"path-keys", "rotate", file}, lookup, &out); err != nil {
 		t.Fatalf("path-keys rotate FILE: %v", err)
 	}

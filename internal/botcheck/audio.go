@@ -157,7 +157,7 @@ func flange(x []float64, rng *rand.Rand) []float64 {
 }
 
 // hilbertTaps is a Hilbert transformer of 2*64+1 taps, Blackman-windowed:
-// 2/(πk) at odd k, 0 at even; flat from about 100 Hz to 3.9 kHz at 8 kHz.
+// 2/(πk) at odd k, 0 at even; flat from about 150 Hz to 3.9 kHz at 8 kHz.
 var hilbertTaps = sync.OnceValue(func() []float64 {
 	const half = 64
 	taps := make([]float64, 2*half+1)

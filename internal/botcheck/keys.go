@@ -39,7 +39,8 @@ type Ring struct {
 	Others  []Key
 }
 
-func (r Ring) key(id byte) (Key, bool) {
+// Key is the ring's key of that id, if it holds one.
+func (r Ring) Key(id byte) (Key, bool) {
 	if r.Current.ID == id {
 		return r.Current, true
 	}
@@ -234,13 +235,17 @@ func (path FileKeys) Ring(context.Context) (Ring, error) {
 // issuing: where each instance reads its own copy of the file (a mounted
 // Secret, updated on each node in its own time), every copy must hold
 // the next key before any instance issues under it. A key staged already
-// is replaced. The current and the previous keys stay.
+// stays as it is: it may have reached every copy. The current and the
+// previous keys stay.
 func StageKeyFile(path string) (Ring, error) {
 	old, mode, err := readKeyFile(path)
 	if err != nil {
 		return Ring{}, err
 	}
 	next := nextID(old.Current.ID)
+	if _, staged := old.Key(next); staged {
+		return old, nil
+	}
 	f := KeyFile{Current: int(old.Current.ID), Keys: []KeySpec{spec(old.Current)}}
 	for _, k := range old.Others {
 		if k.ID != next {
@@ -271,7 +276,7 @@ func RotateKeyFile(path string) (Ring, error) {
 	if err != nil {
 		return Ring{}, err
 	}
-	next, staged := old.key(nextID(old.Current.ID))
+	next, staged := old.Key(nextID(old.Current.ID))
 	if !staged || next.ID == old.Current.ID {
 		if next, err = freshKey(nextID(old.Current.ID)); err != nil {
 			return Ring{}, err

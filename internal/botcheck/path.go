@@ -205,13 +205,13 @@ func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string
 	if err != nil {
 		return err
 	}
-	k, ok := ring.key(id)
+	k, ok := ring.Key(id)
 	if !ok {
 		// A key made since this instance read them, or one taken back.
 		if ring, err = s.currentRing(ctx, true); err != nil {
 			return err
 		}
-		if k, ok = ring.key(id); !ok {
+		if k, ok = ring.Key(id); !ok {
 			return ErrPathInvalid
 		}
 	}
@@ -221,7 +221,7 @@ func (s *Store) verify(ctx context.Context, userID, voucherID int64, path string
 		if ring, err = s.currentRing(ctx, true); err != nil {
 			return err
 		}
-		if k, ok = ring.key(id); !ok || !hmac.Equal(raw[10:], s.mac(k, userID, voucherID, expiry)) {
+		if k, ok = ring.Key(id); !ok || !hmac.Equal(raw[10:], s.mac(k, userID, voucherID, expiry)) {
 			return ErrPathInvalid
 		}
 	}
