@@ -109,24 +109,8 @@ func (s *audioSolver) solve(wav []byte, n int) []byte {
 		best := math.Inf(-1)
 		for _, t := range s.templates {
 			L := len(t.frames)
-			for o := a - span/2; o <= a+span/2; o++ {
-				if o < 0 || o+L > len(sig) {
-					continue
-				}
-				var dot, sum, sq float64
-				for i, tf := range t.frames {
-					sf := sig[o+i]
-					for b, v := range tf {
-						dot += v * sf[b]
-						sum += sf[b]
-						sq += sf[b] * sf[b]
-					}
-				}
-				varS := sq - sum*sum/float64(L*bandCount)
-				if varS <= 0 {
-					continue
-				}
-				if score := dot / math.Sqrt(varS); score > best {
+			for o := max(a-span/2, 0); o <= a+span/2 && o+L <= len(sig); o++ {
+				if score, ok := t.correlation(sig, o); ok && score > best {
 					best, digits[k] = score, t.digit
 				}
 			}
@@ -143,25 +127,33 @@ const locateEnergyPow = 0.5
 func (s *audioSolver) likeness(sig [][]float64, at int) float64 {
 	best := 0.0
 	for _, t := range s.templates {
-		L := len(t.frames)
-		if at+L > len(sig) {
+		if at+len(t.frames) > len(sig) {
 			continue
 		}
-		var dot, sum, sq float64
-		for i, tf := range t.frames {
-			sf := sig[at+i]
-			for b, v := range tf {
-				dot += v * sf[b]
-				sum += sf[b]
-				sq += sf[b] * sf[b]
-			}
-		}
-		varS := sq - sum*sum/float64(L*bandCount)
-		if varS > 0 {
-			best = math.Max(best, dot/math.Sqrt(varS))
+		if score, ok := t.correlation(sig, at); ok {
+			best = math.Max(best, score)
 		}
 	}
 	return best
+}
+
+// correlation is the template's correlation with sig's frames from at:
+// ok is false where those are flat.
+func (t template) correlation(sig [][]float64, at int) (float64, bool) {
+	var dot, sum, sq float64
+	for i, tf := range t.frames {
+		sf := sig[at+i]
+		for b, v := range tf {
+			dot += v * sf[b]
+			sum += sf[b]
+			sq += sf[b] * sf[b]
+		}
+	}
+	varS := sq - sum*sum/float64(len(t.frames)*bandCount)
+	if varS <= 0 {
+		return 0, false
+	}
+	return dot / math.Sqrt(varS), true
 }
 
 // stretch is the library's change of speed.

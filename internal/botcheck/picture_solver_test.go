@@ -102,28 +102,7 @@ func (s *pictureSolver) solve(pngBytes []byte, n int) []byte {
 			}
 		}
 	} else {
-		// Any other: the digits are what is much darker than the paper
-		// (the commonest shade).
-		var hist [256]int
-		lum := func(x, y int) int { return int(color.GrayModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.Gray).Y) }
-		for y := 0; y < h; y++ {
-			for x := 0; x < w; x++ {
-				hist[lum(x, y)]++
-			}
-		}
-		paper := 0
-		for v := range hist {
-			if hist[v] > hist[paper] {
-				paper = v
-			}
-		}
-		for y := 0; y < h; y++ {
-			for x := 0; x < w; x++ {
-				if lum(x, y) < paper-60 {
-					ink[y][x] = 1
-				}
-			}
-		}
+		darkInk(img, func(x, y int) { ink[y][x] = 1 })
 	}
 	// The row of n digits: the window of their width with the most ink.
 	cols := make([]int, w)
@@ -258,26 +237,7 @@ func (s *fontSolver) solve(pngBytes []byte, n int) []byte {
 	for i := range flat {
 		flat[i] = -1 // off the picture: background
 	}
-	var hist [256]int
-	lum := func(x, y int) int { return int(color.GrayModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.Gray).Y) }
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			hist[lum(x, y)]++
-		}
-	}
-	paper := 0
-	for v := range hist {
-		if hist[v] > hist[paper] {
-			paper = v
-		}
-	}
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			if lum(x, y) < paper-60 {
-				flat[(y+pad)*pw+x+pad] = 1
-			}
-		}
-	}
+	darkInk(img, func(x, y int) { flat[(y+pad)*pw+x+pad] = 1 })
 	digits := make([]byte, n)
 	lo, hi := 2, 14 // where the layout may put the first digit
 	for i := range digits {
@@ -299,4 +259,31 @@ func (s *fontSolver) solve(pngBytes []byte, n int) []byte {
 		lo, hi = bestX+32, bestX+39
 	}
 	return digits
+}
+
+// darkInk marks each pixel of img much darker than the paper (its
+// commonest shade): the digits, on a picture with no palette to tell them
+// by.
+func darkInk(img image.Image, mark func(x, y int)) {
+	b := img.Bounds()
+	lum := func(x, y int) int { return int(color.GrayModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.Gray).Y) }
+	var hist [256]int
+	for y := 0; y < b.Dy(); y++ {
+		for x := 0; x < b.Dx(); x++ {
+			hist[lum(x, y)]++
+		}
+	}
+	paper := 0
+	for v := range hist {
+		if hist[v] > hist[paper] {
+			paper = v
+		}
+	}
+	for y := 0; y < b.Dy(); y++ {
+		for x := 0; x < b.Dx(); x++ {
+			if lum(x, y) < paper-60 {
+				mark(x, y)
+			}
+		}
+	}
 }
