@@ -31,6 +31,9 @@ var LockExtend = mustLoad("lock_extend.lua")
 // user, decided and recorded atomically.
 var Seckill = mustLoadSale("seckill.lua")
 
+// Draw begins and ends a sale's draw under the drawer's fencing token.
+var Draw = mustLoadSale("draw.lua")
+
 // AdjustVoucher changes a warmed voucher's stock by a delta, never below
 // zero, and optionally its window.
 var AdjustVoucher = mustLoadSale("adjust_voucher.lua")

@@ -6,7 +6,7 @@
 -- A sale of N > 1 buckets has one such key set per bucket, under the
 -- bucket's tag in place of {id} (gate/buckets.go); each script runs on one.
 --
--- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen, epoch, fence, reconciled, buckets, given, received}
+-- KEYS[1]  seckill:voucher:{id}     hash {stock, begin, end, frozen, epoch, fence, reconciled, buckets, given, received, draw, drawn, drawfence, seed}
 -- KEYS[2]  seckill:buyers:{id}      hash user id -> order id
 -- KEYS[3]  seckill:pending:{id}     hash order id -> "userId:acceptedMs[:traceparent]"
 -- KEYS[4]  seckill:pending-at:{id}  zset order id by acceptedMs

@@ -14,12 +14,16 @@
 -- the first decision back, not "already bought" for its own order.
 --
 -- KEYS     the sale's keys (sale.lua); reads VOUCHER's stock, begin, end,
---          frozen, epoch and buckets, BUYERS, and PENDING for an attempt
---          that repeats an accepted one
+--          frozen, epoch, buckets and draw fields, BUYERS, and PENDING for
+--          an attempt that repeats an accepted one
+-- KEYS[8]  seckill:entrants:{id}  hash user id -> order id: a draw's entries
 -- Writes:  VOUCHER {stock}, BUYERS, PENDING (the reservation, with the
---          traceparent when there is one), PENDING_AT
+--          traceparent when there is one), PENDING_AT, ENTRANTS
 -- ARGV[1]  how many stock buckets the caller takes the sale to have: a
---          bucket that records another number answers outcome 7
+--          bucket that records another number answers outcome 7. For the
+--          draw's admissions, "1:<fence>": the drawer's fencing token
+--          (draw.lua), which lets the entrants it names through while the
+--          draw is made, and no one else
 -- Then the attempts, three arguments each: the user id, the order id, and
 -- the W3C traceparent of the buyer's request ("" when untraced), kept with
 -- the reservation so that a republished order links back to the request
@@ -48,8 +52,18 @@
 -- buckets than the caller thinks (stock left is that number, and nothing
 -- is taken: the caller asks the right bucket). ms is the server's clock
 -- otherwise. With N > 1, "sold out" is this bucket's: the caller looks at
--- the others.
+-- the others. 8 entered in the sale's draw (ms is when the draw is made,
+-- order id the entry's: the order it becomes if drawn; nothing taken); 9
+-- the draw is being made, and the buyer did not enter it (nothing taken).
+--
+-- A sale with a draw (VOUCHER's draw field, the admission window in ms)
+-- takes no order in its window's first draw ms: an attempt there is an
+-- entry, one per buyer. From the window's end until the draw is made
+-- (drawn), only the drawer takes units, for the entrants in the draw's
+-- order; after it, the sale is first-come on what is left.
 local tries = (#ARGV - 1) / 3
+local ENTRANTS = KEYS[8]
+local want, fence = string.match(ARGV[1], '^(%d+):?(%d*)$')
 local out = {}
 local function answer(outcome, stock, ms, id)
   out[#out + 1] = outcome
@@ -64,11 +78,11 @@ local function all(outcome, stock)
   return out
 end
 
-local v = redis.call('HMGET', VOUCHER, 'stock', 'begin', 'end', 'frozen', 'epoch', 'buckets')
+local v = redis.call('HMGET', VOUCHER, 'stock', 'begin', 'end', 'frozen', 'epoch', 'buckets', 'draw', 'drawn', 'drawfence')
 -- A bucket that is not there (lost with its master) is an unknown voucher,
 -- as a sale of one bucket is: the order-writer's check rebuilds it.
 local n = tonumber(v[6] or '1')
-if (v[1] or v[6]) and n ~= tonumber(ARGV[1]) then
+if (v[1] or v[6]) and n ~= tonumber(want) then
   return all(7, n)
 end
 if not v[1] then
@@ -84,6 +98,23 @@ end
 local bought = redis.call('HMGET', BUYERS, unpack(users))
 local paused = v[4] and true or false
 local early, late = now < tonumber(v[2]), now >= tonumber(v[3])
+-- The draw, while it is not made: its entries, then the drawer's turn.
+local drawing = v[7] and not v[8]
+local drawAt, entries, entered, admitting = 0, {}, {}, false
+if drawing then
+  drawAt = tonumber(v[2]) + tonumber(v[7])
+  entered = redis.call('HMGET', ENTRANTS, unpack(users))
+  admitting = fence ~= '' and fence == v[9] and now >= drawAt
+  if admitting then
+    late = false -- a draw made late still serves its entrants
+  end
+end
+if fence ~= '' and not admitting then
+  -- A drawer whose token is not the draw's, or a draw made already: a
+  -- drawer paused past its lease takes nothing for anyone.
+  return all(9, stock)
+end
+local seen = {} -- user id -> entry's order id, for a user twice in one batch
 local stale -- the state's replication id is not the server's
 local taken = {} -- user id -> order id, for a user twice in one batch
 local buyers, pending, at = {}, {}, {}
@@ -106,6 +137,20 @@ for i = 1, tries do
     answer(3, stock, now, 0)
   elseif b then
     answer(4, stock, now, b)
+  elseif drawing and not admitting then
+    local e = seen[user] or entered[i]
+    if e then
+      answer(8, stock, drawAt, e)
+    elseif now < drawAt then
+      seen[user] = id
+      entries[#entries + 1] = user
+      entries[#entries + 1] = id
+      answer(8, stock, drawAt, id)
+    else
+      answer(9, stock, now, 0)
+    end
+  elseif admitting and (seen[user] or entered[i]) ~= id then
+    answer(9, stock, now, 0)
   elseif stock <= 0 then
     answer(5, 0, now, 0)
   else
@@ -136,5 +181,8 @@ if stock ~= before then
   redis.call('HSET', BUYERS, unpack(buyers))
   redis.call('HSET', PENDING, unpack(pending))
   redis.call('ZADD', PENDING_AT, unpack(at))
+end
+if #entries > 0 then
+  redis.call('HSET', ENTRANTS, unpack(entries))
 end
 return out

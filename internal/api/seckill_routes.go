@@ -120,10 +120,28 @@ func (s *Server) seckillOrder(c echo.Context) error {
 	if path != "" && errors.Is(err, order.ErrAlreadyBought) {
 		s.deps.BotChecks.PathUsed()
 	}
+	if e, ok := errors.AsType[*order.Entry](err); ok {
+		return c.JSON(http.StatusAccepted, OK(EntryOf(voucherID, e)))
+	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, OK(strconv.FormatInt(orderID, 10)))
+}
+
+// Entry is the answer to an attempt that entered a sale's draw: no order
+// yet, the one it becomes if drawn, when the draw is made and where its
+// outcome is read.
+type Entry struct {
+	Entered bool      `json:"entered"`
+	OrderID int64     `json:"orderId,string"`
+	DrawAt  time.Time `json:"drawAt"`
+	Outcome string    `json:"outcome"`
+}
+
+// EntryOf is e's answer.
+func EntryOf(voucherID int64, e *order.Entry) Entry {
+	return Entry{Entered: true, OrderID: e.OrderID, DrawAt: e.DrawAt.UTC(), Outcome: "/voucher-order/of/voucher/" + strconv.FormatInt(voucherID, 10)}
 }
 
 // GET /voucher-order/:id: the owner's order, pending, confirmed or failed.

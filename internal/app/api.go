@@ -141,7 +141,8 @@ func (m *API) Run(ctx context.Context) error {
 			Durable: broker.OrderDurability{Topic: durability},
 			SoldOut: order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger, Metrics: order.NewMetrics(b.reg),
 		},
-		Lookup: &order.Lookup{Settled: statuscache.New(caches, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store},
+		Lookup: &order.Lookup{Settled: statuscache.New(caches, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store,
+			Entries: store},
 	})
 	if err != nil {
 		return abandon(err, b.closers)

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/draw"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/orderdb"
@@ -88,6 +89,8 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 		Backlog: progress,
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
+	drawer := &draw.Drawer{Sales: store, Seeds: orderdb.Seeds{DB: db}, Publisher: relayPublisher,
+		Locks: lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease, Interval: c.Sale.DrawInterval, Logger: m.logger}
 	relayed := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_relay_republished_total",
 		Help: "Reservations whose order events never reached Kafka, republished by the relay."})
 	b.reg.MustRegister(relayed)
@@ -106,6 +109,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 
 	m.d = b.daemon(c.Common, c.AdminAddr,
 		daemon.Worker{Name: "order writer", Run: consumer.Run}, daemon.Worker{Name: "reservation relay", Run: relayWorker.Run},
+		daemon.Worker{Name: "drawer", Run: drawer.Run},
 		daemon.Worker{Name: "sale checks", Run: checks.Run}, daemon.Worker{Name: "redis epoch", Run: epoch.Run},
 		daemon.Worker{Name: "consumer lag", Run: lag.Run})
 	if err := m.d.Start(); err != nil {

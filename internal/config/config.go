@@ -48,6 +48,7 @@ type Sale struct {
 	RelayAge           time.Duration // a reservation older than this is republished
 	RelayInterval      time.Duration
 	RelayLease         time.Duration // the relay's lease: how long a dead holder keeps it
+	DrawInterval       time.Duration // how often the drawer looks for draws due
 	SaleKeep           time.Duration // how long an ended, settled sale's keys stay in Redis
 	// EpochInterval is how often a program reads Redis's replication id,
 	// which changes when Redis restarts or a replica takes over.
@@ -349,6 +350,7 @@ func loadSale(r *Reader) Sale {
 		RelayAge:           r.Duration("SECKILL_RELAY_AGE", 10*time.Second),
 		RelayInterval:      r.Duration("SECKILL_RELAY_INTERVAL", 2*time.Second),
 		RelayLease:         r.Duration("SECKILL_RELAY_LEASE", 10*time.Second),
+		DrawInterval:       r.Duration("SECKILL_DRAW_INTERVAL", 250*time.Millisecond),
 		SaleKeep:           r.Duration("SECKILL_SALE_KEEP", 24*time.Hour),
 		EpochInterval:      r.Duration("SECKILL_REDIS_EPOCH_INTERVAL", 500*time.Millisecond),
 		OrderStatusTTL:     r.Duration("SECKILL_ORDER_STATUS_TTL", 10*time.Minute),

@@ -11,7 +11,8 @@ type description struct{ name, meaning string }
 var (
 	usedBy = map[string][]string{
 		"SECKILL_RELAY_AGE": {"order-writer"}, "SECKILL_RELAY_INTERVAL": {"order-writer"}, "SECKILL_RELAY_LEASE": {"order-writer"},
-		"SECKILL_SALE_KEEP": {"order-writer"}, "SECKILL_REDIS_EPOCH_INTERVAL": {"order-writer"},
+		"SECKILL_DRAW_INTERVAL": {"order-writer"},
+		"SECKILL_SALE_KEEP":     {"order-writer"}, "SECKILL_REDIS_EPOCH_INTERVAL": {"order-writer"},
 		"SECKILL_SOLDOUT_TTL": {"api"}, "SECKILL_PUBLISH_COMPRESSION": {"api"}, "SECKILL_PUBLISH_LINGER": {"api"},
 		"SECKILL_KAFKA_DURABILITY_INTERVAL": {"api"}, "SECKILL_ORDER_STATUS_TTL": {"api"},
 	}
@@ -99,6 +100,7 @@ var descriptions = []description{
 	{"SECKILL_ID_BLOCK", "order ids leased from Redis per round trip"},
 	{"SECKILL_RELAY_AGE", "a reservation still pending this long after its acceptance, once the writer has consumed everything published until then, is republished (keep it above the API's `SECKILL_PUBLISH_TIMEOUT`, or a slow publish may be sent twice: harmless, counted)"},
 	{"SECKILL_RELAY_INTERVAL", "how often the relay looks for such reservations"},
+	{"SECKILL_DRAW_INTERVAL", "how often the drawer (one order-writer at a time, under `SECKILL_RELAY_LEASE`) looks for sales whose draw is due: a draw is made this long after its window at most, plus the time to serve its winners"},
 	{"SECKILL_SALE_CHECK_INTERVAL", "how often every voucher on sale or yet to start is compared between Redis and MySQL (sale present, stamped with Redis's present replication id, stock not above MySQL's, at least as many buyers as orders); a violation freezes the voucher and reconciles it from MySQL. Each batch is also checked right after its commit"},
 	{"SECKILL_ORDER_STUCK_AFTER", "a batch still failing this long after its first try is reported: an error in the log and `seckill_consumer_batches_stuck_total` (alert `SeckillConsumerStuck`)"},
 	{"SECKILL_SALE_KEEP", "how long an ended sale's Redis keys stay once every order is settled; the relay gives them this expiry and stops scanning the voucher"},

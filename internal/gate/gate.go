@@ -31,8 +31,9 @@ var (
 )
 
 // outcomes are the script's answers by the number it returns.
+// Outcome 7 (outcomeLayout) is the caller's to act on, never a decision.
 var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.ErrEnded, order.ErrAlreadyBought, order.ErrSoldOut,
-	order.ErrPaused}
+	order.ErrPaused, nil, order.ErrEntered, order.ErrDrawing}
 
 // Try runs the gate: one unit of voucherID for userID under orderID. The
 // same attempt again (same order id) gets the same decision: a retry after
@@ -67,7 +68,8 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 	for turns := 0; ; turns++ {
 		n := lay.N()
 		home := lay.Home(userID)
-		res, err := s.tries.try(ctx, s.gate, lay.bucketKeys(s.prefix, home).list(), n,
+		keys := lay.bucketKeys(s.prefix, home)
+		res, err := s.tries.try(ctx, s.gate, keys.list(keys.Entrants), n,
 			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx))
 		if err == nil && len(res) == 4 && res[0] == outcomeUnknown && n > 1 && turns == 0 && !s.layouts.readWithin(voucherID, time.Second) {
 			// The bucket is gone: the sale may have been made anew with
@@ -97,7 +99,7 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 		if err != nil {
 			return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
 		}
-		if len(res) != 4 || res[0] < 0 || int(res[0]) > outcomeLayout {
+		if len(res) != 4 || res[0] < 0 || int(res[0]) >= len(outcomes) {
 			return order.Decision{}, fmt.Errorf("seckill gate: unknown answer %v", res)
 		}
 		if res[0] == outcomeLayout {
@@ -187,17 +189,32 @@ func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, e
 // place; then lists the voucher among the active ones (another slot on a
 // cluster: a further step, which a retry of Warm repeats harmlessly).
 func (s *Store) WarmBuckets(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time) error {
-	return s.warm(ctx, voucherID, stock, n, begin, end, "")
+	return s.warm(ctx, voucherID, stock, n, begin, end, "", 0)
+}
+
+// WarmDraw puts a new voucher's sale with a draw into Redis, in one
+// bucket: its first window of the sale takes entries, drawn at the
+// window's end (internal/draw). onlyNew leaves a sale already there as it
+// is, as WarmNew does.
+func (s *Store) WarmDraw(ctx context.Context, voucherID, stock int64, begin, end time.Time, window time.Duration, onlyNew bool) error {
+	if window <= 0 {
+		return fmt.Errorf("warm voucher %d: a draw's window of %v", voucherID, window)
+	}
+	mode := ""
+	if onlyNew {
+		mode = "new"
+	}
+	return s.warm(ctx, voucherID, stock, 1, begin, end, mode, window)
 }
 
 // WarmNew is WarmBuckets that leaves every bucket already there as it is:
 // a retried creation finds its sale possibly selling (the first attempt
 // warmed it) and must not put its stock back or forget its buyers.
 func (s *Store) WarmNew(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time) error {
-	return s.warm(ctx, voucherID, stock, n, begin, end, "new")
+	return s.warm(ctx, voucherID, stock, n, begin, end, "new", 0)
 }
 
-func (s *Store) warm(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time, mode string) error {
+func (s *Store) warm(ctx context.Context, voucherID, stock int64, n int, begin, end time.Time, mode string, draw time.Duration) error {
 	if n < 1 || n > sale.MaxBuckets {
 		return fmt.Errorf("warm voucher %d: %d buckets, want 1 to %d", voucherID, n, sale.MaxBuckets)
 	}
@@ -207,8 +224,9 @@ func (s *Store) warm(ctx context.Context, voucherID, stock int64, n int, begin, 
 		if int64(b) < stock%int64(n) {
 			share++
 		}
-		err := lua.WarmSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(),
-			share, begin.UnixMilli(), end.UnixMilli(), n, mode).Err()
+		keys := lay.bucketKeys(s.prefix, b)
+		err := lua.WarmSale.Run(ctx, s.rdb, keys.list(keys.Entrants),
+			share, begin.UnixMilli(), end.UnixMilli(), n, mode, draw.Milliseconds()).Err()
 		if err != nil {
 			return fmt.Errorf("warm voucher %d in Redis: bucket %d: %w", voucherID, b, err)
 		}
@@ -474,7 +492,8 @@ func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration)
 		return false, err
 	}
 	for b := range lay.N() {
-		res, err := lua.RetireSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(), keep.Milliseconds()).Int()
+		keys := lay.bucketKeys(s.prefix, b)
+		res, err := lua.RetireSale.Run(ctx, s.rdb, keys.list(keys.Entrants), keep.Milliseconds()).Int()
 		if err != nil {
 			return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
 		}

@@ -47,7 +47,7 @@ func TestScriptHeadersNameEveryVoucherField(t *testing.T) {
 }
 
 // saleKeys are the names the sale's prelude gives the keys.
-var saleKeys = regexp.MustCompile(`\b(VOUCHER|BUYERS|PENDING_AT|PENDING|CHANGES|SETTLED|TRANSFERS)\b`)
+var saleKeys = regexp.MustCompile(`\b(VOUCHER|BUYERS|PENDING_AT|PENDING|CHANGES|SETTLED|TRANSFERS|ENTRANTS)\b`)
 
 // Every script of a sale's state says in its header what it writes — the
 // keys, and the voucher hash's fields — and says exactly that: the header
@@ -289,7 +289,8 @@ func designRows(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	keyOf := map[string]string{"seckill:buyers:{id}": "BUYERS", "seckill:pending:{id}": "PENDING", "seckill:pending-at:{id}": "PENDING_AT",
-		"seckill:changes:{id}": "CHANGES", "seckill:settled:{id}": "SETTLED", "seckill:transfers:{id}": "TRANSFERS"}
+		"seckill:changes:{id}": "CHANGES", "seckill:settled:{id}": "SETTLED", "seckill:transfers:{id}": "TRANSFERS",
+		"seckill:entrants:{id}": "ENTRANTS"}
 	field := regexp.MustCompile("`(?:seckill:voucher:\\{id\\}` `|… )([a-z]+)`|, `… ([a-z]+)`")
 	rows := map[string]string{}
 	for line := range strings.Lines(string(raw)) {

@@ -57,18 +57,22 @@ const (
 	FieldBuckets    = "buckets"    // N, when the sale has N > 1 buckets (every bucket, and the directory)
 	FieldGiven      = "given"      // units this bucket gave to others since it was built
 	FieldReceived   = "received"   // units it received from others since it was built
+	FieldDraw       = "draw"       // a draw's admission window, ms: entries until begin + draw
+	FieldDrawn      = "drawn"      // when the draw was made, ms
+	FieldDrawFence  = "drawfence"  // the fencing token of the draw's drawer
+	FieldSeed       = "seed"       // the draw's seed, hex (MySQL keeps it too)
 )
 
 // VoucherFields are every field of a voucher's hash: the prelude's header
 // names them all (TestScriptHeadersNameEveryVoucherField), and each
 // script's header the ones it writes (TestScriptHeadersNameWhatTheyWrite).
 var VoucherFields = []string{FieldStock, FieldBegin, FieldEnd, FieldFrozen, FieldEpoch, FieldFence, FieldReconciled,
-	FieldBuckets, FieldGiven, FieldReceived}
+	FieldBuckets, FieldGiven, FieldReceived, FieldDraw, FieldDrawn, FieldDrawFence, FieldSeed}
 
 // Keys are the Redis keys of one bucket of a voucher's sale, all under the
 // bucket's hash tag ({id} for a sale in one bucket).
 type Keys struct {
-	Voucher   string // hash {stock, begin, end, frozen, epoch, fence, reconciled, buckets, given, received}
+	Voucher   string // hash {stock, begin, end, frozen, epoch, fence, reconciled, buckets, given, received, draw, drawn, drawfence, seed}
 	Buyers    string // hash user id -> order id
 	Pending   string // hash order id -> "userId:acceptedMs"
 	PendingAt string // zset order id by acceptedMs
@@ -81,6 +85,10 @@ type Keys struct {
 	// yet been seen to take: transfer id -> "receiver:units:the donor's
 	// generation:the receiver's generation as read before the take:ms".
 	Transfers string
+	// Entrants are a draw's entries: user id -> the entry's order id. Not
+	// among the keys every script receives: the gate's, the warm's and the
+	// retirement's own.
+	Entrants string
 }
 
 // KeysOf is the keys under voucher id's own tag: the sale's, when it has
@@ -109,6 +117,7 @@ func keysWithTag(prefix, tag string) Keys {
 		Changes:   prefix + "seckill:changes:" + tag,
 		Settled:   prefix + "seckill:settled:" + tag,
 		Transfers: prefix + "seckill:transfers:" + tag,
+		Entrants:  prefix + "seckill:entrants:" + tag,
 	}
 }
 

@@ -27,6 +27,14 @@ type Lease struct {
 // it returns (when ctx ends). A failed work, or a Redis that cannot be
 // asked for the lease, is logged and tried again at the next interval.
 func (l *Lease) Run(ctx context.Context, work func(ctx context.Context) error) error {
+	return l.RunFenced(ctx, func(ctx context.Context, _ int64) error { return work(ctx) })
+}
+
+// RunFenced is Run for a work that writes a fenced resource: it is given
+// the lease's fencing token, and a work that fails with ErrStale (the
+// resource has seen a newer token) gives the lease up, to take it again
+// under a new token at the next interval.
+func (l *Lease) RunFenced(ctx context.Context, work func(ctx context.Context, fence int64) error) error {
 	t := time.NewTicker(l.Interval)
 	defer t.Stop()
 	var held *Lock
@@ -61,9 +69,17 @@ func (l *Lease) Run(ctx context.Context, work func(ctx context.Context) error) e
 		}
 		wctx, cancel := context.WithCancel(held.Context())
 		stop := context.AfterFunc(ctx, cancel)
-		err := work(wctx)
+		err := work(wctx, held.Fence)
 		stop()
 		cancel()
+		if errors.Is(err, ErrStale) {
+			l.Logger.Warn(l.What+": a newer holder's token was seen; taking the lease again", "fence", held.Fence, "err", err)
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = held.Release(rctx)
+			rcancel()
+			held = nil
+			continue
+		}
 		if err != nil && wctx.Err() == nil {
 			l.Logger.Warn(l.What+": the work failed; retrying at the next interval", "err", err)
 		}

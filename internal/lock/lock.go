@@ -35,6 +35,10 @@ import (
 var (
 	ErrNotObtained = apperr.New(apperr.Conflict, "lock: held by someone else")
 	ErrNotHeld     = apperr.New(apperr.Conflict, "lock: not held by this owner (expired or taken)")
+	// ErrStale is a fenced resource refusing the holder's token: a newer
+	// holder has written it. A Lease's work answers it to give the lease
+	// up and take it again, under a new token.
+	ErrStale = apperr.New(apperr.Conflict, "lock: the resource has seen a newer fencing token")
 )
 
 // Options shape an acquire.

@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // SettledFinder finds orders MySQL has settled, confirmed or failed.
@@ -30,11 +31,26 @@ type SettledRecorder interface {
 	RecordSettled(ctx context.Context, statuses []Status) error
 }
 
+// EntryFinder finds a buyer's entry in a sale's draw (gate.Store).
+type EntryFinder interface {
+	FindEntry(ctx context.Context, voucherID, userID int64) (e DrawEntry, found bool, err error)
+}
+
+// DrawEntry is a buyer's entry in a draw and where the draw stands.
+type DrawEntry struct {
+	OrderID int64
+	DrawAt  time.Time // when the draw is due
+	Drawn   time.Time // when it was made; zero until then
+}
+
 // Lookup finds a user's order wherever it is on its way. While its sale
 // runs, Redis answers; MySQL only for orders of sales no longer in Redis.
 type Lookup struct {
 	Settled SettledFinder
 	Sales   SaleRecords
+	// Entries, when set, answers for a buyer who entered a sale's draw
+	// and holds no order: entered until the draw, sold out after it.
+	Entries EntryFinder
 }
 
 // Find is userID's order orderID: in a sale's records in Redis, else
@@ -76,7 +92,7 @@ func (l *Lookup) FindOf(ctx context.Context, userID, voucherID int64) (Status, e
 			return s, err
 		}
 	} else if live {
-		return Status{}, ErrNotFound
+		return l.findEntry(ctx, userID, voucherID)
 	}
 	s, ok, err := l.Settled.FindSettledOf(ctx, userID, voucherID)
 	if err != nil {
@@ -86,4 +102,24 @@ func (l *Lookup) FindOf(ctx context.Context, userID, voucherID int64) (Status, e
 		return Status{}, ErrNotFound
 	}
 	return s, nil
+}
+
+// findEntry is userID's entry in voucherID's draw as its status, for a
+// buyer the sale records no order of.
+func (l *Lookup) findEntry(ctx context.Context, userID, voucherID int64) (Status, error) {
+	if l.Entries == nil {
+		return Status{}, ErrNotFound
+	}
+	e, found, err := l.Entries.FindEntry(ctx, voucherID, userID)
+	if err != nil || !found {
+		return Status{}, errors.Join(err, ErrNotFound)
+	}
+	st := Status{ID: e.OrderID, UserID: userID, VoucherID: voucherID, Status: StatusEntered, CreateTime: e.DrawAt.UTC()}
+	at := e.DrawAt.UTC()
+	st.DrawAt = &at
+	if !e.Drawn.IsZero() {
+		// Drawn and holding no order: not among the first stock entrants.
+		st.Status, st.Reason, st.CreateTime = StatusFailed, ReasonSoldOut, e.Drawn.UTC()
+	}
+	return st, nil
 }

@@ -39,6 +39,8 @@ var outcomes = []struct {
 	{ErrEnded, "ended"},
 	{ErrUnknownVoucher, "unknown_voucher"},
 	{ErrPaused, "paused"},
+	{ErrEntered, "entered"},
+	{ErrDrawing, "drawing"},
 	{ErrMovingStock, "moving_stock"},
 	{ErrNotTaken, "not_taken"},
 	{ErrUndecided, "undecided"},

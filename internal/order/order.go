@@ -35,6 +35,10 @@ var (
 	ErrEnded          = apperr.New(apperr.Outcome, "the flash sale has ended")
 	ErrAlreadyBought  = apperr.New(apperr.Outcome, "you already have an order for this voucher: one per user")
 	ErrSoldOut        = apperr.New(apperr.Outcome, "sold out")
+	// ErrEntered: the attempt entered the sale's draw (Decision.OrderID is
+	// the entry's order id, AcceptedAt when the draw is made); nothing was
+	// taken. Place answers it as an Entry.
+	ErrEntered = apperr.New(apperr.Outcome, "entered in the draw")
 )
 
 // The pipeline's answers.
@@ -62,9 +66,27 @@ var (
 	// order id as its Data.
 	ErrNotPublished = apperr.New(apperr.Unavailable, "your order is reserved but the order queue is slow: it will be processed; follow it by its id").
 			Retry(5 * time.Second)
+	// ErrDrawing: the sale's draw is being made and the buyer did not
+	// enter it; after it, the sale is first-come on what is left.
+	ErrDrawing = apperr.New(apperr.Unavailable, "the draw is being made: try again in a moment").Retry(time.Second)
 	// ErrNotFound: no such order of this user.
 	ErrNotFound = apperr.New(apperr.NotFound, "no such order")
 )
+
+// Entry is an attempt that entered a sale's draw: the order it becomes
+// if drawn, and when the draw is made. The buyer follows it at
+// GET /voucher-order/of/voucher/{voucherId}.
+type Entry struct {
+	OrderID int64
+	DrawAt  time.Time
+}
+
+func (e *Entry) Error() string {
+	return "entered in the draw made at " + e.DrawAt.UTC().Format(time.RFC3339Nano)
+}
+
+// Is makes an Entry an ErrEntered.
+func (e *Entry) Is(target error) bool { return target == ErrEntered }
 
 // Decision is the gate's answer to one attempt.
 type Decision struct {
@@ -90,7 +112,8 @@ const (
 const (
 	StatusPending   = "pending"   // accepted, not yet in MySQL
 	StatusConfirmed = "confirmed" // a tb_voucher_order row
-	StatusFailed    = "failed"    // refused by MySQL, with a reason
+	StatusFailed    = "failed"    // refused by MySQL, with a reason; or not drawn (sold_out)
+	StatusEntered   = "entered"   // entered in a sale's draw, not yet drawn
 )
 
 // Status is an order as its owner sees it.
@@ -101,6 +124,8 @@ type Status struct {
 	Status     string    `json:"status"`
 	Reason     string    `json:"reason,omitempty"`
 	CreateTime time.Time `json:"createTime"`
+	// DrawAt is when the draw of an entry is made.
+	DrawAt *time.Time `json:"drawAt,omitempty"`
 }
 
 // Confirmer removes the reservations of orders the order-writer has

@@ -87,6 +87,9 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (orderID i
 		// The buyer's order id, so a client that lost it can follow it.
 		return 0, ErrAlreadyBought.WithData(strconv.FormatInt(d.OrderID, 10))
 	}
+	if errors.Is(d.Err, ErrEntered) {
+		return d.OrderID, &Entry{OrderID: d.OrderID, DrawAt: d.AcceptedAt}
+	}
 	if d.Err != nil {
 		return 0, d.Err
 	}

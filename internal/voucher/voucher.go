@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -44,6 +45,27 @@ type Voucher struct {
 	// (absent: the course's fixed order route), "path" or "challenge"
 	// (docs/bot-defence.md). Fixed for the sale's life.
 	BotCheck string `json:"botCheck,omitempty"`
+	// Admission is how a flash sale admits its first crowd: first-come
+	// (absent), or a draw over its first seconds (docs/bot-defence.md).
+	// Fixed for the sale's life.
+	Admission *Admission `json:"admission,omitempty"`
+}
+
+// Admission is a flash sale's admission option.
+type Admission struct {
+	// Mode is "first-come" (the default) or "draw".
+	Mode string `json:"mode"`
+	// WindowSeconds is a draw's window: the attempts in the sale's first
+	// seconds are entries, drawn at its end. Only with "draw".
+	WindowSeconds int `json:"windowSeconds,omitempty"`
+}
+
+// drawWindow is v's draw window; zero for a first-come sale.
+func (v Voucher) drawWindow() time.Duration {
+	if v.Admission == nil || v.Admission.Mode != sale.AdmissionDraw {
+		return 0
+	}
+	return time.Duration(v.Admission.WindowSeconds) * time.Second
 }
 
 // The voucher types of the course.
@@ -101,6 +123,9 @@ func (v Voucher) Validate() error {
 		return bad("actualValue must be from 0 to 10000000000 (fen)")
 	}
 	if v.Type != TypeSeckill {
+		if v.Admission != nil {
+			return bad("admission is a flash sale's (type 1)")
+		}
 		return nil
 	}
 	switch {
@@ -118,6 +143,22 @@ func (v Voucher) Validate() error {
 	if _, err := botcheck.ParseMode(v.BotCheck); err != nil {
 		return bad(err.Error())
 	}
+	if a := v.Admission; a != nil {
+		switch {
+		case a.Mode == "" || a.Mode == sale.AdmissionFirstCome:
+			if a.WindowSeconds != 0 {
+				return bad("admission.windowSeconds is a draw's: a first-come sale has none")
+			}
+		case a.Mode != sale.AdmissionDraw:
+			return bad("admission.mode must be first-come or draw")
+		case a.WindowSeconds < 1 || time.Duration(a.WindowSeconds)*time.Second > sale.MaxDrawWindow:
+			return bad("a draw's admission.windowSeconds must be from 1 to 600")
+		case v.StockBuckets > 1:
+			return bad("a sale with a draw has one stock bucket: its draw serves the entrants in one order")
+		case !v.BeginTime.Add(v.drawWindow()).Before(*v.EndTime):
+			return ErrWindow.With("a draw's window must end before endTime")
+		}
+	}
 	return nil
 }
 
@@ -132,6 +173,9 @@ type Sale interface {
 	Adjust(ctx context.Context, voucherID, delta int64, begin, end time.Time) (int64, error)
 	// WarmNew is WarmBuckets for the buckets not there yet only.
 	WarmNew(ctx context.Context, voucherID, stock int64, buckets int, begin, end time.Time) error
+	// WarmDraw puts a new sale with a draw in place, in one bucket;
+	// onlyNew leaves one already there as it is.
+	WarmDraw(ctx context.Context, voucherID, stock int64, begin, end time.Time, window time.Duration, onlyNew bool) error
 }
 
 // BotChecks keeps a new sale's bot check where the order route reads it.
@@ -181,8 +225,9 @@ func (vs *Vouchers) Create(ctx context.Context, v Voucher, key string) (int64, e
 	}
 	mode, _ := botcheck.ParseMode(v.BotCheck) // validated
 	if v.Type == TypeSeckill {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, stock_buckets, bot_check) VALUES (?, ?, ?, ?, ?, ?)",
-			id, *v.Stock, v.BeginTime.UTC(), v.EndTime.UTC(), max(v.StockBuckets, 1), string(mode)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, stock_buckets, bot_check, admission_window)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			id, *v.Stock, v.BeginTime.UTC(), v.EndTime.UTC(), max(v.StockBuckets, 1), string(mode), int(v.drawWindow()/time.Second)); err != nil {
 			return 0, fmt.Errorf("insert seckill voucher: %w", err)
 		}
 	}
@@ -227,7 +272,13 @@ func (vs *Vouchers) warm(ctx context.Context, id int64, v Voucher) error {
 	// (orderwriter.SaleChecks.MissingRecheck) for lost writes.
 	// Its mode after: an order in between has the mode read from
 	// MySQL (botcheck.Store.ModeOf), never none for a sale without it.
-	if err := vs.Sale.WarmBuckets(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
+	var err error
+	if w := v.drawWindow(); w > 0 {
+		err = vs.Sale.WarmDraw(ctx, id, *v.Stock, *v.BeginTime, *v.EndTime, w, false)
+	} else {
+		err = vs.Sale.WarmBuckets(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime)
+	}
+	if err != nil {
 		return err
 	}
 	if vs.BotChecks != nil {
@@ -282,7 +333,13 @@ func (vs *Vouchers) keyed(ctx context.Context, v Voucher, key, hash string) (id 
 			return id, true, err
 		}
 		if !sold {
-			if err := vs.Sale.WarmNew(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime); err != nil {
+			var err error
+			if w := v.drawWindow(); w > 0 {
+				err = vs.Sale.WarmDraw(ctx, id, *v.Stock, *v.BeginTime, *v.EndTime, w, true)
+			} else {
+				err = vs.Sale.WarmNew(ctx, id, *v.Stock, max(v.StockBuckets, 1), *v.BeginTime, *v.EndTime)
+			}
+			if err != nil {
 				return id, true, err
 			}
 		}
@@ -337,7 +394,13 @@ func (v Voucher) hash() string {
 	}{v.ShopID, v.PayValue, v.ActualValue, v.Title, v.SubTitle, v.Rules, v.Type, max(v.StockBuckets, 1), v.Stock, utc(v.BeginTime),
 		utc(v.EndTime), string(mode)}
 	b, _ := json.Marshal(n) // plain fields: cannot fail
-	sum := sha256.Sum256(append([]byte("v1:"), b...))
+	version := "v1:"
+	if w := v.drawWindow(); w > 0 {
+		// A draw's keys hash its window too; a first-come voucher's hash
+		// stays what it was before draws were made.
+		version = "v2:draw:" + strconv.Itoa(int(w/time.Second)) + ":"
+	}
+	sum := sha256.Sum256(append([]byte(version), b...))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -386,7 +449,7 @@ func (vs *Vouchers) madeAnyway(ctx context.Context, id int64, v Voucher, commitE
 // List is a shop's vouchers, flash-sale ones with their stock and window.
 func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
 	rows, err := vs.DB.QueryContext(ctx, `SELECT v.id, v.shop_id, v.title, COALESCE(v.sub_title, ''), COALESCE(v.rules, ''),
-		v.pay_value, v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.bot_check
+		v.pay_value, v.actual_value, v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.bot_check, sv.admission_window
 		FROM tb_voucher v LEFT JOIN tb_seckill_voucher sv ON sv.voucher_id = v.id
 		WHERE v.shop_id = ? ORDER BY v.id`, shopID)
 	if err != nil {
@@ -399,12 +462,16 @@ func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
 		var stock sql.NullInt64
 		var begin, end sql.NullTime
 		var check sql.NullString
+		var window sql.NullInt64
 		if err := rows.Scan(&v.ID, &v.ShopID, &v.Title, &v.SubTitle, &v.Rules, &v.PayValue, &v.ActualValue,
-			&v.Type, &v.Status, &stock, &begin, &end, &check); err != nil {
+			&v.Type, &v.Status, &stock, &begin, &end, &check, &window); err != nil {
 			return nil, fmt.Errorf("list vouchers of shop %d: %w", shopID, err)
 		}
 		if stock.Valid {
 			v.Stock, v.BeginTime, v.EndTime, v.BotCheck = &stock.Int64, &begin.Time, &end.Time, check.String
+		}
+		if window.Int64 > 0 {
+			v.Admission = &Admission{Mode: sale.AdmissionDraw, WindowSeconds: int(window.Int64)}
 		}
 		list = append(list, v)
 	}

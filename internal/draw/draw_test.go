@@ -1,0 +1,387 @@
+package draw_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill/seckill/internal/broker"
+	"github.com/seckill/seckill/internal/draw"
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/orderdb"
+	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// Order is a function of the seed and the set of entrants only: not of the
+// order Redis returns them in.
+func TestOrderIsTheSeedsShuffleOfTheEntrants(t *testing.T) {
+	entrants := make([]sale.Entrant, 50)
+	for i := range entrants {
+		entrants[i] = sale.Entrant{UserID: int64(1000 + i), OrderID: int64(5000 + i)}
+	}
+	seedA, seedB := strings64('a'), strings64('b')
+	a1, err := draw.Order(seedA, entrants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shuffled := slices.Clone(entrants)
+	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	a2, _ := draw.Order(seedA, shuffled)
+	b, _ := draw.Order(seedB, entrants)
+	if !slices.Equal(a1, a2) {
+		t.Error("the same seed gave another order for the entrants read in another order")
+	}
+	if slices.Equal(a1, b) {
+		t.Error("two seeds gave the same order of 50")
+	}
+	if !slices.Equal(sortedByUser(a1), entrants) {
+		t.Error("the order is not a permutation of the entrants")
+	}
+	for _, bad := range []string{"", "zz", strings64('a')[:62], strings64('g')} {
+		if _, err := draw.Order(bad, entrants); err == nil {
+			t.Errorf("seed %q taken", bad)
+		}
+	}
+}
+
+// Every entrant is as likely to come first: over 4,000 seeds each of 4
+// entrants is first about 1,000 times (a chi-square of 3 degrees of freedom
+// under 16.27, its 0.1 % tail).
+func TestOrderIsUniform(t *testing.T) {
+	entrants := []sale.Entrant{{UserID: 1}, {UserID: 2}, {UserID: 3}, {UserID: 4}}
+	firsts := map[int64]float64{}
+	const seeds = 4000
+	for i := range seeds {
+		seed := fmt.Sprintf("%064x", i+1)
+		o, err := draw.Order(seed, entrants)
+		if err != nil {
+			t.Fatal(err)
+		}
+		firsts[o[0].UserID]++
+	}
+	var chi float64
+	for _, e := range entrants {
+		d := firsts[e.UserID] - seeds/4
+		chi += d * d / (seeds / 4)
+	}
+	if chi > 16.27 {
+		t.Fatalf("firsts %v: chi-square %.1f", firsts, chi)
+	}
+}
+
+func strings64(c byte) string {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = c
+	}
+	return string(b)
+}
+
+func sortedByUser(es []sale.Entrant) []sale.Entrant {
+	out := slices.Clone(es)
+	slices.SortFunc(out, func(a, b sale.Entrant) int { return int(a.UserID - b.UserID) })
+	return out
+}
+
+type rig struct {
+	r      *testsupport.Redis
+	m      *testsupport.MySQL
+	k      *testsupport.Kafka
+	store  *gate.Store
+	topic  string
+	pub    *broker.OrderPublisher
+	locks  *lock.Client
+	window time.Duration
+}
+
+func newRig(t *testing.T) *rig {
+	g := &rig{r: testsupport.MustRedis(t), m: testsupport.MustMySQL(t), k: testsupport.MustKafka(t), window: 1500 * time.Millisecond}
+	g.store = gate.NewStore(g.r.Client, g.r.Prefix)
+	g.topic = g.k.MustTopic(t, 1)
+	g.pub = broker.NewOrderPublisher(broker.NewProducer(g.k.Brokers, g.topic, 0), 5*time.Second)
+	t.Cleanup(func() { _ = g.pub.Close() })
+	g.locks = lock.New(g.r.Client, g.r.Prefix)
+	return g
+}
+
+// sale is a draw sale of stock whose window opened now (Redis's clock).
+func (g *rig) sale(t *testing.T, stock int64) int64 {
+	t.Helper()
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<40)
+	g.m.MustSeedVoucher(t, voucher, stock)
+	now, err := g.store.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.WarmDraw(ctx, voucher, stock, now, now.Add(time.Hour), g.window, false); err != nil {
+		t.Fatal(err)
+	}
+	return voucher
+}
+
+func (g *rig) drawer(chunk int) *draw.Drawer {
+	return &draw.Drawer{Sales: g.store, Seeds: orderdb.Seeds{DB: g.m.DB}, Publisher: g.pub, Locks: g.locks,
+		LeaseTTL: time.Second, Interval: time.Hour, Chunk: chunk, Logger: slog.New(slog.DiscardHandler)}
+}
+
+// enter makes n buyers enter, users from first on, each under an order id
+// of its own: the entries by user.
+func (g *rig) enter(t *testing.T, voucher, first int64, n int) map[int64]int64 {
+	t.Helper()
+	entries := map[int64]int64{}
+	for i := range int64(n) {
+		user, id := first+i, 1_000_000+first+i
+		d, err := g.store.Try(context.Background(), voucher, user, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(d.Err, order.ErrEntered) || d.OrderID != id {
+			t.Fatalf("user %d in the window: %v, order %d; want entered under %d", user, d.Err, d.OrderID, id)
+		}
+		entries[user] = id
+	}
+	return entries
+}
+
+func (g *rig) waitDue(t *testing.T, voucher int64) {
+	t.Helper()
+	testsupport.Wait(t, 10*time.Second, "the draw's window to end", func() bool {
+		st, err := g.store.DrawState(context.Background(), voucher)
+		return err == nil && st.Due()
+	})
+}
+
+func (g *rig) fence(t *testing.T) int64 {
+	t.Helper()
+	l, err := g.locks.Acquire(context.Background(), "seckill-draw-test-"+strconv.Itoa(rand.Int()), lock.Options{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Fence
+}
+
+// expectDrawn checks that the sale's orders are the first stock entrants
+// in the order the kept seed gives, each once: in the buyers, in the
+// reservations, and on the topic.
+func (g *rig) expectDrawn(t *testing.T, voucher int64, entries map[int64]int64, stock int) {
+	t.Helper()
+	ctx := context.Background()
+	var seed string
+	if err := g.m.DB.QueryRow("SELECT draw_seed FROM tb_seckill_voucher WHERE voucher_id = ?", voucher).Scan(&seed); err != nil {
+		t.Fatal(err)
+	}
+	var entrants []sale.Entrant
+	for u, o := range entries {
+		entrants = append(entrants, sale.Entrant{UserID: u, OrderID: o})
+	}
+	ordered, err := draw.Order(seed, entrants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	winners := ordered[:min(stock, len(ordered))]
+	keys := gate.KeysFor(g.r.Prefix, voucher)
+	buyers, err := g.r.Client.HGetAll(ctx, keys.Buyers).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(buyers) != len(winners) {
+		t.Fatalf("%d buyers, want the %d first entrants", len(buyers), len(winners))
+	}
+	for _, w := range winners {
+		if buyers[strconv.FormatInt(w.UserID, 10)] != strconv.FormatInt(w.OrderID, 10) {
+			t.Fatalf("winner %d (order %d) is not a buyer under its entry's order: %q", w.UserID, w.OrderID, buyers[strconv.FormatInt(w.UserID, 10)])
+		}
+	}
+	left, err := g.r.Client.HGet(ctx, keys.Voucher, gate.FieldStock).Int()
+	if err != nil || left != stock-len(winners) {
+		t.Fatalf("stock left %d (%v), want %d", left, err, stock-len(winners))
+	}
+	if kept, _ := g.r.Client.HGet(ctx, keys.Voucher, gate.FieldSeed).Result(); kept != seed {
+		t.Fatalf("the sale keeps seed %q, MySQL %q", kept, seed)
+	}
+	published := g.readOrders(t, len(winners))
+	want := map[int64]bool{}
+	for _, w := range winners {
+		want[w.OrderID] = true
+	}
+	for id := range published {
+		if !want[id] {
+			t.Fatalf("order %d published, not a winner's", id)
+		}
+	}
+	if len(published) != len(winners) {
+		t.Fatalf("%d orders published, want %d", len(published), len(winners))
+	}
+}
+
+// readOrders reads the topic until n distinct orders are on it (copies
+// are the writer's to drop), then a moment more for any beyond them.
+func (g *rig) readOrders(t *testing.T, n int) map[int64]order.Event {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: g.k.Brokers, Topic: g.topic, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	got := map[int64]order.Event{}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		wait := time.Until(deadline)
+		if len(got) >= n {
+			wait = 500 * time.Millisecond
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		m, err := r.ReadMessage(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		e, err := broker.DecodeOrder(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[e.OrderID] = e
+	}
+	return got
+}
+
+func TestADrawServesTheEntrantsInTheSeedsOrder(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const stock = 40
+	voucher := g.sale(t, stock)
+	entries := g.enter(t, voucher, 1, 300)
+
+	// Entering twice keeps the first entry: one per buyer.
+	d, err := g.store.Try(ctx, voucher, 7, 999)
+	if err != nil || !errors.Is(d.Err, order.ErrEntered) || d.OrderID != entries[7] {
+		t.Fatalf("user 7 again: %v %v order %d, want entered under %d", d.Err, err, d.OrderID, entries[7])
+	}
+	if n, _ := g.r.Client.HGet(ctx, gate.KeysFor(g.r.Prefix, voucher).Voucher, gate.FieldStock).Int(); n != stock {
+		t.Fatalf("entries took stock: %d left of %d", n, stock)
+	}
+
+	g.waitDue(t, voucher)
+	// After the window and before the draw: a newcomer waits for the
+	// draw, an entrant is told it entered.
+	if d, err := g.store.Try(ctx, voucher, 5000, 5000); err != nil || !errors.Is(d.Err, order.ErrDrawing) {
+		t.Fatalf("a newcomer before the draw: %v %v", d.Err, err)
+	}
+	if d, err := g.store.Try(ctx, voucher, 8, 888); err != nil || !errors.Is(d.Err, order.ErrEntered) || d.OrderID != entries[8] {
+		t.Fatalf("an entrant before the draw: %v %v order %d", d.Err, err, d.OrderID)
+	}
+
+	if err := g.drawer(0).Draw(ctx, voucher, g.fence(t)); err != nil {
+		t.Fatal(err)
+	}
+	g.expectDrawn(t, voucher, entries, stock)
+
+	// After it: first-come on what is left (nothing), the winners hold
+	// their orders, the others read sold out.
+	for user, id := range entries {
+		d, err := g.store.Try(ctx, voucher, user, 7_000_000+user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bought := errors.Is(d.Err, order.ErrAlreadyBought) && d.OrderID == id
+		if !bought && !errors.Is(d.Err, order.ErrSoldOut) {
+			t.Fatalf("entrant %d after the draw: %v", user, d.Err)
+		}
+	}
+	if d, _ := g.store.Try(ctx, voucher, 6000, 6000); !errors.Is(d.Err, order.ErrSoldOut) {
+		t.Fatalf("a newcomer after the draw: %v, want sold out", d.Err)
+	}
+}
+
+// Fewer entrants than units: every entrant wins, and the rest is sold
+// first-come after the draw.
+func TestADrawWithUnitsLeftSellsThemFirstCome(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	voucher := g.sale(t, 10)
+	entries := g.enter(t, voucher, 1, 4)
+	g.waitDue(t, voucher)
+	if err := g.drawer(0).Draw(ctx, voucher, g.fence(t)); err != nil {
+		t.Fatal(err)
+	}
+	g.expectDrawn(t, voucher, entries, 10)
+	d, err := g.store.Try(ctx, voucher, 100, 100)
+	if err != nil || d.Err != nil || d.StockLeft != 5 {
+		t.Fatalf("first-come after the draw: %v %v, %d left", d.Err, err, d.StockLeft)
+	}
+}
+
+// A drawer that stops half way (killed) is followed by one that makes the
+// same draw: every winner served once, the stock exact; the first, come
+// back with its old token, takes nothing.
+func TestADrawerStoppedHalfWayIsFollowedByTheSameDraw(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const stock = 300
+	voucher := g.sale(t, stock)
+	entries := g.enter(t, voucher, 1, 1000)
+	g.waitDue(t, voucher)
+
+	first := g.drawer(64)
+	stopped := errors.New("killed")
+	cctx, kill := context.WithCancelCause(ctx)
+	first.Admitted = func(_ int64, decided int) {
+		if decided >= 128 {
+			kill(stopped)
+		}
+	}
+	oldFence := g.fence(t)
+	if err := first.Draw(cctx, voucher, oldFence); err == nil {
+		t.Fatal("the killed drawer finished its draw")
+	}
+	st, _ := g.store.DrawState(ctx, voucher)
+	if !st.Drawn.IsZero() {
+		t.Fatal("the draw was recorded as made half way")
+	}
+	if n, _ := g.r.Client.HLen(ctx, gate.KeysFor(g.r.Prefix, voucher).Buyers).Result(); n == 0 || n >= stock {
+		t.Fatalf("the killed drawer served %d, want part of %d", n, stock)
+	}
+
+	if err := g.drawer(64).Draw(ctx, voucher, g.fence(t)); err != nil {
+		t.Fatal(err)
+	}
+	g.expectDrawn(t, voucher, entries, stock)
+
+	if err := g.drawer(64).Draw(ctx, voucher, oldFence); !errors.Is(err, sale.ErrDrawFenced) {
+		t.Fatalf("the old drawer came back: %v, want refused", err)
+	}
+	g.expectDrawn(t, voucher, entries, stock)
+}
+
+// The lease's work: Scan makes the draws that are due and leaves the
+// others (a first-come sale, a draw still taking entries).
+func TestScanMakesTheDrawsDue(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	due := g.sale(t, 3)
+	entries := g.enter(t, due, 1, 5)
+	g.waitDue(t, due)
+	g.window = time.Hour
+	open := g.sale(t, 3)
+	g.enter(t, open, 1, 2)
+	plain := 1 + rand.Int64N(1<<40)
+	if err := g.store.Warm(ctx, plain, 3, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.drawer(0).Scan(ctx, g.fence(t)); err != nil {
+		t.Fatal(err)
+	}
+	g.expectDrawn(t, due, entries, 3)
+	if st, _ := g.store.DrawState(ctx, open); !st.Drawn.IsZero() {
+		t.Fatal("a draw still taking entries was made")
+	}
+}

@@ -1,0 +1,168 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/lua"
+)
+
+// A draw's sale is in one bucket (voucher.Validate): its keys are the
+// voucher's own.
+
+// DrawState reads where voucherID's draw stands, with Redis's clock.
+func (s *Store) DrawState(ctx context.Context, voucherID int64) (sale.DrawState, error) {
+	keys := s.KeysOf(voucherID)
+	var fields *redis.SliceCmd
+	var now *redis.TimeCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		fields = p.HMGet(ctx, keys.Voucher, FieldBegin, FieldDraw, FieldDrawn, FieldSeed)
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil {
+		return sale.DrawState{}, fmt.Errorf("draw state of voucher %d: %w", voucherID, err)
+	}
+	v := fields.Val()
+	st := sale.DrawState{Now: now.Val()}
+	begin, ok1 := msField(v[0])
+	window, ok2 := msField(v[1])
+	if !ok1 || !ok2 {
+		return st, nil
+	}
+	st.Draw, st.At = true, time.UnixMilli(begin+window)
+	if drawn, ok := msField(v[2]); ok {
+		st.Drawn = time.UnixMilli(drawn)
+	}
+	st.Seed, _ = v[3].(string)
+	return st, nil
+}
+
+func msField(v any) (int64, bool) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// Entrants are voucherID's draw entries, in no order, read in steps so
+// that a crowd's entries do not hold Redis in one reply.
+func (s *Store) Entrants(ctx context.Context, voucherID int64) ([]sale.Entrant, error) {
+	var out []sale.Entrant
+	iter := s.rdb.HScan(ctx, s.KeysOf(voucherID).Entrants, 0, "", 1000).Iterator()
+	for iter.Next(ctx) {
+		user := iter.Val()
+		if !iter.Next(ctx) {
+			break
+		}
+		u, err1 := strconv.ParseInt(user, 10, 64)
+		o, err2 := strconv.ParseInt(iter.Val(), 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("entrants of voucher %d: malformed entry %q -> %q", voucherID, user, iter.Val())
+		}
+		out = append(out, sale.Entrant{UserID: u, OrderID: o})
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("entrants of voucher %d: %w", voucherID, err)
+	}
+	return dedupe(out), nil
+}
+
+// dedupe drops the entries HSCAN returned twice (it may, across a rehash).
+func dedupe(es []sale.Entrant) []sale.Entrant {
+	seen := make(map[int64]bool, len(es))
+	out := es[:0]
+	for _, e := range es {
+		if !seen[e.UserID] {
+			seen[e.UserID] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// BeginDraw makes fence the draw's token and keeps its seed beside the
+// sale. sale.ErrDrawFenced: a larger token was seen. A draw already made
+// is no error: its EndDraw refuses nothing either.
+func (s *Store) BeginDraw(ctx context.Context, voucherID, fence int64, seed string) error {
+	return s.drawStep(ctx, voucherID, "begin", fence, seed)
+}
+
+// EndDraw records the draw as made, under the draw's token: the sale is
+// first-come from then on.
+func (s *Store) EndDraw(ctx context.Context, voucherID, fence int64) error {
+	return s.drawStep(ctx, voucherID, "done", fence, "")
+}
+
+func (s *Store) drawStep(ctx context.Context, voucherID int64, step string, fence int64, seed string) error {
+	res, err := lua.Draw.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), step, fence, seed).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("draw of voucher %d, %s: %w", voucherID, step, err)
+	}
+	switch res[0] {
+	case 1, 2:
+		return nil
+	case -2:
+		return sale.ErrDrawFenced.With("voucher %d: token %d, the draw's %d", voucherID, fence, res[1])
+	}
+	return fmt.Errorf("draw of voucher %d, %s: %w", voucherID, step, sale.ErrNotWarmed)
+}
+
+// Admit runs the gate for entrants in the order given, under the draw's
+// token: each is decided as an attempt of its own arriving in that order,
+// and an accepted one leaves its reservation as any order does. A token
+// that is not the draw's, or an entrant who did not enter with that order
+// id, is answered order.ErrDrawing.
+func (s *Store) Admit(ctx context.Context, voucherID, fence int64, entrants []sale.Entrant) ([]order.Decision, error) {
+	keys := s.KeysOf(voucherID)
+	out := make([]order.Decision, 0, len(entrants))
+	for start := 0; start < len(entrants); start += maxBatch {
+		batch := entrants[start:min(len(entrants), start+maxBatch)]
+		args := make([]any, 0, 1+3*len(batch))
+		args = append(args, "1:"+strconv.FormatInt(fence, 10))
+		for _, e := range batch {
+			args = append(args, e.UserID, e.OrderID, "")
+		}
+		res, err := lua.Seckill.Run(ctx, s.rdb, keys.list(keys.Entrants), args...).Int64Slice()
+		if err != nil {
+			return out, fmt.Errorf("admit the draw's entrants of voucher %d: %w", voucherID, err)
+		}
+		if len(res) != 4*len(batch) {
+			return out, fmt.Errorf("admit the draw's entrants of voucher %d: %d numbers for %d", voucherID, len(res), len(batch))
+		}
+		for i := range batch {
+			r := res[4*i : 4*i+4]
+			if r[0] < 0 || int(r[0]) >= len(outcomes) || r[0] == outcomeLayout {
+				return out, fmt.Errorf("admit the draw's entrants of voucher %d: unknown answer %v", voucherID, r)
+			}
+			out = append(out, order.Decision{Err: outcomes[r[0]], StockLeft: r[1], AcceptedAt: time.UnixMilli(r[2]), OrderID: r[3]})
+		}
+	}
+	return out, nil
+}
+
+// FindEntry is userID's entry in voucherID's draw, and where the draw
+// stands: found is false for a buyer who did not enter.
+func (s *Store) FindEntry(ctx context.Context, voucherID, userID int64) (order.DrawEntry, bool, error) {
+	id, err := s.rdb.HGet(ctx, s.KeysOf(voucherID).Entrants, strconv.FormatInt(userID, 10)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return order.DrawEntry{}, false, nil
+	}
+	if err != nil {
+		return order.DrawEntry{}, false, fmt.Errorf("entry of user %d in voucher %d's draw: %w", userID, voucherID, err)
+	}
+	st, err := s.DrawState(ctx, voucherID)
+	if err != nil {
+		return order.DrawEntry{}, false, err
+	}
+	return order.DrawEntry{OrderID: id, DrawAt: st.At, Drawn: st.Drawn}, true, nil
+}

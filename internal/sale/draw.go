@@ -1,0 +1,45 @@
+package sale
+
+import (
+	"time"
+
+	"github.com/seckill/seckill/internal/apperr"
+)
+
+// A draw is a sale's admission option: the attempts in its window's first
+// seconds are entries, one per buyer, and at the window's end one draw
+// puts the entrants in a random order and serves them in it, so that
+// arriving first within the window buys nothing (docs/bot-defence.md).
+
+// The admission modes of a sale.
+const (
+	AdmissionFirstCome = "first-come"
+	AdmissionDraw      = "draw"
+)
+
+// MaxDrawWindow bounds a draw's window: entries are held in the sale's
+// state until it, and a crowd told to wait longer would not.
+const MaxDrawWindow = 10 * time.Minute
+
+// Entrant is one entry of a draw: the buyer, and the order the entry
+// becomes if drawn.
+type Entrant struct {
+	UserID  int64
+	OrderID int64
+}
+
+// DrawState is a draw's place in its sale: read with the sale's clock.
+type DrawState struct {
+	Draw  bool      // the sale has a draw
+	At    time.Time // when the draw is due: the window's end
+	Drawn time.Time // when it was made; zero until then
+	Seed  string    // the seed, hex, once the drawer has begun
+	Now   time.Time // the sale's clock as it was read
+}
+
+// Due reports whether the draw is to be made now.
+func (d DrawState) Due() bool { return d.Draw && d.Drawn.IsZero() && !d.Now.Before(d.At) }
+
+// ErrDrawFenced: a drawer with a newer fencing token has begun the draw
+// since this one's lease was taken; this one must stop.
+var ErrDrawFenced = apperr.New(apperr.Conflict, "draw: a newer drawer has taken this draw over")
