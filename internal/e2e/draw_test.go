@@ -1,0 +1,201 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/draw"
+	salevocab "github.com/seckill/seckill/internal/sale"
+)
+
+// drawSale is a flash sale with a draw over its first window, opening at
+// begin.
+func (s *sale) drawSale(t *testing.T, stock int, window time.Duration, begin time.Time) int64 {
+	t.Helper()
+	body := fmt.Sprintf(`{"shopId":1,"title":"e2e draw","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,
+		"admission":{"mode":"draw","windowSeconds":%d}}`,
+		stock, begin.UTC().Format(time.RFC3339), begin.Add(time.Hour).UTC().Format(time.RFC3339), int(window/time.Second))
+	r := s.do(t, "POST", "/voucher/seckill", "", map[string]string{"X-Admin-Token": adminToken}, body)
+	id, ok := r.Data.(float64)
+	if r.Status != 200 || !r.Success || !ok {
+		t.Fatalf("create a draw sale: %+v", r)
+	}
+	return int64(id)
+}
+
+// arrival is one buyer's attempt at its time after the opening.
+type arrival struct {
+	user   int64 // index into the tokens
+	after  time.Duration
+	script bool
+	answer result
+}
+
+// crowdAt is the issue's crowd: scripts buyers arriving in the opening's
+// first 10 ms, people spread over spread after them.
+func crowdAt(scripts, people int, spread time.Duration) []*arrival {
+	var as []*arrival
+	for i := range scripts {
+		as = append(as, &arrival{user: int64(i), after: time.Duration(rand.Int64N(int64(10 * time.Millisecond))), script: true})
+	}
+	for i := range people {
+		as = append(as, &arrival{user: int64(scripts + i), after: 10*time.Millisecond + time.Duration(rand.Int64N(int64(spread-10*time.Millisecond)))})
+	}
+	return as
+}
+
+// send makes every arrival's attempt at its time after open. The sleeps
+// are the schedule: the test is about who arrives when.
+func (s *sale) send(t *testing.T, voucher int64, tokens []string, open time.Time, as []*arrival) {
+	var wg sync.WaitGroup
+	for _, a := range as {
+		wg.Go(func() {
+			time.Sleep(time.Until(open.Add(a.after)))
+			a.answer = s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(voucher, 10), tokens[a.user], nil, "")
+		})
+	}
+	wg.Wait()
+}
+
+// hypergeometricBound is the largest number of scripts among winners drawn
+// from entrants that a fair draw exceeds with a probability under 1e-4:
+// its mean plus 4 standard deviations.
+func hypergeometricBound(winners, entrants, scripts int) int {
+	p := float64(scripts) / float64(entrants)
+	sd := math.Sqrt(float64(winners) * p * (1 - p) * float64(entrants-winners) / float64(entrants-1))
+	return int(math.Ceil(float64(winners)*p + 4*sd))
+}
+
+// The issue's crowd on two sales of 100 units: 200 scripts in the first
+// 10 ms and 1,800 people over 5 s. First-come, the scripts take nearly
+// every unit; with a draw, their share of the winners is their share of
+// the entrants (10 %) within a fair draw's bound. The draw's order,
+// recomputed from the seed MySQL keeps, is the orders MySQL holds, and
+// every entrant reads its outcome.
+func TestADrawGivesScriptsTheirShareNotTheStock(t *testing.T) {
+	s := newSale(t)
+	const stock, scripts, people = 100, 200, 1800
+	tokens := s.sessions(t, 1, scripts+people)
+	isScript := func(user int64) bool { return user <= scripts } // user ids from 1
+
+	open := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	firstCome := s.voucher(t, stock, open, open.Add(time.Hour))
+
+	crowd := crowdAt(scripts, people, 5*time.Second)
+	s.send(t, firstCome, tokens, open, crowd)
+	var fcAccepted []string
+	fcScripts := 0
+	for _, a := range crowd {
+		if a.answer.Status == 200 && a.answer.Success {
+			fcAccepted = append(fcAccepted, a.answer.Data.(string))
+			if a.script {
+				fcScripts++
+			}
+		}
+	}
+	s.audit(t, firstCome, fcAccepted, stock, 0)
+
+	// The same crowd at a draw sale's opening.
+	drawOpen := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	drawn := s.drawSale(t, stock, 5*time.Second, drawOpen)
+	crowd = crowdAt(scripts, people, 5*time.Second)
+	s.send(t, drawn, tokens, drawOpen, crowd)
+	entries := map[int64]string{}
+	for _, a := range crowd {
+		data, _ := a.answer.Data.(map[string]any)
+		if a.answer.Status != 202 || !a.answer.Success || data["entered"] != true {
+			t.Fatalf("user %d at +%v in the window: %+v, want 202 entered", a.user+1, a.after, a.answer)
+		}
+		entries[a.user+1] = data["orderId"].(string)
+	}
+	// Entering again keeps the first entry.
+	again := s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(drawn, 10), tokens[0], nil, "")
+	if data, _ := again.Data.(map[string]any); again.Status != 202 || data["orderId"] != entries[1] {
+		t.Fatalf("entering again: %+v, want the first entry %s", again, entries[1])
+	}
+
+	var winners []string
+	s.audit(t, drawn, nil, stock, 0)
+	rows, err := s.mysql.DB.Query("SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?", drawn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := map[int64]string{}
+	drawScripts := 0
+	for rows.Next() {
+		var id string
+		var user int64
+		if err := rows.Scan(&id, &user); err != nil {
+			t.Fatal(err)
+		}
+		if entries[user] != id {
+			t.Fatalf("order %d of user %d is not its entry's (%s)", user, user, entries[user])
+		}
+		won[user] = id
+		winners = append(winners, id)
+		if isScript(user) {
+			drawScripts++
+		}
+	}
+	rows.Close()
+
+	bound := hypergeometricBound(stock, scripts+people, scripts)
+	t.Logf("scripts' share of the %d winners: first-come %d (%.0f %%), draw %d (%.0f %%; a fair draw: 10 %%, at most %d here)",
+		stock, fcScripts, 100*float64(fcScripts)/stock, drawScripts, 100*float64(drawScripts)/stock, bound)
+	if drawScripts > bound {
+		t.Errorf("the draw gave the scripts %d of %d units, above a fair draw's bound of %d", drawScripts, stock, bound)
+	}
+	if fcScripts <= bound {
+		t.Errorf("first-come gave the scripts only %d of %d: the crowd does not show what the draw is for", fcScripts, stock)
+	}
+
+	// The draw recomputed from its seed and entrants is the orders made.
+	var seed string
+	if err := s.mysql.DB.QueryRow("SELECT draw_seed FROM tb_seckill_voucher WHERE voucher_id = ?", drawn).Scan(&seed); err != nil {
+		t.Fatal(err)
+	}
+	var entrants []salevocab.Entrant
+	for user, id := range entries {
+		o, _ := strconv.ParseInt(id, 10, 64)
+		entrants = append(entrants, salevocab.Entrant{UserID: user, OrderID: o})
+	}
+	ordered, err := draw.Order(seed, entrants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recomputed []string
+	for _, e := range ordered[:stock] {
+		recomputed = append(recomputed, strconv.FormatInt(e.OrderID, 10))
+	}
+	slices.Sort(recomputed)
+	slices.Sort(winners)
+	if !slices.Equal(recomputed, winners) {
+		t.Fatal("the draw recomputed from its seed is not the orders MySQL holds")
+	}
+
+	// Every entrant reads its outcome: its order, or sold out.
+	for user := int64(1); user <= scripts+people; user++ {
+		r := s.do(t, "GET", "/voucher-order/of/voucher/"+strconv.FormatInt(drawn, 10), tokens[user-1], nil, "")
+		st, _ := r.Data.(map[string]any)
+		if id, ok := won[user]; ok {
+			if r.Status != 200 || st["id"] != id || st["status"] == "failed" {
+				t.Fatalf("winner %d reads %+v", user, r)
+			}
+			continue
+		}
+		if r.Status != 200 || st["status"] != "failed" || st["reason"] != "sold_out" || st["id"] != entries[user] {
+			t.Fatalf("entrant %d, not drawn, reads %+v", user, r)
+		}
+	}
+	// After the draw, a newcomer buys first-come from what is left: none.
+	late := s.sessions(t, 100_000, 1)
+	if r := s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(drawn, 10), late[0], nil, ""); r.Status != 200 || r.Success || r.ErrorMsg != "sold out" {
+		t.Fatalf("a newcomer after the draw: %+v, want sold out", r)
+	}
+}
