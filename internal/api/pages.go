@@ -20,15 +20,29 @@ const maxPage = 10_000
 // pageParam is the query parameter current, 1 when absent, as the course;
 // present, it is a page from 1 to maxPage.
 func pageParam(c echo.Context) (int, error) {
-	values, present := c.QueryParams()["current"]
-	if !present {
-		return 1, nil
+	v, present, err := queryOnce(c, "current")
+	if err != nil || !present {
+		return 1, err
 	}
-	n, err := strconv.Atoi(values[0])
+	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > maxPage {
-		return 0, apperr.Errorf(apperr.Invalid, "query parameter current: want a page from 1 to %d, got %q", maxPage, values[0])
+		return 0, apperr.Errorf(apperr.Invalid, "query parameter current: want a page from 1 to %d, got %q", maxPage, v)
 	}
 	return n, nil
+}
+
+// queryOnce is query parameter name's value, and whether it was sent; a
+// parameter sent more than once is refused: reading only its first value
+// would let the others through unchecked.
+func queryOnce(c echo.Context, name string) (string, bool, error) {
+	values, present := c.QueryParams()[name]
+	if len(values) > 1 {
+		return "", true, apperr.Errorf(apperr.Invalid, "query parameter %s: sent %d times, want it once", name, len(values))
+	}
+	if !present {
+		return "", false, nil
+	}
+	return values[0], true, nil
 }
 
 // GET /blog/hot?current=: the notes by likes, ten a page.
@@ -62,13 +76,20 @@ func (s *Server) myBlogs(c echo.Context) error {
 // The course's client also sends its coordinates (x, y); they must be
 // numbers, and the list is by id, not by distance.
 func (s *Server) shopsOfType(c echo.Context) error {
-	raw := c.QueryParam("typeId")
+	raw, _, err := queryOnce(c, "typeId")
+	if err != nil {
+		return err
+	}
 	typeID, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil {
 		return apperr.Errorf(apperr.Invalid, "query parameter typeId: want a shop type id, got %q", raw)
 	}
 	for _, coord := range []string{"x", "y"} {
-		if v := c.QueryParam(coord); v != "" {
+		v, present, err := queryOnce(c, coord)
+		if err != nil {
+			return err
+		}
+		if present {
 			if _, err := strconv.ParseFloat(v, 64); err != nil {
 				return apperr.Errorf(apperr.Invalid, "query parameter %s: want a coordinate, got %q", coord, v)
 			}
