@@ -145,7 +145,9 @@ func (v Voucher) Validate() error {
 	}
 	if a := v.Admission; a != nil {
 		switch {
-		case a.Mode == "" || a.Mode == sale.AdmissionFirstCome:
+		case a.Mode == "":
+			return bad("admission.mode is required: first-come or draw")
+		case a.Mode == sale.AdmissionFirstCome:
 			if a.WindowSeconds != 0 {
 				return bad("admission.windowSeconds is a draw's: a first-come sale has none")
 			}
