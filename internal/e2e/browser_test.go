@@ -320,3 +320,32 @@ func (s *sale) orderLands(t *testing.T, ctx context.Context, voucher int64, phon
 		return err == nil && n == 1
 	})
 }
+
+// A person on a sale with a draw, in a real browser, on /buy: the page
+// says "entered" and when the draw is, then the outcome once the
+// order-writer's drawer has made it, and the order lands in MySQL.
+func TestBrowserEntersADrawAndReadsItsOutcome(t *testing.T) {
+	s := newSaleOn(t, stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)}, nil,
+		map[string]string{"SECKILL_DEV_MODE": "true"})
+	voucher := s.drawSale(t, 1, 8*time.Second, time.Now().Truncate(time.Second).Add(-time.Second))
+	ctx := newBrowser(t)
+	phone := fmt.Sprintf("139%08d", time.Now().UnixNano()%1e8)
+	s.logInOnPage(t, ctx, fmt.Sprintf("%s/buy?voucher=%d", s.api, voucher), phone)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageSays(t, ctx, "entered: the draw is at ", "order"); !strings.HasPrefix(got, "entered") {
+		t.Fatalf("buying in the draw's window: the page shows %q", got)
+	}
+	line := pageSays(t, ctx, "drawn: order ", "not drawn", "outcome unknown")
+	id, ok := strings.CutPrefix(line, "drawn: order ")
+	if !ok {
+		t.Fatalf("the only entrant of one unit: the page shows %q", line)
+	}
+	testsupport.Wait(t, 30*time.Second, "the drawn order in MySQL", func() bool {
+		var n int
+		err := s.mysql.DB.QueryRow(`SELECT COUNT(*) FROM tb_voucher_order o JOIN tb_user u ON u.id = o.user_id
+			WHERE o.id = ? AND o.voucher_id = ? AND u.phone = ?`, id, voucher, phone).Scan(&n)
+		return err == nil && n == 1
+	})
+}
