@@ -105,7 +105,7 @@ type rig struct {
 	window time.Duration
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	g := &rig{r: testsupport.MustRedis(t), m: testsupport.MustMySQL(t), k: testsupport.MustKafka(t), window: 1500 * time.Millisecond}
 	g.store = gate.NewStore(g.r.Client, g.r.Prefix)
 	g.topic = g.k.MustTopic(t, 1)
@@ -116,7 +116,7 @@ func newRig(t *testing.T) *rig {
 }
 
 // sale is a draw sale of stock whose window opened now (Redis's clock).
-func (g *rig) sale(t *testing.T, stock int64) int64 {
+func (g *rig) sale(t testing.TB, stock int64) int64 {
 	t.Helper()
 	ctx := context.Background()
 	voucher := 1 + rand.Int64N(1<<40)
@@ -155,7 +155,7 @@ func (g *rig) enter(t *testing.T, voucher, first int64, n int) map[int64]int64 {
 	return entries
 }
 
-func (g *rig) waitDue(t *testing.T, voucher int64) {
+func (g *rig) waitDue(t testing.TB, voucher int64) {
 	t.Helper()
 	testsupport.Wait(t, 10*time.Second, "the draw's window to end", func() bool {
 		st, err := g.store.DrawState(context.Background(), voucher)
@@ -163,7 +163,7 @@ func (g *rig) waitDue(t *testing.T, voucher int64) {
 	})
 }
 
-func (g *rig) fence(t *testing.T) int64 {
+func (g *rig) fence(t testing.TB) int64 {
 	t.Helper()
 	l, err := g.locks.Acquire(context.Background(), "seckill-draw-test-"+strconv.Itoa(rand.Int()), lock.Options{TTL: time.Minute})
 	if err != nil {
