@@ -115,6 +115,14 @@ echo "== bot check: none against path =="
 bin/loadgen botcheck -api "http://$api_addr" -users "$spread_users" -workers "$workers" \
   -procs "api=$api_pid,order-writer=$writer_pid,redis=$(cat "$stack/redis/redis.pid"),mariadb=$(cat "$stack/mariadb/mariadb.pid"),kafka=$(cat "$stack/kafka/kafka.pid")" \
   -writer-metrics "http://$writer_admin/metrics"
+
+# A sale's admission: first-come against a draw (every buyer enters in the
+# window, then the order-writer's drawer serves them all), the same buyers
+# and units, CPU per process per phase.
+echo
+echo "== admission: first-come against a draw =="
+bin/loadgen draw -api "http://$api_addr" -users "$spread_users" -workers "$workers" \
+  -procs "api=$api_pid,order-writer=$writer_pid,redis=$(cat "$stack/redis/redis.pid"),mariadb=$(cat "$stack/mariadb/mariadb.pid"),kafka=$(cat "$stack/kafka/kafka.pid")"
 kill -TERM "$api_pid"
 wait "$api_pid" 2>/dev/null || true
 

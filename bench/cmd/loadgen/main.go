@@ -39,7 +39,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 )
 
-const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|floor|ceiling|sessions|tracing|botcheck|otlp-sink [flags] (loadgen CMD -h lists them)"
+const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|floor|ceiling|sessions|tracing|botcheck|draw|otlp-sink [flags] (loadgen CMD -h lists them)"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -180,6 +180,12 @@ func run(cmd string, args []string) error {
 			return err
 		}
 		return sale.BotCheckBench(ctx, os.Stdout, loadgen.BotCheckBenchConfig{Users: *users, Workers: int(*workers), Procs: measured})
+	case "draw":
+		measured, err := loadgen.ParseProcs(*procs)
+		if err != nil {
+			return err
+		}
+		return sale.DrawBench(ctx, os.Stdout, loadgen.DrawBenchConfig{Users: *users, Workers: int(*workers), Procs: measured})
 	case "sessions", "tracing":
 		measured, err := loadgen.ParseProcs(*procs)
 		if err != nil {

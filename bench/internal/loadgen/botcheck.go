@@ -233,6 +233,9 @@ func (s *Sale) buy(ctx context.Context, client *http.Client, fixed, token string
 	if code == http.StatusOK && e.Success {
 		return "ok", nil
 	}
+	if code == http.StatusAccepted && e.Success {
+		return "entered", nil
+	}
 	if code == 0 {
 		return "", errors.New("no answer")
 	}
