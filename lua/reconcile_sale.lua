@@ -15,7 +15,7 @@
 -- KEYS     the sale's keys (sale.lua), then
 -- KEYS[8]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
 -- Writes:  VOUCHER {stock, begin, end, epoch, reconciled, fence, frozen,
---          buckets, given, received} (frozen deleted in a sale of one bucket), BUYERS (renamed from KEYS[8]), and
+--          buckets, given, received, draw} (frozen deleted in a sale of one bucket), BUYERS (renamed from KEYS[8]), and
 --          deletes TRANSFERS; PERSIST on the others
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
@@ -24,6 +24,8 @@
 -- ARGV[5]  the reconcile's id
 -- ARGV[6]  its fencing token; 0 for a reconcile without one (never refused)
 -- ARGV[7]  how many buckets the sale has: 1 writes no bucket fields
+-- ARGV[8]  a draw sale's window, ms (0 for a first-come sale): a state
+--          rebuilt from nothing is a draw again, not first-come
 --
 -- A bucket of a sale in several starts afresh: nothing given or received,
 -- no transfer recorded; the reconcile's id is its generation, so a deposit
@@ -60,6 +62,9 @@ if ARGV[7] == '1' then
   redis.call('HDEL', VOUCHER, 'frozen')
 else
   redis.call('HSET', VOUCHER, 'buckets', ARGV[7], 'given', 0, 'received', 0)
+end
+if ARGV[8] ~= '0' then
+  redis.call('HSET', VOUCHER, 'draw', ARGV[8])
 end
 redis.call('DEL', TRANSFERS)
 -- A reconcile can bring a retired sale back: every key of the sale is live

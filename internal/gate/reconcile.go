@@ -272,7 +272,7 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p sale.Plan, begin
 		if b == 0 {
 			stock = p.Stock
 		}
-		if err := s.rebuildBucket(ctx, lay, b, buyers[b], stock, n, begin, end, id, fence); err != nil {
+		if err := s.rebuildBucket(ctx, lay, b, buyers[b], stock, n, begin, end, p.Draw, id, fence); err != nil {
 			return err
 		}
 	}
@@ -289,7 +289,7 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p sale.Plan, begin
 }
 
 func (s *Store) rebuildBucket(ctx context.Context, lay Layout, b int, buyers map[int64]int64, stock int64, n int,
-	begin, end time.Time, id string, fence int64) error {
+	begin, end time.Time, draw time.Duration, id string, fence int64) error {
 	voucherID := lay.VoucherID
 	k := lay.bucketKeys(s.prefix, b)
 	rebuilt := s.prefix + "seckill:buyers-rebuilt:{" + lay.Tags[b] + "}:" + id
@@ -319,7 +319,7 @@ func (s *Store) rebuildBucket(ctx context.Context, lay Layout, b int, buyers map
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
 	}
 	res, err := lua.ReconcileSale.Run(ctx, s.rdb, k.list(rebuilt),
-		stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence, n).Int()
+		stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence, n, draw.Milliseconds()).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)

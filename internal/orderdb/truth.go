@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/seckill/seckill/internal/sale"
 )
@@ -25,8 +26,10 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 		return t, false, fmt.Errorf("read voucher %d: begin a snapshot: %w", voucherID, err)
 	}
 	defer tx.Rollback()
-	err = tx.QueryRowContext(ctx, "SELECT stock, begin_time, end_time, stock_buckets FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).
-		Scan(&t.Stock, &t.Begin, &t.End, &t.Buckets)
+	var window int64
+	err = tx.QueryRowContext(ctx, "SELECT stock, begin_time, end_time, stock_buckets, admission_window FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).
+		Scan(&t.Stock, &t.Begin, &t.End, &t.Buckets, &window)
+	t.Draw = time.Duration(window) * time.Second
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, false, nil
 	}

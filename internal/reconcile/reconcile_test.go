@@ -676,3 +676,26 @@ func TestReconcileOfAStoppedSaleWaitsForTheWriterOnce(t *testing.T) {
 		})
 	}
 }
+
+// A draw sale that Redis lost is rebuilt as a draw: an attempt in its
+// window is an entry, not a first-come order (which would give the stock
+// to whoever is fastest after the loss).
+func TestReconcileKeepsADrawSalesWindow(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	const v = 31
+	g.m.MustSeedVoucher(t, v, 5)
+	if _, err := g.m.DB.Exec("UPDATE tb_seckill_voucher SET admission_window = 600 WHERE voucher_id = ?", v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.rec.Run(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	d, err := g.store.Try(ctx, v, 1, 101)
+	if err != nil || !errors.Is(d.Err, order.ErrEntered) || d.OrderID != 101 {
+		t.Fatalf("an attempt in the rebuilt sale's window: %+v %v, want an entry", d, err)
+	}
+	if g.stock(t, v) != 5 {
+		t.Fatalf("the entry took stock: %d left", g.stock(t, v))
+	}
+}

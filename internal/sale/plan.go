@@ -13,6 +13,7 @@ type Truth struct {
 	Stock      int64 // units MySQL still allows
 	Buckets    int   // the stock buckets the sale is sold from (gate/buckets.go)
 	Begin, End time.Time
+	Draw       time.Duration // the draw's window; zero for a first-come sale
 	Holders    map[int64]int64 // user id -> confirmed order id
 	// Settled are the pending reservations' order ids that MySQL already
 	// holds, confirmed or failed: their reservations only wait for a
@@ -26,6 +27,7 @@ type Truth struct {
 type Plan struct {
 	Stock   int64
 	Buckets int
+	Draw    time.Duration // the draw's window, kept through the rebuild
 	Buyers  map[int64]int64 // user id -> order id
 	// Settled are reservations to drop: MySQL has settled their orders.
 	Settled []order.Event
@@ -45,7 +47,7 @@ type Plan struct {
 // acceptance order, one order per user (a user who already holds an order
 // takes no second unit).
 func Make(t Truth, pending []order.Event) Plan {
-	p := Plan{Buyers: make(map[int64]int64, len(t.Holders)+len(pending)), Buckets: max(t.Buckets, 1)}
+	p := Plan{Buyers: make(map[int64]int64, len(t.Holders)+len(pending)), Buckets: max(t.Buckets, 1), Draw: t.Draw}
 	for u, o := range t.Holders {
 		p.Buyers[u] = o
 	}
