@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -120,31 +119,13 @@ func TestADrawGivesScriptsTheirShareNotTheStock(t *testing.T) {
 		t.Fatalf("entering again: %+v, want the first entry %s", again, entries[1])
 	}
 
-	var winners []string
-	s.audit(t, drawn, nil, stock, 0)
-	rows, err := s.mysql.DB.Query("SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?", drawn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	won := map[int64]string{}
+	won := s.drawnAsSeeded(t, drawn, entries, stock)
 	drawScripts := 0
-	for rows.Next() {
-		var id string
-		var user int64
-		if err := rows.Scan(&id, &user); err != nil {
-			t.Fatal(err)
-		}
-		if entries[user] != id {
-			t.Fatalf("order %d of user %d is not its entry's (%s)", user, user, entries[user])
-		}
-		won[user] = id
-		winners = append(winners, id)
+	for user := range won {
 		if isScript(user) {
 			drawScripts++
 		}
 	}
-	rows.Close()
-
 	bound := hypergeometricBound(stock, scripts+people, scripts)
 	t.Logf("scripts' share of the %d winners: first-come %d (%.0f %%), draw %d (%.0f %%; a fair draw: 10 %%, at most %d here)",
 		stock, fcScripts, 100*float64(fcScripts)/stock, drawScripts, 100*float64(drawScripts)/stock, bound)
@@ -153,30 +134,6 @@ func TestADrawGivesScriptsTheirShareNotTheStock(t *testing.T) {
 	}
 	if fcScripts <= bound {
 		t.Errorf("first-come gave the scripts only %d of %d: the crowd does not show what the draw is for", fcScripts, stock)
-	}
-
-	// The draw recomputed from its seed and entrants is the orders made.
-	var seed string
-	if err := s.mysql.DB.QueryRow("SELECT draw_seed FROM tb_seckill_voucher WHERE voucher_id = ?", drawn).Scan(&seed); err != nil {
-		t.Fatal(err)
-	}
-	var entrants []salevocab.Entrant
-	for user, id := range entries {
-		o, _ := strconv.ParseInt(id, 10, 64)
-		entrants = append(entrants, salevocab.Entrant{UserID: user, OrderID: o})
-	}
-	ordered, err := draw.Order(seed, entrants)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recomputed []string
-	for _, e := range ordered[:stock] {
-		recomputed = append(recomputed, strconv.FormatInt(e.OrderID, 10))
-	}
-	slices.Sort(recomputed)
-	slices.Sort(winners)
-	if !slices.Equal(recomputed, winners) {
-		t.Fatal("the draw recomputed from its seed is not the orders MySQL holds")
 	}
 
 	// Every entrant reads its outcome: its order, or sold out.
@@ -198,4 +155,54 @@ func TestADrawGivesScriptsTheirShareNotTheStock(t *testing.T) {
 	if r := s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(drawn, 10), late[0], nil, ""); r.Status != 200 || r.Success || r.ErrorMsg != "sold out" {
 		t.Fatalf("a newcomer after the draw: %+v, want sold out", r)
 	}
+}
+
+// drawnAsSeeded waits for voucher's draw to be made and its orders
+// written, and checks them against the draw recomputed from the seed
+// MySQL keeps and the entries (user -> order id): the first stock
+// entrants in the seed's order hold their entries' orders, no one else
+// holds one, no reservation is pending, and the stock is exact in MySQL
+// and Redis. It returns the winners (user -> order id).
+func (s *sale) drawnAsSeeded(t *testing.T, voucher int64, entries map[int64]string, stock int) map[int64]string {
+	t.Helper()
+	winners := min(stock, len(entries))
+	s.audit(t, voucher, nil, winners, stock-winners)
+	var seed string
+	if err := s.mysql.DB.QueryRow("SELECT draw_seed FROM tb_seckill_voucher WHERE voucher_id = ?", voucher).Scan(&seed); err != nil {
+		t.Fatal(err)
+	}
+	var entrants []salevocab.Entrant
+	for user, id := range entries {
+		o, _ := strconv.ParseInt(id, 10, 64)
+		entrants = append(entrants, salevocab.Entrant{UserID: user, OrderID: o})
+	}
+	ordered, err := draw.Order(seed, entrants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]string{}
+	for _, e := range ordered[:winners] {
+		want[e.UserID] = strconv.FormatInt(e.OrderID, 10)
+	}
+	rows, err := s.mysql.DB.Query("SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?", voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	won := map[int64]string{}
+	for rows.Next() {
+		var id string
+		var user int64
+		if err := rows.Scan(&id, &user); err != nil {
+			t.Fatal(err)
+		}
+		if want[user] != id {
+			t.Fatalf("order %s of user %d: the draw recomputed from its seed gives that user %q", id, user, want[user])
+		}
+		won[user] = id
+	}
+	if len(won) != winners {
+		t.Fatalf("%d orders, want %d", len(won), winners)
+	}
+	return won
 }

@@ -1,0 +1,145 @@
+//go:build chaos
+
+package e2e
+
+import (
+	"context"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/testsupport"
+)
+
+// enterAll has every token enter voucher's draw at once: the entries by
+// user id (from first).
+func (s *sale) enterAll(t *testing.T, voucher int64, tokens []string, first int64) map[int64]string {
+	t.Helper()
+	var crowd []*arrival
+	for i := range tokens {
+		crowd = append(crowd, &arrival{user: int64(i)})
+	}
+	s.send(t, voucher, tokens, time.Now(), crowd)
+	entries := map[int64]string{}
+	for _, a := range crowd {
+		data, _ := a.answer.Data.(map[string]any)
+		id, _ := data["orderId"].(string)
+		if a.answer.Status != 202 || id == "" {
+			t.Fatalf("entering: %+v, want 202 entered", a.answer)
+		}
+		entries[first+a.user] = id
+	}
+	return entries
+}
+
+// The order-writer that makes a draw is killed half way through it (its
+// drawer's lease held, some winners served, the draw not recorded): the
+// other order-writer takes the lease over and makes the same draw, so
+// every winner is served once, the others read sold out, the stock exact.
+func TestChaosDrawerKilledMidDraw(t *testing.T) {
+	s := newSaleOn(t, stack{testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)},
+		map[string]string{"SECKILL_LOG_LEVEL": "info", "SECKILL_RELAY_LEASE": "2s"}, nil)
+	writers := []*testsupport.Process{s.writer}
+	s.writerEnv["SECKILL_ADMIN_ADDR"] = testsupport.FreeAddr(t)
+	s.startWriter(t)
+	writers = append(writers, s.writer)
+
+	const stock, entrants = 3000, 5000
+	voucher := s.drawSale(t, stock, 8*time.Second, time.Now().Truncate(time.Second))
+	tokens := s.sessions(t, 1, entrants)
+	entries := s.enterAll(t, voucher, tokens, 1)
+
+	ctx := context.Background()
+	keys := gate.KeysFor(s.redis.Prefix, voucher)
+	// Polled every millisecond: the draw serves its winners in chunks
+	// for a few hundred milliseconds here, and the kill must fall inside.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		buyers, _ := s.redis.Client.HLen(ctx, keys.Buyers).Result()
+		drawn, _ := s.redis.Client.HExists(ctx, keys.Voucher, gate.FieldDrawn).Result()
+		if drawn {
+			t.Fatal("the draw was made before the test could kill its drawer: make it longer")
+		}
+		if buyers > 0 {
+			holder := -1
+			for i, w := range writers {
+				if strings.Contains(w.Output(), "draw lease taken") {
+					holder = i
+				}
+			}
+			if holder < 0 {
+				t.Fatal("no order-writer says it holds the draw lease")
+			}
+			writers[holder].Signal(t, syscall.SIGKILL)
+			t.Logf("killed the drawing order-writer with %d of %d winners served", buyers, stock)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no draw under way within 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.drawnAsSeeded(t, voucher, entries, stock)
+}
+
+// The Redis master of a draw sale fails over and loses the draw: its
+// replica's link is cut after the entries reached it, the master makes
+// the draw, and is killed; the promoted replica holds the entries but no
+// winner, no seed, no record of the draw. The sale pauses (another
+// replication id), the writer rebuilds it from MySQL, and the drawer
+// makes the draw again from the seed MySQL keeps: the same winners, each
+// served once, the stock exact.
+func TestChaosDrawMasterFailsOverAndLosesTheDraw(t *testing.T) {
+	ctx := context.Background()
+	master, masterProc := testsupport.MustPrivateRedis(t, "--appendonly", "yes")
+	link := testsupport.MustProxy(t, master.Addr)
+	host, port, _ := net.SplitHostPort(link.Addr)
+	replica, _ := testsupport.MustPrivateRedis(t, "--replicaof", host, port)
+	front := testsupport.MustProxy(t, master.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: front.Addr, MaxRetries: 5})
+	t.Cleanup(func() { rdb.Close() })
+	st := stack{&testsupport.Redis{Client: rdb, Addr: front.Addr}, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms"}, nil)
+
+	const stock, entrants = 300, 1000
+	voucher := s.drawSale(t, stock, 6*time.Second, time.Now().Truncate(time.Second))
+	tokens := s.sessions(t, 1, entrants)
+	entries := s.enterAll(t, voucher, tokens, 1)
+	if n, err := master.Client.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
+		t.Fatalf("the replica did not acknowledge the entries: %d, %v", n, err)
+	}
+	link.Cut()
+
+	keys := gate.KeysFor("", voucher)
+	testsupport.Wait(t, 30*time.Second, "the draw made on the master", func() bool {
+		drawn, err := master.Client.HExists(ctx, keys.Voucher, gate.FieldDrawn).Result()
+		return err == nil && drawn
+	})
+	if err := masterProc.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Client.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost, _ := replica.Client.HLen(ctx, keys.Buyers).Result()
+	held, _ := replica.Client.HLen(ctx, keys.Entrants).Result()
+	if lost != 0 || held != entrants {
+		t.Fatalf("the promoted replica holds %d winners and %d entries; want none of the draw and every entry", lost, held)
+	}
+	front.Switch(replica.Addr)
+
+	s.drawnAsSeeded(t, voucher, entries, stock)
+	var seed string
+	if err := s.mysql.DB.QueryRow("SELECT draw_seed FROM tb_seckill_voucher WHERE voucher_id = ?", voucher).Scan(&seed); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Wait(t, 30*time.Second, "the draw recorded again on the promoted replica, under MySQL's seed", func() bool {
+		v, err := rdb.HMGet(ctx, keys.Voucher, gate.FieldDrawn, gate.FieldSeed).Result()
+		return err == nil && v[0] != nil && v[1] == seed
+	})
+}
