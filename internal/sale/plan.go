@@ -13,7 +13,7 @@ type Truth struct {
 	Stock      int64 // units MySQL still allows
 	Buckets    int   // the stock buckets the sale is sold from (gate/buckets.go)
 	Begin, End time.Time
-	Draw       time.Duration // the draw's window; zero for a first-come sale
+	Draw       time.Duration   // the draw's window; zero for a first-come sale
 	Holders    map[int64]int64 // user id -> confirmed order id
 	// Settled are the pending reservations' order ids that MySQL already
 	// holds, confirmed or failed: their reservations only wait for a
@@ -27,7 +27,7 @@ type Truth struct {
 type Plan struct {
 	Stock   int64
 	Buckets int
-	Draw    time.Duration // the draw's window, kept through the rebuild
+	Draw    time.Duration   // the draw's window, kept through the rebuild
 	Buyers  map[int64]int64 // user id -> order id
 	// Settled are reservations to drop: MySQL has settled their orders.
 	Settled []order.Event
