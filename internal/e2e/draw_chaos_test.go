@@ -87,14 +87,15 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 	s.drawnAsSeeded(t, voucher, entries, stock)
 }
 
-// The Redis master of a draw sale fails over and loses the draw: its
-// replica's link is cut after the entries reached it, the master makes
-// the draw, and is killed; the promoted replica holds the entries but no
+// The Redis master of a draw sale fails over in the middle of the draw and
+// loses what it had of it: its replica's link is cut after the entries
+// reached it, and the master is killed with SIGKILL once the drawer has
+// served some winners there; the promoted replica holds the entries but no
 // winner, no seed, no record of the draw. The sale pauses (another
-// replication id), the writer rebuilds it from MySQL, and the drawer
-// makes the draw again from the seed MySQL keeps: the same winners, each
-// served once, the stock exact.
-func TestChaosDrawMasterFailsOverAndLosesTheDraw(t *testing.T) {
+// replication id), the writer rebuilds it from MySQL (the winners whose
+// events reached Kafka), and the drawer makes the draw again from the seed
+// MySQL keeps: the same winners, each served once, the stock exact.
+func TestChaosDrawMasterFailsOverMidDraw(t *testing.T) {
 	ctx := context.Background()
 	master, masterProc := testsupport.MustPrivateRedis(t, "--appendonly", "yes")
 	link := testsupport.MustProxy(t, master.Addr)
@@ -106,8 +107,8 @@ func TestChaosDrawMasterFailsOverAndLosesTheDraw(t *testing.T) {
 	st := stack{&testsupport.Redis{Client: rdb, Addr: front.Addr}, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
 	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms"}, nil)
 
-	const stock, entrants = 300, 1000
-	voucher := s.drawSale(t, stock, 6*time.Second, time.Now().Truncate(time.Second))
+	const stock, entrants = 3000, 5000
+	voucher := s.drawSale(t, stock, 8*time.Second, time.Now().Truncate(time.Second))
 	tokens := s.sessions(t, 1, entrants)
 	entries := s.enterAll(t, voucher, tokens, 1)
 	if n, err := master.Client.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
@@ -116,10 +117,22 @@ func TestChaosDrawMasterFailsOverAndLosesTheDraw(t *testing.T) {
 	link.Cut()
 
 	keys := gate.KeysFor("", voucher)
-	testsupport.Wait(t, 30*time.Second, "the draw made on the master", func() bool {
-		drawn, err := master.Client.HExists(ctx, keys.Voucher, gate.FieldDrawn).Result()
-		return err == nil && drawn
-	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		buyers, _ := master.Client.HLen(ctx, keys.Buyers).Result()
+		drawn, _ := master.Client.HExists(ctx, keys.Voucher, gate.FieldDrawn).Result()
+		if drawn {
+			t.Fatal("the draw was made before the test could kill its master: make it longer")
+		}
+		if buyers > 0 {
+			t.Logf("killing the master with %d of %d winners served there", buyers, stock)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no draw under way within 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if err := masterProc.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
