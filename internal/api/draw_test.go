@@ -60,6 +60,19 @@ func TestADrawSaleTakesEntries(t *testing.T) {
 	if res.Status != 200 || json.Unmarshal(res.Body.Data, &st) != nil || st.ID != first.OrderID || st.Status != "entered" || !st.DrawAt.Equal(first.DrawAt) {
 		t.Fatalf("the entry's outcome before the draw: %s", res.Raw)
 	}
+	// Its window stays where the entrants were told the draw is.
+	admin := map[string]string{"X-Admin-Token": testAdminToken}
+	for body, says := range map[string]string{
+		fmt.Sprintf(`{"beginTime":%q}`, now.Add(time.Minute).UTC().Format(time.RFC3339)): "keeps its beginTime",
+		fmt.Sprintf(`{"endTime":%q}`, now.Add(5*time.Minute).UTC().Format(time.RFC3339)):  "ends after its draw",
+	} {
+		if res := call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, body); res.Status != 409 || !strings.Contains(res.Body.ErrorMsg, says) {
+			t.Errorf("a draw sale changed with %s: %d %s, want 409 saying %q", body, res.Status, res.Raw, says)
+		}
+	}
+	if res := call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, `{"addStock":2}`); res.Status != 200 {
+		t.Errorf("units added to a draw sale: %d %s", res.Status, res.Raw)
+	}
 	// Another buyer of the voucher, who did not enter, has no order.
 	if res := call(t, "GET", a.URL+first.Outcome, map[string]string{"authorization": a.loggedIn(t, randomPhone())}, nil); res.Status != 404 {
 		t.Fatalf("a buyer who did not enter: %s", res.Raw)

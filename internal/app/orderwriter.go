@@ -89,7 +89,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 		Backlog: progress,
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
-	drawer := &draw.Drawer{Sales: store, Seeds: orderdb.Seeds{DB: db}, Publisher: relayPublisher,
+	drawer := &draw.Drawer{Sales: store, Records: orderdb.DrawRecords{DB: db}, Publisher: relayPublisher,
 		Locks: lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease, Interval: c.Sale.DrawInterval, Logger: m.logger}
 	relayed := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_relay_republished_total",
 		Help: "Reservations whose order events never reached Kafka, republished by the relay."})

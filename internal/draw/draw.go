@@ -6,10 +6,11 @@
 // relay's pattern: one drawer at a time, and a drawer that lost its lease
 // while paused is refused by the sale's state.
 //
-// A draw is reproducible: its seed is kept in MySQL with the sale before
-// any entrant is served, so a drawer that dies half way is followed by one
-// that makes the same draw (the gate's decisions are idempotent by order
-// id), and anyone can recompute the order from the seed (Order).
+// A draw is reproducible: its seed and then its entrants are kept in
+// MySQL with the sale before any entrant is served, so a drawer that dies
+// half way is followed by one that makes the same draw (the gate's
+// decisions are idempotent by order id), whatever Redis lost meanwhile,
+// and anyone can recompute the order from them (Order).
 package draw
 
 import (
@@ -35,25 +36,31 @@ type Sales interface {
 	Active(ctx context.Context) ([]int64, error)
 	DrawState(ctx context.Context, voucherID int64) (sale.DrawState, error)
 	Entrants(ctx context.Context, voucherID int64) ([]sale.Entrant, error)
-	// BeginDraw makes fence the draw's token, keeping the seed beside it;
-	// sale.ErrDrawFenced when a larger token was seen.
-	BeginDraw(ctx context.Context, voucherID, fence int64, seed string) error
+	// BeginDraw makes fence the draw's token, keeping the seed beside it,
+	// once the window has ended; made reports a draw already made.
+	// *sale.DrawFencedError when a larger token was seen.
+	BeginDraw(ctx context.Context, voucherID, fence int64, seed string) (made bool, err error)
 	// Admit decides the entrants' attempts in the order given.
 	Admit(ctx context.Context, voucherID, fence int64, entrants []sale.Entrant) ([]order.Decision, error)
 	EndDraw(ctx context.Context, voucherID, fence int64) error
 }
 
-// Seeds keeps each draw's seed with its sale in MySQL (orderdb.Seeds).
-type Seeds interface {
+// Records keeps what a draw is made from with its sale in MySQL
+// (orderdb.DrawRecords).
+type Records interface {
 	// Seed keeps fresh as voucherID's draw seed unless one is kept
 	// already, and returns the one kept.
 	Seed(ctx context.Context, voucherID int64, fresh string) (string, error)
+	// Entrants are the entrants of record; kept is false until some are.
+	Entrants(ctx context.Context, voucherID int64) (es []sale.Entrant, kept bool, err error)
+	// KeepEntrants keeps es as the entrants of record, unless some are.
+	KeepEntrants(ctx context.Context, voucherID int64, es []sale.Entrant) error
 }
 
 // Drawer makes the draws that are due.
 type Drawer struct {
 	Sales     Sales
-	Seeds     Seeds
+	Records   Records
 	Publisher order.Publisher
 	Locks     *lock.Client
 	LeaseTTL  time.Duration
@@ -94,10 +101,13 @@ func (d *Drawer) Scan(ctx context.Context, fence int64) error {
 		if !st.Due() {
 			continue
 		}
-		if err := d.Draw(ctx, id, fence); err != nil {
-			if errors.Is(err, sale.ErrDrawFenced) {
-				return fmt.Errorf("%w: %w", lock.ErrStale, err)
-			}
+		err = d.Draw(ctx, id, fence)
+		switch {
+		case errors.Is(err, sale.ErrDrawFenced):
+			return fmt.Errorf("%w: %w", lock.ErrStale, err)
+		case errors.Is(err, sale.ErrDrawNotDue):
+			// Another master's clock said it was: the next scan.
+		case err != nil:
 			errs = append(errs, err)
 		}
 	}
@@ -110,14 +120,22 @@ func (d *Drawer) Scan(ctx context.Context, fence int64) error {
 func (d *Drawer) Draw(ctx context.Context, voucherID, fence int64) error {
 	fresh := make([]byte, 32)
 	_, _ = rand.Read(fresh)
-	seed, err := d.Seeds.Seed(ctx, voucherID, hex.EncodeToString(fresh))
+	seed, err := d.Records.Seed(ctx, voucherID, hex.EncodeToString(fresh))
 	if err != nil {
 		return fmt.Errorf("draw of voucher %d: its seed: %w", voucherID, err)
 	}
-	if err := d.Sales.BeginDraw(ctx, voucherID, fence, seed); err != nil {
+	made, err := d.Sales.BeginDraw(ctx, voucherID, fence, seed)
+	if fenced, ok := errors.AsType[*sale.DrawFencedError](err); ok {
+		// The lease's counter may have lost writes (its master failed
+		// over): raised above the draw's token, the next lease can draw.
+		if rerr := d.Locks.RaiseFence(ctx, leaseName, fenced.Seen+1); rerr != nil {
+			d.Logger.Warn("draw: cannot raise the lease's fencing counter", "voucher", voucherID, "err", rerr)
+		}
+	}
+	if err != nil || made {
 		return err
 	}
-	entrants, err := d.Sales.Entrants(ctx, voucherID)
+	entrants, err := d.entrants(ctx, voucherID)
 	if err != nil {
 		return err
 	}
@@ -126,40 +144,19 @@ func (d *Drawer) Draw(ctx context.Context, voucherID, fence int64) error {
 		return fmt.Errorf("draw of voucher %d: %w", voucherID, err)
 	}
 	chunk := cmp.Or(d.Chunk, 256)
-	won, soldOut := 0, false
-	for start := 0; start < len(ordered) && !soldOut; start += chunk {
+	won := 0
+	for start := 0; start < len(ordered); start += chunk {
 		part := ordered[start:min(len(ordered), start+chunk)]
-		decisions, err := d.Sales.Admit(ctx, voucherID, fence, part)
+		served, soldOut, err := d.serve(ctx, voucherID, fence, part)
+		won += served
 		if err != nil {
 			return err
 		}
-		var events []order.Event
-		for i, dec := range decisions {
-			switch {
-			case dec.Err == nil:
-				events = append(events, order.Event{OrderID: part[i].OrderID, UserID: part[i].UserID, VoucherID: voucherID,
-					AcceptedAt: dec.AcceptedAt.UnixMilli()})
-			case errors.Is(dec.Err, order.ErrSoldOut):
-				soldOut = true
-			case errors.Is(dec.Err, order.ErrDrawing):
-				return fmt.Errorf("draw of voucher %d: %w: the gate refused entrant %d under token %d", voucherID, sale.ErrDrawFenced,
-					part[i].UserID, fence)
-			default:
-				// Paused (the sale is rebuilt after its master lost writes)
-				// or unknown: the draw is made again once it sells.
-				return fmt.Errorf("draw of voucher %d: entrant %d: %w", voucherID, part[i].UserID, dec.Err)
-			}
-		}
-		if len(events) > 0 {
-			// A publish that fails leaves the reservations to the relay,
-			// as for any order; the draw goes on.
-			if err := d.Publisher.Publish(ctx, events...); err != nil {
-				d.Logger.Warn("draw: orders reserved, publish failed: the relay will publish them", "voucher", voucherID, "orders", len(events), "err", err)
-			}
-		}
-		won += len(events)
 		if d.Admitted != nil {
 			d.Admitted(voucherID, start+len(part))
+		}
+		if soldOut {
+			break
 		}
 	}
 	if err := d.Sales.EndDraw(ctx, voucherID, fence); err != nil {
@@ -169,10 +166,71 @@ func (d *Drawer) Draw(ctx context.Context, voucherID, fence int64) error {
 	return nil
 }
 
-// Order is the draw's order of entrants under seed (64 hex digits): the
-// entrants sorted by user id, then shuffled by Fisher–Yates with ChaCha8
-// keyed by the seed (math/rand/v2), so anyone with the seed and the
-// entrants gets the same order.
+// entrants are the draw's entrants of record: MySQL's, kept by the first
+// drawer from the entries in Redis once the window had ended.
+func (d *Drawer) entrants(ctx context.Context, voucherID int64) ([]sale.Entrant, error) {
+	es, kept, err := d.Records.Entrants(ctx, voucherID)
+	if err != nil || kept {
+		return es, err
+	}
+	entries, err := d.Sales.Entrants(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Records.KeepEntrants(ctx, voucherID, entries); err != nil {
+		return nil, err
+	}
+	es, kept, err = d.Records.Entrants(ctx, voucherID)
+	if err == nil && !kept {
+		err = fmt.Errorf("draw of voucher %d: its entrants were kept and are not there", voucherID)
+	}
+	return es, err
+}
+
+// serve runs part of the draw's order through the gate and publishes the
+// orders it took: how many entrants hold an order now, and whether the
+// stock ran out. The orders taken are published even when a later answer
+// stops the draw.
+func (d *Drawer) serve(ctx context.Context, voucherID, fence int64, part []sale.Entrant) (served int, soldOut bool, err error) {
+	decisions, err := d.Sales.Admit(ctx, voucherID, fence, part)
+	var events []order.Event
+	for i, dec := range decisions {
+		switch {
+		case dec.Err == nil:
+			events = append(events, order.Event{OrderID: part[i].OrderID, UserID: part[i].UserID, VoucherID: voucherID,
+				AcceptedAt: dec.AcceptedAt.UnixMilli()})
+		case errors.Is(dec.Err, order.ErrAlreadyBought):
+			// An entrant who holds another order (entered again under a
+			// new id after Redis lost its entry): served already.
+			served++
+		case errors.Is(dec.Err, order.ErrSoldOut):
+			soldOut = true
+		case errors.Is(dec.Err, order.ErrDrawing):
+			err = cmp.Or(err, fmt.Errorf("draw of voucher %d: the gate refused entrant %d under token %d: %w", voucherID,
+				part[i].UserID, fence, &sale.DrawFencedError{}))
+		default:
+			// Paused (the sale is rebuilt after its master lost writes):
+			// the draw is made again once it sells.
+			err = cmp.Or(err, fmt.Errorf("draw of voucher %d: entrant %d: %w", voucherID, part[i].UserID, dec.Err))
+		}
+	}
+	if len(events) > 0 {
+		// A publish that fails leaves the reservations to the relay, as
+		// for any order; the draw goes on.
+		if perr := d.Publisher.Publish(ctx, events...); perr != nil {
+			d.Logger.Warn("draw: orders reserved, publish failed: the relay will publish them", "voucher", voucherID, "orders", len(events), "err", perr)
+		}
+	}
+	return served + len(events), soldOut, err
+}
+
+// Order is the draw's order of entrants under seed (64 hex digits), spelt
+// out so that anyone can recompute it in any language: the entrants sorted
+// by user id, then shuffled by Fisher–Yates from the last place down,
+// place i swapping with place j drawn uniformly from 0 to i out of the
+// ChaCha8 stream keyed by the seed (C2SP chacha8rand, Go's
+// math/rand/v2.ChaCha8): a 64-bit draw x below 2^64 mod (i+1) is drawn
+// again, else j = x mod (i+1).
 func Order(seed string, entrants []sale.Entrant) ([]sale.Entrant, error) {
 	raw, err := hex.DecodeString(seed)
 	if err != nil || len(raw) != 32 {
@@ -180,7 +238,15 @@ func Order(seed string, entrants []sale.Entrant) ([]sale.Entrant, error) {
 	}
 	out := slices.Clone(entrants)
 	slices.SortFunc(out, func(a, b sale.Entrant) int { return cmp.Compare(a.UserID, b.UserID) })
-	r := mrand.New(mrand.NewChaCha8([32]byte(raw)))
-	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	src := mrand.NewChaCha8([32]byte(raw))
+	for i := len(out) - 1; i > 0; i-- {
+		n := uint64(i + 1)
+		x, below := src.Uint64(), -n%n // 2^64 mod n
+		for x < below {
+			x = src.Uint64()
+		}
+		j := x % n
+		out[i], out[j] = out[j], out[i]
+	}
 	return out, nil
 }

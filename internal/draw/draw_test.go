@@ -55,6 +55,27 @@ func TestOrderIsTheSeedsShuffleOfTheEntrants(t *testing.T) {
 	}
 }
 
+// The order an auditor recomputes does not move under the code: a seed's
+// order of eight entrants, pinned (a change of the shuffle, or of Go's
+// ChaCha8 stream, would make every kept draw disagree with its orders).
+func TestOrderIsPinned(t *testing.T) {
+	var es []sale.Entrant
+	for u := int64(1); u <= 8; u++ {
+		es = append(es, sale.Entrant{UserID: u, OrderID: 100 + u})
+	}
+	o, err := draw.Order("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, e := range o {
+		got = append(got, e.UserID)
+	}
+	if want := []int64{7, 2, 5, 8, 1, 3, 6, 4}; !slices.Equal(got, want) {
+		t.Fatalf("order %v, pinned %v", got, want)
+	}
+}
+
 // Every entrant is as likely to come first: over 4,000 seeds each of 4
 // entrants is first about 1,000 times (a chi-square of 3 degrees of freedom
 // under 16.27, its 0.1 % tail).
@@ -132,7 +153,7 @@ func (g *rig) sale(t testing.TB, stock int64) int64 {
 }
 
 func (g *rig) drawer(chunk int) *draw.Drawer {
-	return &draw.Drawer{Sales: g.store, Seeds: orderdb.Seeds{DB: g.m.DB}, Publisher: g.pub, Locks: g.locks,
+	return &draw.Drawer{Sales: g.store, Records: orderdb.DrawRecords{DB: g.m.DB}, Publisher: g.pub, Locks: g.locks,
 		LeaseTTL: time.Second, Interval: time.Hour, Chunk: chunk, Logger: slog.New(slog.DiscardHandler)}
 }
 
@@ -163,10 +184,16 @@ func (g *rig) waitDue(t testing.TB, voucher int64) {
 	})
 }
 
+// fence is a new holder's token of the rig's drawer lock: larger at each
+// call, as each new holder of a lease gets.
 func (g *rig) fence(t testing.TB) int64 {
 	t.Helper()
-	l, err := g.locks.Acquire(context.Background(), "seckill-draw-test-"+strconv.Itoa(rand.Int()), lock.Options{TTL: time.Minute})
+	ctx := context.Background()
+	l, err := g.locks.Acquire(ctx, "seckill-draw-test", lock.Options{TTL: time.Minute})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return l.Fence
@@ -182,11 +209,19 @@ func (g *rig) expectDrawn(t *testing.T, voucher int64, entries map[int64]int64, 
 	if err := g.m.DB.QueryRow("SELECT draw_seed FROM tb_seckill_voucher WHERE voucher_id = ?", voucher).Scan(&seed); err != nil {
 		t.Fatal(err)
 	}
-	var entrants []sale.Entrant
-	for u, o := range entries {
-		entrants = append(entrants, sale.Entrant{UserID: u, OrderID: o})
+	kept, ok, err := orderdb.DrawRecords{DB: g.m.DB}.Entrants(ctx, voucher)
+	if err != nil || !ok {
+		t.Fatalf("the draw's entrants of record: %v (kept %v)", err, ok)
 	}
-	ordered, err := draw.Order(seed, entrants)
+	if len(kept) != len(entries) {
+		t.Fatalf("%d entrants of record, %d entries", len(kept), len(entries))
+	}
+	for _, e := range kept {
+		if entries[e.UserID] != e.OrderID {
+			t.Fatalf("entrant of record %d under order %d, its entry %d", e.UserID, e.OrderID, entries[e.UserID])
+		}
+	}
+	ordered, err := draw.Order(seed, kept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +290,7 @@ func (g *rig) readOrders(t *testing.T, n int) map[int64]order.Event {
 }
 
 func TestADrawServesTheEntrantsInTheSeedsOrder(t *testing.T) {
+	t.Parallel()
 	g := newRig(t)
 	ctx := context.Background()
 	const stock = 40
@@ -305,6 +341,7 @@ func TestADrawServesTheEntrantsInTheSeedsOrder(t *testing.T) {
 // Fewer entrants than units: every entrant wins, and the rest is sold
 // first-come after the draw.
 func TestADrawWithUnitsLeftSellsThemFirstCome(t *testing.T) {
+	t.Parallel()
 	g := newRig(t)
 	ctx := context.Background()
 	voucher := g.sale(t, 10)
@@ -320,51 +357,147 @@ func TestADrawWithUnitsLeftSellsThemFirstCome(t *testing.T) {
 	}
 }
 
-// A drawer that stops half way (killed) is followed by one that makes the
-// same draw: every winner served once, the stock exact; the first, come
-// back with its old token, takes nothing.
+// A drawer that stops half way (killed, or paused past its lease) is
+// followed by one under a newer token that makes the same draw; the first,
+// come back with its old token in the middle of the second's draw, takes
+// nothing, and a third finishes: every winner served once, the stock exact.
 func TestADrawerStoppedHalfWayIsFollowedByTheSameDraw(t *testing.T) {
+	t.Parallel()
 	g := newRig(t)
 	ctx := context.Background()
 	const stock = 300
 	voucher := g.sale(t, stock)
 	entries := g.enter(t, voucher, 1, 1000)
 	g.waitDue(t, voucher)
+	keys := gate.KeysFor(g.r.Prefix, voucher)
+	served := func() int64 { return g.r.Client.HLen(ctx, keys.Buyers).Val() }
 
-	first := g.drawer(64)
-	stopped := errors.New("killed")
-	cctx, kill := context.WithCancelCause(ctx)
-	first.Admitted = func(_ int64, decided int) {
-		if decided >= 128 {
-			kill(stopped)
+	stopAfter := func(d *draw.Drawer, n int) (context.Context, func()) {
+		cctx, stop := context.WithCancel(ctx)
+		d.Admitted = func(_ int64, decided int) {
+			if decided >= n {
+				stop()
+			}
 		}
+		return cctx, stop
 	}
-	oldFence := g.fence(t)
+	first, oldFence := g.drawer(64), g.fence(t)
+	cctx, stop := stopAfter(first, 128)
 	if err := first.Draw(cctx, voucher, oldFence); err == nil {
-		t.Fatal("the killed drawer finished its draw")
+		t.Fatal("the stopped drawer finished its draw")
 	}
-	st, _ := g.store.DrawState(ctx, voucher)
-	if !st.Drawn.IsZero() {
+	stop()
+	if st, _ := g.store.DrawState(ctx, voucher); !st.Drawn.IsZero() {
 		t.Fatal("the draw was recorded as made half way")
 	}
-	if n, _ := g.r.Client.HLen(ctx, gate.KeysFor(g.r.Prefix, voucher).Buyers).Result(); n == 0 || n >= stock {
-		t.Fatalf("the killed drawer served %d, want part of %d", n, stock)
+	if n := served(); n == 0 || n >= stock {
+		t.Fatalf("the stopped drawer served %d, want part of %d", n, stock)
+	}
+
+	second := g.drawer(64)
+	cctx, stop = stopAfter(second, 192)
+	if err := second.Draw(cctx, voucher, g.fence(t)); err == nil {
+		t.Fatal("the second drawer, stopped, finished its draw")
+	}
+	stop()
+	before := served()
+	if err := g.drawer(64).Draw(ctx, voucher, oldFence); !errors.Is(err, sale.ErrDrawFenced) {
+		t.Fatalf("the first drawer come back: %v, want refused as fenced", err)
+	}
+	ordered, _ := draw.Order(strings64('0'), []sale.Entrant{{UserID: 1, OrderID: entries[1]}, {UserID: 2, OrderID: entries[2]}})
+	decisions, err := g.store.Admit(ctx, voucher, oldFence, ordered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range decisions {
+		if !errors.Is(d.Err, order.ErrDrawing) {
+			t.Fatalf("the gate under the old token: %v, want refused", d.Err)
+		}
+	}
+	if served() != before {
+		t.Fatalf("the old token served %d more", served()-before)
 	}
 
 	if err := g.drawer(64).Draw(ctx, voucher, g.fence(t)); err != nil {
 		t.Fatal(err)
 	}
 	g.expectDrawn(t, voucher, entries, stock)
+}
 
-	if err := g.drawer(64).Draw(ctx, voucher, oldFence); !errors.Is(err, sale.ErrDrawFenced) {
-		t.Fatalf("the old drawer came back: %v, want refused", err)
+// The gate lets the drawer serve only entrants under their entries' order
+// ids, and one order per entrant even when named twice in one call.
+func TestTheDrawServesOnlyItsEntrants(t *testing.T) {
+	t.Parallel()
+	g := newRig(t)
+	ctx := context.Background()
+	voucher := g.sale(t, 10)
+	entries := g.enter(t, voucher, 1, 3)
+	g.waitDue(t, voucher)
+	fence := g.fence(t)
+	if _, err := g.store.BeginDraw(ctx, voucher, fence, strings64('1')); err != nil {
+		t.Fatal(err)
 	}
-	g.expectDrawn(t, voucher, entries, stock)
+	decisions, err := g.store.Admit(ctx, voucher, fence, []sale.Entrant{
+		{UserID: 99, OrderID: 99},           // never entered
+		{UserID: 1, OrderID: entries[1] + 1}, // not its entry's order
+		{UserID: 2, OrderID: entries[2]},
+		{UserID: 2, OrderID: entries[2]}, // twice in one call
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []error{order.ErrDrawing, order.ErrDrawing, nil, nil}
+	for i, d := range decisions {
+		if !errors.Is(d.Err, want[i]) || want[i] == nil && d.Err != nil {
+			t.Fatalf("answer %d: %v, want %v", i, d.Err, want[i])
+		}
+	}
+	if n := g.r.Client.HLen(ctx, gate.KeysFor(g.r.Prefix, voucher).Buyers).Val(); n != 1 {
+		t.Fatalf("%d buyers, want the one entrant served", n)
+	}
+}
+
+// The draw's steps (lua/draw.lua): not before the window ends by the
+// sale's own clock, not under a token older than one seen, done only under
+// the draw's token, and nothing to do once made.
+func TestTheDrawsSteps(t *testing.T) {
+	t.Parallel()
+	g := newRig(t)
+	ctx := context.Background()
+	g.window = time.Hour
+	open := g.sale(t, 5)
+	if _, err := g.store.BeginDraw(ctx, open, g.fence(t), strings64('1')); !errors.Is(err, sale.ErrDrawNotDue) {
+		t.Fatalf("begun in the window: %v, want not due", err)
+	}
+	g.window = 1500 * time.Millisecond
+	voucher := g.sale(t, 5)
+	g.waitDue(t, voucher)
+	older, newer := g.fence(t), g.fence(t)
+	if _, err := g.store.BeginDraw(ctx, voucher, newer, strings64('1')); err != nil {
+		t.Fatal(err)
+	}
+	_, err := g.store.BeginDraw(ctx, voucher, older, strings64('1'))
+	if fenced, ok := errors.AsType[*sale.DrawFencedError](err); !ok || fenced.Seen != newer {
+		t.Fatalf("begun under an older token: %v, want fenced by %d", err, newer)
+	}
+	if err := g.store.EndDraw(ctx, voucher, older); !errors.Is(err, sale.ErrDrawFenced) {
+		t.Fatalf("done under an older token: %v", err)
+	}
+	if err := g.store.EndDraw(ctx, voucher, newer); err != nil {
+		t.Fatal(err)
+	}
+	if made, err := g.store.BeginDraw(ctx, voucher, g.fence(t), strings64('1')); err != nil || !made {
+		t.Fatalf("begun once made: %v, made %v", err, made)
+	}
+	if st, _ := g.store.DrawState(ctx, voucher); st.Drawn.IsZero() || st.Due() {
+		t.Fatalf("the draw made reads %+v", st)
+	}
 }
 
 // The lease's work: Scan makes the draws that are due and leaves the
 // others (a first-come sale, a draw still taking entries).
 func TestScanMakesTheDrawsDue(t *testing.T) {
+	t.Parallel()
 	g := newRig(t)
 	ctx := context.Background()
 	due := g.sale(t, 3)

@@ -50,12 +50,13 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 	writers = append(writers, s.writer)
 
 	const stock, entrants = 3000, 5000
-	voucher := s.drawSale(t, stock, 8*time.Second, time.Now().Truncate(time.Second))
 	tokens := s.sessions(t, 1, entrants)
+	voucher := s.drawSale(t, stock, 8*time.Second, time.Now().Truncate(time.Second))
 	entries := s.enterAll(t, voucher, tokens, 1)
 
 	ctx := context.Background()
 	keys := gate.KeysFor(s.redis.Prefix, voucher)
+	var survivor *testsupport.Process
 	// Polled every millisecond: the draw serves its winners in chunks
 	// for a few hundred milliseconds here, and the kill must fall inside.
 	deadline := time.Now().Add(30 * time.Second)
@@ -76,7 +77,11 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 				t.Fatal("no order-writer says it holds the draw lease")
 			}
 			writers[holder].Signal(t, syscall.SIGKILL)
+			if drawn, _ := s.redis.Client.HExists(ctx, keys.Voucher, gate.FieldDrawn).Result(); drawn {
+				t.Fatal("the draw was made before its drawer was killed: make it longer")
+			}
 			t.Logf("killed the drawing order-writer with %d of %d winners served", buyers, stock)
+			survivor = writers[1-holder]
 			break
 		}
 		if time.Now().After(deadline) {
@@ -85,6 +90,9 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	s.drawnAsSeeded(t, voucher, entries, stock)
+	testsupport.Wait(t, 10*time.Second, "the other order-writer to have made the draw", func() bool {
+		return strings.Contains(survivor.Output(), "draw made")
+	})
 }
 
 // The Redis master of a draw sale fails over in the middle of the draw and
@@ -108,8 +116,8 @@ func TestChaosDrawMasterFailsOverMidDraw(t *testing.T) {
 	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms"}, nil)
 
 	const stock, entrants = 3000, 5000
-	voucher := s.drawSale(t, stock, 8*time.Second, time.Now().Truncate(time.Second))
 	tokens := s.sessions(t, 1, entrants)
+	voucher := s.drawSale(t, stock, 8*time.Second, time.Now().Truncate(time.Second))
 	entries := s.enterAll(t, voucher, tokens, 1)
 	if n, err := master.Client.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
 		t.Fatalf("the replica did not acknowledge the entries: %d, %v", n, err)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,7 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/draw"
-	salevocab "github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/orderdb"
 )
 
 // drawSale is a flash sale with a draw over its first window, opening at
@@ -36,8 +37,8 @@ type arrival struct {
 	answer result
 }
 
-// crowdAt is the crowd: scripts buyers arriving in the opening's
-// first 10 ms, people spread over spread after them.
+// crowdAt is a crowd at an opening: scripts buyers arriving in its first
+// 10 ms, people spread over spread after them.
 func crowdAt(scripts, people int, spread time.Duration) []*arrival {
 	var as []*arrival
 	for i := range scripts {
@@ -71,13 +72,14 @@ func hypergeometricBound(winners, entrants, scripts int) int {
 	return int(math.Ceil(float64(winners)*p + 4*sd))
 }
 
-// The crowd on two sales of 100 units: 200 scripts in the first
-// 10 ms and 1,800 people over 5 s. First-come, the scripts take nearly
-// every unit; with a draw, their share of the winners is their share of
-// the entrants (10 %) within a fair draw's bound. The draw's order,
-// recomputed from the seed MySQL keeps, is the orders MySQL holds, and
-// every entrant reads its outcome.
+// The same crowd on two sales of 100 units opening together: 200 scripts
+// in the first 10 ms and 1,800 people over the next 4.5 s. First-come, the
+// scripts take nearly every unit; with a draw, their share of the winners
+// is their share of the entrants (10 %) within a fair draw's bound. The
+// draw's order, recomputed from what MySQL keeps of it, is the orders
+// MySQL holds, and every entrant reads its outcome.
 func TestADrawGivesScriptsTheirShareNotTheStock(t *testing.T) {
+	t.Parallel()
 	s := newSale(t)
 	const stock, scripts, people = 100, 200, 1800
 	tokens := s.sessions(t, 1, scripts+people)
@@ -85,12 +87,21 @@ func TestADrawGivesScriptsTheirShareNotTheStock(t *testing.T) {
 
 	open := time.Now().Truncate(time.Second).Add(3 * time.Second)
 	firstCome := s.voucher(t, stock, open, open.Add(time.Hour))
+	drawn := s.drawSale(t, stock, 5*time.Second, open)
+	// The people arrive within the draw's window with half a second to
+	// spare: an attempt after it would be no entry.
+	const spread = 4500 * time.Millisecond
+	fcCrowd, drawCrowd := crowdAt(scripts, people, spread), crowdAt(scripts, people, spread)
+	// A script enters again a second later: the same entry.
+	drawCrowd = append(drawCrowd, &arrival{user: 0, after: time.Second, script: true})
+	var both sync.WaitGroup
+	both.Go(func() { s.send(t, firstCome, tokens, open, fcCrowd) })
+	both.Go(func() { s.send(t, drawn, tokens, open, drawCrowd) })
+	both.Wait()
 
-	crowd := crowdAt(scripts, people, 5*time.Second)
-	s.send(t, firstCome, tokens, open, crowd)
 	var fcAccepted []string
 	fcScripts := 0
-	for _, a := range crowd {
+	for _, a := range fcCrowd {
 		if a.answer.Status == 200 && a.answer.Success {
 			fcAccepted = append(fcAccepted, a.answer.Data.(string))
 			if a.script {
@@ -100,23 +111,17 @@ func TestADrawGivesScriptsTheirShareNotTheStock(t *testing.T) {
 	}
 	s.audit(t, firstCome, fcAccepted, stock, 0)
 
-	// The same crowd at a draw sale's opening.
-	drawOpen := time.Now().Truncate(time.Second).Add(3 * time.Second)
-	drawn := s.drawSale(t, stock, 5*time.Second, drawOpen)
-	crowd = crowdAt(scripts, people, 5*time.Second)
-	s.send(t, drawn, tokens, drawOpen, crowd)
 	entries := map[int64]string{}
-	for _, a := range crowd {
+	for _, a := range drawCrowd {
 		data, _ := a.answer.Data.(map[string]any)
 		if a.answer.Status != 202 || !a.answer.Success || data["entered"] != true {
 			t.Fatalf("user %d at +%v in the window: %+v, want 202 entered", a.user+1, a.after, a.answer)
 		}
-		entries[a.user+1] = data["orderId"].(string)
-	}
-	// Entering again keeps the first entry.
-	again := s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(drawn, 10), tokens[0], nil, "")
-	if data, _ := again.Data.(map[string]any); again.Status != 202 || data["orderId"] != entries[1] {
-		t.Fatalf("entering again: %+v, want the first entry %s", again, entries[1])
+		id := data["orderId"].(string)
+		if was, ok := entries[a.user+1]; ok && was != id {
+			t.Fatalf("user %d entered again: entry %s, then %s", a.user+1, was, id)
+		}
+		entries[a.user+1] = id
 	}
 
 	won := s.drawnAsSeeded(t, drawn, entries, stock)
@@ -158,11 +163,11 @@ func TestADrawGivesScriptsTheirShareNotTheStock(t *testing.T) {
 }
 
 // drawnAsSeeded waits for voucher's draw to be made and its orders
-// written, and checks them against the draw recomputed from the seed
-// MySQL keeps and the entries (user -> order id): the first stock
-// entrants in the seed's order hold their entries' orders, no one else
-// holds one, no reservation is pending, and the stock is exact in MySQL
-// and Redis. It returns the winners (user -> order id).
+// written, and checks them against the draw recomputed from what MySQL
+// keeps of it, its seed and entrants, which must be the entries the
+// buyers were told of (user -> order id): the first stock entrants in
+// the seed's order hold their entries' orders, no one else holds one, no
+// reservation is pending, and the stock is exact in MySQL and Redis. It returns the winners (user -> order id).
 func (s *sale) drawnAsSeeded(t *testing.T, voucher int64, entries map[int64]string, stock int) map[int64]string {
 	t.Helper()
 	winners := min(stock, len(entries))
@@ -171,10 +176,17 @@ func (s *sale) drawnAsSeeded(t *testing.T, voucher int64, entries map[int64]stri
 	if err := s.mysql.DB.QueryRow("SELECT draw_seed FROM tb_seckill_voucher WHERE voucher_id = ?", voucher).Scan(&seed); err != nil {
 		t.Fatal(err)
 	}
-	var entrants []salevocab.Entrant
-	for user, id := range entries {
-		o, _ := strconv.ParseInt(id, 10, 64)
-		entrants = append(entrants, salevocab.Entrant{UserID: user, OrderID: o})
+	entrants, kept, err := orderdb.DrawRecords{DB: s.mysql.DB}.Entrants(context.Background(), voucher)
+	if err != nil || !kept {
+		t.Fatalf("the draw's entrants of record: %v (kept %v)", err, kept)
+	}
+	if len(entrants) != len(entries) {
+		t.Fatalf("%d entrants of record, %d buyers told they entered", len(entrants), len(entries))
+	}
+	for _, e := range entrants {
+		if entries[e.UserID] != strconv.FormatInt(e.OrderID, 10) {
+			t.Fatalf("entrant of record %d under order %d; the buyer was told %q", e.UserID, e.OrderID, entries[e.UserID])
+		}
 	}
 	ordered, err := draw.Order(seed, entrants)
 	if err != nil {

@@ -17,13 +17,15 @@ import (
 // A draw's sale is in one bucket (voucher.Validate): its keys are the
 // voucher's own.
 
-// DrawState reads where voucherID's draw stands, with Redis's clock.
+// DrawState reads where voucherID's draw stands, with a clock of Redis's:
+// on a cluster another master's (TIME has no key), close enough to say
+// when to try; BeginDraw checks the window by the sale's own master.
 func (s *Store) DrawState(ctx context.Context, voucherID int64) (sale.DrawState, error) {
 	keys := s.KeysOf(voucherID)
 	var fields *redis.SliceCmd
 	var now *redis.TimeCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HMGet(ctx, keys.Voucher, FieldBegin, FieldDraw, FieldDrawn, FieldSeed)
+		fields = p.HMGet(ctx, keys.Voucher, FieldBegin, FieldDraw, FieldDrawn)
 		now = p.Time(ctx)
 		return nil
 	})
@@ -41,7 +43,6 @@ func (s *Store) DrawState(ctx context.Context, voucherID int64) (sale.DrawState,
 	if drawn, ok := msField(v[2]); ok {
 		st.Drawn = time.UnixMilli(drawn)
 	}
-	st.Seed, _ = v[3].(string)
 	return st, nil
 }
 
@@ -91,30 +92,39 @@ func dedupe(es []sale.Entrant) []sale.Entrant {
 }
 
 // BeginDraw makes fence the draw's token and keeps its seed beside the
-// sale. sale.ErrDrawFenced: a larger token was seen. A draw already made
-// is no error: its EndDraw refuses nothing either.
-func (s *Store) BeginDraw(ctx context.Context, voucherID, fence int64, seed string) error {
+// sale, once the window has ended by the sale's own master's clock. made
+// reports a draw already made (nothing to do). *sale.DrawFencedError: a
+// larger token was seen; sale.ErrDrawNotDue: the window has not ended.
+func (s *Store) BeginDraw(ctx context.Context, voucherID, fence int64, seed string) (made bool, err error) {
 	return s.drawStep(ctx, voucherID, "begin", fence, seed)
 }
 
 // EndDraw records the draw as made, under the draw's token: the sale is
 // first-come from then on.
 func (s *Store) EndDraw(ctx context.Context, voucherID, fence int64) error {
-	return s.drawStep(ctx, voucherID, "done", fence, "")
+	_, err := s.drawStep(ctx, voucherID, "done", fence, "")
+	return err
 }
 
-func (s *Store) drawStep(ctx context.Context, voucherID int64, step string, fence int64, seed string) error {
+func (s *Store) drawStep(ctx context.Context, voucherID int64, step string, fence int64, seed string) (made bool, err error) {
 	res, err := lua.Draw.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), step, fence, seed).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("draw of voucher %d, %s: %w", voucherID, step, err)
+		return false, fmt.Errorf("draw of voucher %d, %s: %w", voucherID, step, err)
+	}
+	if len(res) != 2 {
+		return false, fmt.Errorf("draw of voucher %d, %s: unknown answer %v", voucherID, step, res)
 	}
 	switch res[0] {
-	case 1, 2:
-		return nil
+	case 1:
+		return false, nil
+	case 2:
+		return true, nil
 	case -2:
-		return sale.ErrDrawFenced.With("voucher %d: token %d, the draw's %d", voucherID, fence, res[1])
+		return false, fmt.Errorf("draw of voucher %d, %s under token %d: %w", voucherID, step, fence, &sale.DrawFencedError{Seen: res[1]})
+	case -3:
+		return false, fmt.Errorf("draw of voucher %d: %w (it ends at %v)", voucherID, sale.ErrDrawNotDue, time.UnixMilli(res[1]).UTC())
 	}
-	return fmt.Errorf("draw of voucher %d, %s: %w", voucherID, step, sale.ErrNotWarmed)
+	return false, fmt.Errorf("draw of voucher %d, %s: %w", voucherID, step, sale.ErrNotWarmed)
 }
 
 // Admit runs the gate for entrants in the order given, under the draw's

@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -71,4 +72,39 @@ func TestLeaseWorksInOnePlaceAtATime(t *testing.T) {
 	if n := overlaps.Load(); n > 0 {
 		t.Fatalf("%d pieces of work overlapped", n)
 	}
+}
+
+// A fenced work told its token is stale gives the lease up and takes it
+// again under a larger token, at once rather than when the TTL runs out.
+func TestAStaleTokenTakesTheLeaseAgain(t *testing.T) {
+	r := testsupport.MustRedis(t)
+	c := lock.New(r.Client, r.Prefix)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	lease := &lock.Lease{Locks: c, Name: "stale-test", TTL: time.Minute, Interval: 10 * time.Millisecond, Logger: quiet, What: "test lease"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fences := make(chan int64, 100)
+	done := make(chan struct{})
+	var calls atomic.Int64
+	go func() {
+		defer close(done)
+		_ = lease.RunFenced(ctx, func(ctx context.Context, fence int64) error {
+			fences <- fence
+			if calls.Add(1) == 1 {
+				return fmt.Errorf("the resource says: %w", lock.ErrStale)
+			}
+			return nil
+		})
+	}()
+	first := <-fences
+	select {
+	case second := <-fences:
+		if second <= first {
+			t.Fatalf("after a stale token %d the lease worked under %d", first, second)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease was not taken again after a stale token (its TTL is a minute)")
+	}
+	cancel()
+	<-done
 }

@@ -111,15 +111,26 @@ func (l *Lookup) findEntry(ctx context.Context, userID, voucherID int64) (Status
 		return Status{}, ErrNotFound
 	}
 	e, found, err := l.Entries.FindEntry(ctx, voucherID, userID)
-	if err != nil || !found {
-		return Status{}, errors.Join(err, ErrNotFound)
+	if err != nil {
+		return Status{}, err
 	}
-	st := Status{ID: e.OrderID, UserID: userID, VoucherID: voucherID, Status: StatusEntered, CreateTime: e.DrawAt.UTC()}
+	if !found {
+		return Status{}, ErrNotFound
+	}
 	at := e.DrawAt.UTC()
-	st.DrawAt = &at
-	if !e.Drawn.IsZero() {
-		// Drawn and holding no order: not among the first stock entrants.
-		st.Status, st.Reason, st.CreateTime = StatusFailed, ReasonSoldOut, e.Drawn.UTC()
+	if e.Drawn.IsZero() {
+		return Status{ID: e.OrderID, UserID: userID, VoucherID: voucherID, Status: StatusEntered, CreateTime: at, DrawAt: &at}, nil
 	}
-	return st, nil
+	// The draw may have served this buyer between the read of the buyers
+	// and this one: read them again, now that the draw is made.
+	orderID, bought, _, err := l.Sales.FindBuyerOrder(ctx, voucherID, userID)
+	if err != nil {
+		return Status{}, err
+	}
+	if bought {
+		return l.Find(ctx, orderID, userID)
+	}
+	// Drawn and holding no order: not among the first stock entrants.
+	return Status{ID: e.OrderID, UserID: userID, VoucherID: voucherID, Status: StatusFailed, Reason: ReasonSoldOut,
+		CreateTime: e.Drawn.UTC(), DrawAt: &at}, nil
 }

@@ -77,6 +77,10 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (orderID i
 	if err != nil {
 		return 0, ErrUndecided.Wrap(err)
 	}
+	if errors.Is(d.Err, ErrEntered) {
+		// No unit moved: AcceptedAt is when the draw is.
+		return d.OrderID, &Entry{OrderID: d.OrderID, DrawAt: d.AcceptedAt}
+	}
 	if errors.Is(d.Err, ErrSoldOut) || d.Err == nil && d.StockLeft == 0 && !d.Share {
 		s.SoldOut.Mark(voucherID)
 	}
@@ -86,9 +90,6 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (orderID i
 	if errors.Is(d.Err, ErrAlreadyBought) && d.OrderID != 0 {
 		// The buyer's order id, so a client that lost it can follow it.
 		return 0, ErrAlreadyBought.WithData(strconv.FormatInt(d.OrderID, 10))
-	}
-	if errors.Is(d.Err, ErrEntered) {
-		return d.OrderID, &Entry{OrderID: d.OrderID, DrawAt: d.AcceptedAt}
 	}
 	if d.Err != nil {
 		return 0, d.Err

@@ -29,13 +29,13 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 	var window int64
 	err = tx.QueryRowContext(ctx, "SELECT stock, begin_time, end_time, stock_buckets, admission_window FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).
 		Scan(&t.Stock, &t.Begin, &t.End, &t.Buckets, &window)
-	t.Draw = time.Duration(window) * time.Second
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, false, nil
 	}
 	if err != nil {
 		return t, false, fmt.Errorf("read voucher %d: %w", voucherID, err)
 	}
+	t.Draw = time.Duration(window) * time.Second
 	afterFirstTruthRead()
 	if err := tx.QueryRowContext(ctx, `SELECT GREATEST(COALESCE((SELECT MAX(id) FROM tb_voucher_order), 0),
 		COALESCE((SELECT MAX(order_id) FROM tb_voucher_order_failure), 0))`).Scan(&t.MaxOrderID); err != nil {

@@ -1,6 +1,7 @@
 package sale
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/seckill/seckill/internal/apperr"
@@ -33,8 +34,7 @@ type DrawState struct {
 	Draw  bool      // the sale has a draw
 	At    time.Time // when the draw is due: the window's end
 	Drawn time.Time // when it was made; zero until then
-	Seed  string    // the seed, hex, once the drawer has begun
-	Now   time.Time // the sale's clock as it was read
+	Now   time.Time // a clock of the sale's Redis, as it was read
 }
 
 // Due reports whether the draw is to be made now.
@@ -43,3 +43,20 @@ func (d DrawState) Due() bool { return d.Draw && d.Drawn.IsZero() && !d.Now.Befo
 // ErrDrawFenced: a drawer with a newer fencing token has begun the draw
 // since this one's lease was taken; this one must stop.
 var ErrDrawFenced = apperr.New(apperr.Conflict, "draw: a newer drawer has taken this draw over")
+
+// ErrDrawNotDue: the draw's window has not ended by the clock of the
+// Redis server that takes its entries (another server's clock said it
+// had).
+var ErrDrawNotDue = apperr.New(apperr.Conflict, "draw: its window has not ended yet")
+
+// DrawFencedError is ErrDrawFenced with the token the draw has seen: the
+// drawer's lock counter is raised above it before the lease is taken
+// again (a counter that lost writes would hand out stale tokens).
+type DrawFencedError struct{ Seen int64 }
+
+func (e *DrawFencedError) Error() string {
+	return fmt.Sprintf("%v: the draw has seen token %d", ErrDrawFenced, e.Seen)
+}
+
+// Is makes a DrawFencedError an ErrDrawFenced.
+func (e *DrawFencedError) Is(target error) bool { return target == ErrDrawFenced }

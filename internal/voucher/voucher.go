@@ -537,12 +537,18 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 		return 0, err
 	}
 	var begin, end time.Time
-	var current int64
-	if err := vs.DB.QueryRowContext(ctx, "SELECT begin_time, end_time, stock FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&begin, &end, &current); err != nil {
+	var current, drawWindow int64
+	if err := vs.DB.QueryRowContext(ctx, "SELECT begin_time, end_time, stock, admission_window FROM tb_seckill_voucher WHERE voucher_id = ?", id).
+		Scan(&begin, &end, &current, &drawWindow); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, ErrNotFound
 		}
 		return 0, fmt.Errorf("read voucher %d: %w", id, err)
+	}
+	if drawWindow > 0 && c.BeginTime != nil && !c.BeginTime.Equal(begin) {
+		// Moved, the window would take other entrants than those told
+		// when the draw is, and a draw made would not be made again.
+		return 0, ErrConflict.With("a sale with a draw keeps its beginTime: its draw is at beginTime + windowSeconds")
 	}
 	old := window{begin, end}
 	var next window
@@ -560,6 +566,9 @@ func (vs *Vouchers) ChangeSale(ctx context.Context, id int64, c Change) (stock i
 			return 0, ErrWindow.With("endTime must be after beginTime")
 		}
 		return 0, ErrConflict.With("the window would end before it begins: endTime must be after beginTime, with the bound the sale keeps")
+	}
+	if drawAt := begin.Add(time.Duration(drawWindow) * time.Second); drawWindow > 0 && !drawAt.Before(end) {
+		return 0, ErrConflict.With("a sale with a draw ends after its draw, at %s", drawAt.UTC().Format(time.RFC3339))
 	}
 	if current+c.AddStock > MaxStock {
 		return 0, ErrConflict.With("addStock: the stock would be %d, above 100000000", current+c.AddStock)
