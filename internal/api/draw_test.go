@@ -64,7 +64,7 @@ func TestADrawSaleTakesEntries(t *testing.T) {
 	admin := map[string]string{"X-Admin-Token": testAdminToken}
 	for body, says := range map[string]string{
 		fmt.Sprintf(`{"beginTime":%q}`, now.Add(time.Minute).UTC().Format(time.RFC3339)): "keeps its beginTime",
-		fmt.Sprintf(`{"endTime":%q}`, now.Add(5*time.Minute).UTC().Format(time.RFC3339)):  "ends after its draw",
+		fmt.Sprintf(`{"endTime":%q}`, now.Add(5*time.Minute).UTC().Format(time.RFC3339)): "ends after its draw",
 	} {
 		if res := call(t, "PUT", a.URL+"/voucher/seckill/"+id, admin, body); res.Status != 409 || !strings.Contains(res.Body.ErrorMsg, says) {
 			t.Errorf("a draw sale changed with %s: %d %s, want 409 saying %q", body, res.Status, res.Raw, says)

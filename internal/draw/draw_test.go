@@ -438,7 +438,7 @@ func TestTheDrawServesOnlyItsEntrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	decisions, err := g.store.Admit(ctx, voucher, fence, []sale.Entrant{
-		{UserID: 99, OrderID: 99},           // never entered
+		{UserID: 99, OrderID: 99},            // never entered
 		{UserID: 1, OrderID: entries[1] + 1}, // not its entry's order
 		{UserID: 2, OrderID: entries[2]},
 		{UserID: 2, OrderID: entries[2]}, // twice in one call
