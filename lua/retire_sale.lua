@@ -10,12 +10,14 @@
 -- ARGV[1]  how long the retired keys are kept, ms
 --
 -- Returns 1 retired now (or before: the keys already expire); 0 still on
--- sale, not started, or with orders pending; -1 no such sale.
-local e = redis.call('HGET', VOUCHER, 'end')
-if not e then
+-- sale, not started, with orders pending, or with a draw not made yet (its
+-- drawers away past the end: its entrants are still to be served); -1 no
+-- such sale.
+local v = redis.call('HMGET', VOUCHER, 'end', 'draw', 'drawn')
+if not v[1] then
   return -1
 end
-if now_ms() < tonumber(e) or redis.call('HLEN', PENDING) > 0 then
+if now_ms() < tonumber(v[1]) or redis.call('HLEN', PENDING) > 0 or v[2] and not v[3] then
   return 0
 end
 for i = 1, #KEYS do

@@ -54,7 +54,9 @@
 -- otherwise. With N > 1, "sold out" is this bucket's: the caller looks at
 -- the others. 8 entered in the sale's draw (ms is when the draw is made,
 -- order id the entry's: the order it becomes if drawn; nothing taken); 9
--- the draw is being made, and the buyer did not enter it (nothing taken).
+-- the draw is being made, and the buyer did not enter it (nothing taken);
+-- to a drawer, its token is not the draw's. 10 (to the drawer only) no
+-- entry of this buyer under this order id here: nothing taken.
 --
 -- A sale with a draw (VOUCHER's draw field, the admission window in ms)
 -- takes no order in its window's first draw ms: an attempt there is an
@@ -150,7 +152,7 @@ for i = 1, tries do
       answer(9, stock, now, 0)
     end
   elseif admitting and (seen[user] or entered[i]) ~= id then
-    answer(9, stock, now, 0)
+    answer(10, stock, now, 0)
   elseif stock <= 0 then
     answer(5, 0, now, 0)
   else

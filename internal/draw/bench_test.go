@@ -15,8 +15,8 @@ import (
 // sale recorded as drawn: reading the entries, ordering them, and serving
 // the winners through the gate and onto the topic. The entries are made
 // through the gate beforehand, out of the timing, and the window is then
-// closed by moving the sale's opening back (an admin's change); each
-// iteration is a sale of its own.
+// closed by moving the sale's opening back in the store (the admin's
+// route refuses it for a draw sale); each iteration is a sale of its own.
 func BenchmarkDraw100k(b *testing.B) {
 	const entrants = 100_000
 	for _, stock := range []int64{100, 10_000} {

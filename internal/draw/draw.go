@@ -36,6 +36,9 @@ type Sales interface {
 	Active(ctx context.Context) ([]int64, error)
 	DrawState(ctx context.Context, voucherID int64) (sale.DrawState, error)
 	Entrants(ctx context.Context, voucherID int64) ([]sale.Entrant, error)
+	// RestoreEntrants puts back the entries of es that the sale's state
+	// lost (a failover), so that the gate lets their drawer serve them.
+	RestoreEntrants(ctx context.Context, voucherID int64, es []sale.Entrant) error
 	// BeginDraw makes fence the draw's token, keeping the seed beside it,
 	// once the window has ended; made reports a draw already made.
 	// *sale.DrawFencedError when a larger token was seen.
@@ -104,7 +107,8 @@ func (d *Drawer) Scan(ctx context.Context, fence int64) error {
 		err = d.Draw(ctx, id, fence)
 		switch {
 		case errors.Is(err, sale.ErrDrawFenced):
-			return fmt.Errorf("%w: %w", lock.ErrStale, err)
+			// Stale for every sale: the lease is taken again first.
+			return errors.Join(append(errs, fmt.Errorf("%w: %w", lock.ErrStale, err))...)
 		case errors.Is(err, sale.ErrDrawNotDue):
 			// Another master's clock said it was: the next scan.
 		case err != nil:
@@ -125,17 +129,17 @@ func (d *Drawer) Draw(ctx context.Context, voucherID, fence int64) error {
 		return fmt.Errorf("draw of voucher %d: its seed: %w", voucherID, err)
 	}
 	made, err := d.Sales.BeginDraw(ctx, voucherID, fence, seed)
-	if fenced, ok := errors.AsType[*sale.DrawFencedError](err); ok {
+	if fenced, ok := errors.AsType[*sale.DrawFencedError](err); ok && ctx.Err() == nil {
 		// The lease's counter may have lost writes (its master failed
-		// over): raised above the draw's token, the next lease can draw.
-		if rerr := d.Locks.RaiseFence(ctx, leaseName, fenced.Seen+1); rerr != nil {
+		// over): raised to the draw's token, the next lease's is above it.
+		if rerr := d.Locks.RaiseFence(ctx, leaseName, fenced.Seen); rerr != nil {
 			d.Logger.Warn("draw: cannot raise the lease's fencing counter", "voucher", voucherID, "err", rerr)
 		}
 	}
 	if err != nil || made {
 		return err
 	}
-	entrants, err := d.entrants(ctx, voucherID)
+	entrants, err := d.entrantsOfRecord(ctx, voucherID)
 	if err != nil {
 		return err
 	}
@@ -187,6 +191,16 @@ func (d *Drawer) entrants(ctx context.Context, voucherID int64) ([]sale.Entrant,
 	return es, err
 }
 
+// entrantsOfRecord are the entrants the draw is made among, with every
+// one of them in the sale's state, where the gate checks them.
+func (d *Drawer) entrantsOfRecord(ctx context.Context, voucherID int64) ([]sale.Entrant, error) {
+	es, err := d.entrants(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	return es, d.Sales.RestoreEntrants(ctx, voucherID, es)
+}
+
 // serve runs part of the draw's order through the gate and publishes the
 // orders it took: how many entrants hold an order now, and whether the
 // stock ran out. The orders taken are published even when a later answer
@@ -200,14 +214,14 @@ func (d *Drawer) serve(ctx context.Context, voucherID, fence int64, part []sale.
 			events = append(events, order.Event{OrderID: part[i].OrderID, UserID: part[i].UserID, VoucherID: voucherID,
 				AcceptedAt: dec.AcceptedAt.UnixMilli()})
 		case errors.Is(dec.Err, order.ErrAlreadyBought):
-			// An entrant who holds another order (entered again under a
-			// new id after Redis lost its entry): served already.
+			// An entrant who holds another order: after Redis lost the
+			// record of a draw made, one who lost it and then bought
+			// first-come. The unit is taken; nothing to serve.
 			served++
 		case errors.Is(dec.Err, order.ErrSoldOut):
 			soldOut = true
 		case errors.Is(dec.Err, order.ErrDrawing):
-			err = cmp.Or(err, fmt.Errorf("draw of voucher %d: the gate refused entrant %d under token %d: %w", voucherID,
-				part[i].UserID, fence, &sale.DrawFencedError{}))
+			err = cmp.Or(err, fmt.Errorf("draw of voucher %d: the gate refused token %d: %w", voucherID, fence, sale.ErrDrawFenced))
 		default:
 			// Paused (the sale is rebuilt after its master lost writes):
 			// the draw is made again once it sells.

@@ -446,7 +446,7 @@ func TestTheDrawServesOnlyItsEntrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []error{order.ErrDrawing, order.ErrDrawing, nil, nil}
+	want := []error{sale.ErrNotAnEntrant, sale.ErrNotAnEntrant, nil, nil}
 	for i, d := range decisions {
 		if !errors.Is(d.Err, want[i]) || want[i] == nil && d.Err != nil {
 			t.Fatalf("answer %d: %v, want %v", i, d.Err, want[i])
@@ -517,4 +517,65 @@ func TestScanMakesTheDrawsDue(t *testing.T) {
 	if st, _ := g.store.DrawState(ctx, open); !st.Drawn.IsZero() {
 		t.Fatal("a draw still taking entries was made")
 	}
+}
+
+// A sale that ended before its draw was made (its drawers away past its
+// end) is not retired: the draw is still made, and then it is.
+func TestASaleIsNotRetiredBeforeItsDraw(t *testing.T) {
+	t.Parallel()
+	g := newRig(t)
+	ctx := context.Background()
+	voucher := 1 + rand.Int64N(1<<40)
+	g.m.MustSeedVoucher(t, voucher, 5)
+	now, err := g.store.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.store.WarmDraw(ctx, voucher, 5, now.Add(-time.Second), now.Add(time.Second), 500*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Wait(t, 10*time.Second, "the sale's end", func() bool {
+		n, err := g.store.Now(ctx)
+		return err == nil && n.After(now.Add(time.Second))
+	})
+	if retired, err := g.store.Retire(ctx, voucher, time.Hour); err != nil || retired {
+		t.Fatalf("an ended sale whose draw is not made: retired %v (%v)", retired, err)
+	}
+	if err := g.drawer(0).Draw(ctx, voucher, g.fence(t)); err != nil {
+		t.Fatal(err)
+	}
+	if retired, err := g.store.Retire(ctx, voucher, time.Hour); err != nil || !retired {
+		t.Fatalf("an ended sale once drawn: retired %v (%v)", retired, err)
+	}
+}
+
+// Redis loses entries after the draw began (a failover, a sale rebuilt
+// from MySQL): the next drawer puts the entrants of record back and makes
+// the same draw, rather than being refused for each lost entrant.
+func TestADrawIsMadeAmongItsEntrantsOfRecordAfterRedisLostSome(t *testing.T) {
+	t.Parallel()
+	g := newRig(t)
+	ctx := context.Background()
+	const stock = 30
+	voucher := g.sale(t, stock)
+	entries := g.enter(t, voucher, 1, 100)
+	g.waitDue(t, voucher)
+	first := g.drawer(16)
+	cctx, stop := context.WithCancel(ctx)
+	first.Admitted = func(int64, int) { stop() }
+	if err := first.Draw(cctx, voucher, g.fence(t)); err == nil {
+		t.Fatal("the stopped drawer finished its draw")
+	}
+	keys := gate.KeysFor(g.r.Prefix, voucher)
+	var lost []string
+	for u := int64(1); u <= 100; u += 3 {
+		lost = append(lost, strconv.FormatInt(u, 10))
+	}
+	if err := g.r.Client.HDel(ctx, keys.Entrants, lost...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.drawer(16).Draw(ctx, voucher, g.fence(t)); err != nil {
+		t.Fatal(err)
+	}
+	g.expectDrawn(t, voucher, entries, stock)
 }

@@ -332,7 +332,7 @@ func TestBrowserEntersADrawAndReadsItsOutcome(t *testing.T) {
 	ctx := newBrowser(t)
 	phone := fmt.Sprintf("139%08d", time.Now().UnixNano()%1e8)
 	s.logInOnPage(t, ctx, s.api+"/buy?voucher=1", phone)
-	voucher := s.drawSale(t, 1, 5*time.Second, time.Now().Truncate(time.Second))
+	voucher := s.drawSale(t, 1, 8*time.Second, time.Now().Truncate(time.Second))
 	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/buy?voucher=%d", s.api, voucher)), chromedp.Click(chromedp.ID("buy"))); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"net"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,6 +39,8 @@ func (s *sale) enterAll(t *testing.T, voucher int64, tokens []string, first int6
 	return entries
 }
 
+var leaseTaken = regexp.MustCompile(`msg="draw lease taken[^"]*".*? fence=(\d+)`)
+
 // The order-writer that makes a draw is killed half way through it (its
 // drawer's lease held, some winners served, the draw not recorded): the
 // other order-writer takes the lease over and makes the same draw, so
@@ -67,10 +71,15 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 			t.Fatal("the draw was made before the test could kill its drawer: make it longer")
 		}
 		if buyers > 0 {
-			holder := -1
+			// The holder is the writer that took the lease last: the one
+			// whose "taken" line has the larger fencing token (a drawer
+			// gives the lease up and takes it again under a new token).
+			holder, top := -1, int64(0)
 			for i, w := range writers {
-				if strings.Contains(w.Output(), "draw lease taken") {
-					holder = i
+				for _, m := range leaseTaken.FindAllStringSubmatch(w.Output(), -1) {
+					if f, _ := strconv.ParseInt(m[1], 10, 64); f > top {
+						holder, top = i, f
+					}
 				}
 			}
 			if holder < 0 {

@@ -176,3 +176,31 @@ func (s *Store) FindEntry(ctx context.Context, voucherID, userID int64) (order.D
 	}
 	return order.DrawEntry{OrderID: id, DrawAt: st.At, Drawn: st.Drawn}, true, nil
 }
+
+// RestoreEntrants puts back the entries of es missing from voucherID's
+// entrants: the state a failover lost, or a sale rebuilt from MySQL.
+// After its window no entry is made, so a hash as long as es holds them
+// all and is left as it is.
+func (s *Store) RestoreEntrants(ctx context.Context, voucherID int64, es []sale.Entrant) error {
+	key := s.KeysOf(voucherID).Entrants
+	n, err := s.rdb.HLen(ctx, key).Result()
+	if err != nil {
+		return fmt.Errorf("entrants of voucher %d: %w", voucherID, err)
+	}
+	if n >= int64(len(es)) {
+		return nil
+	}
+	const chunk = 1000
+	for start := 0; start < len(es); start += chunk {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, e := range es[start:min(len(es), start+chunk)] {
+				p.HSetNX(ctx, key, strconv.FormatInt(e.UserID, 10), e.OrderID)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("restore the entrants of voucher %d: %w", voucherID, err)
+		}
+	}
+	return nil
+}

@@ -33,7 +33,7 @@ var (
 // outcomes are the script's answers by the number it returns.
 // Outcome 7 (outcomeLayout) is the caller's to act on, never a decision.
 var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.ErrEnded, order.ErrAlreadyBought, order.ErrSoldOut,
-	order.ErrPaused, nil, order.ErrEntered, order.ErrDrawing}
+	order.ErrPaused, nil, order.ErrEntered, order.ErrDrawing, sale.ErrNotAnEntrant}
 
 // Try runs the gate: one unit of voucherID for userID under orderID. The
 // same attempt again (same order id) gets the same decision: a retry after

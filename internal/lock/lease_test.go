@@ -96,7 +96,12 @@ func TestAStaleTokenTakesTheLeaseAgain(t *testing.T) {
 			return nil
 		})
 	}()
-	first := <-fences
+	var first int64
+	select {
+	case first = <-fences:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease never worked")
+	}
 	select {
 	case second := <-fences:
 		if second <= first {

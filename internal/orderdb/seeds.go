@@ -36,17 +36,24 @@ func (r DrawRecords) Seed(ctx context.Context, voucherID int64, fresh string) (s
 }
 
 // Entrants are voucherID's draw entrants of record; kept is false until
-// KeepEntrants has kept them.
+// KeepEntrants has kept them. The count and the rows are read in one
+// snapshot, so a keeping that commits between the two reads is whole in
+// both or in neither.
 func (r DrawRecords) Entrants(ctx context.Context, voucherID int64) (es []sale.Entrant, kept bool, err error) {
+	tx, err := r.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, false, wrapEntrants(voucherID, err)
+	}
+	defer tx.Rollback()
 	var count sql.NullInt64
-	err = r.DB.QueryRowContext(ctx, "SELECT draw_entrants FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).Scan(&count)
+	err = tx.QueryRowContext(ctx, "SELECT draw_entrants FROM tb_seckill_voucher WHERE voucher_id = ?", voucherID).Scan(&count)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, fmt.Errorf("the draw entrants of voucher %d: no tb_seckill_voucher row", voucherID)
 	}
 	if err != nil || !count.Valid {
 		return nil, false, wrapEntrants(voucherID, err)
 	}
-	rows, err := r.DB.QueryContext(ctx, "SELECT user_id, order_id FROM tb_draw_entrant WHERE voucher_id = ?", voucherID)
+	rows, err := tx.QueryContext(ctx, "SELECT user_id, order_id FROM tb_draw_entrant WHERE voucher_id = ?", voucherID)
 	if err != nil {
 		return nil, false, wrapEntrants(voucherID, err)
 	}

@@ -44,6 +44,10 @@ func (d DrawState) Due() bool { return d.Draw && d.Drawn.IsZero() && !d.Now.Befo
 // since this one's lease was taken; this one must stop.
 var ErrDrawFenced = apperr.New(apperr.Conflict, "draw: a newer drawer has taken this draw over")
 
+// ErrNotAnEntrant is the gate's answer to a drawer serving a buyer whose
+// entry it does not hold under that order id.
+var ErrNotAnEntrant = apperr.New(apperr.Conflict, "draw: not an entrant of this draw under this order id")
+
 // ErrDrawNotDue: the draw's window has not ended by the clock of the
 // Redis server that takes its entries (another server's clock said it
 // had).
