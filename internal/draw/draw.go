@@ -34,7 +34,9 @@ import (
 type Sales interface {
 	// Active are the vouchers whose sales are in Redis.
 	Active(ctx context.Context) ([]int64, error)
-	DrawState(ctx context.Context, voucherID int64) (sale.DrawState, error)
+	// DrawStates are where each voucher's draw stands, in one read; a
+	// voucher that cannot be read reads as no draw, named in the error.
+	DrawStates(ctx context.Context, voucherIDs []int64) ([]sale.DrawState, error)
 	Entrants(ctx context.Context, voucherID int64) ([]sale.Entrant, error)
 	// RestoreEntrants puts back the entries of es that the sale's state
 	// lost (a failover), so that the gate lets their drawer serve them.
@@ -94,17 +96,19 @@ func (d *Drawer) Scan(ctx context.Context, fence int64) error {
 	if err != nil {
 		return fmt.Errorf("draw: %w", err)
 	}
-	var errs []error
-	for _, id := range ids {
-		st, err := d.Sales.DrawState(ctx, id)
-		if err != nil {
-			errs = append(errs, err)
+	if len(ids) == 0 {
+		return nil
+	}
+	states, err := d.Sales.DrawStates(ctx, ids)
+	if states == nil {
+		return fmt.Errorf("draw: %w", err)
+	}
+	errs := []error{err}
+	for i, id := range ids {
+		if !states[i].Due() {
 			continue
 		}
-		if !st.Due() {
-			continue
-		}
-		err = d.Draw(ctx, id, fence)
+		err := d.Draw(ctx, id, fence)
 		switch {
 		case errors.Is(err, sale.ErrDrawFenced):
 			// Stale for every sale: the lease is taken again first.

@@ -159,7 +159,7 @@ func (g *rig) drawer(chunk int) *draw.Drawer {
 
 // enter makes n buyers enter, users from first on, each under an order id
 // of its own: the entries by user.
-func (g *rig) enter(t *testing.T, voucher, first int64, n int) map[int64]int64 {
+func (g *rig) enter(t testing.TB, voucher, first int64, n int) map[int64]int64 {
 	t.Helper()
 	entries := map[int64]int64{}
 	for i := range int64(n) {
@@ -174,6 +174,29 @@ func (g *rig) enter(t *testing.T, voucher, first int64, n int) map[int64]int64 {
 		entries[user] = id
 	}
 	return entries
+}
+
+// dueDraw is a draw sale of stock that n buyers entered (users from 1),
+// its window ended: the sale, and the entries by user.
+func (g *rig) dueDraw(t testing.TB, stock int64, n int) (int64, map[int64]int64) {
+	t.Helper()
+	voucher := g.sale(t, stock)
+	entries := g.enter(t, voucher, 1, n)
+	g.waitDue(t, voucher)
+	return voucher, entries
+}
+
+// stoppedAt is a context that ends once d has decided n entrants: d stops
+// there, as a crash would.
+func stoppedAt(t testing.TB, d *draw.Drawer, n int) context.Context {
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	d.Admitted = func(_ int64, decided int) {
+		if decided >= n {
+			stop()
+		}
+	}
+	return ctx
 }
 
 func (g *rig) waitDue(t testing.TB, voucher int64) {
@@ -344,9 +367,7 @@ func TestADrawWithUnitsLeftSellsThemFirstCome(t *testing.T) {
 	t.Parallel()
 	g := newRig(t)
 	ctx := context.Background()
-	voucher := g.sale(t, 10)
-	entries := g.enter(t, voucher, 1, 4)
-	g.waitDue(t, voucher)
+	voucher, entries := g.dueDraw(t, 10, 4)
 	if err := g.drawer(0).Draw(ctx, voucher, g.fence(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -366,27 +387,14 @@ func TestADrawerStoppedHalfWayIsFollowedByTheSameDraw(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const stock = 300
-	voucher := g.sale(t, stock)
-	entries := g.enter(t, voucher, 1, 1000)
-	g.waitDue(t, voucher)
+	voucher, entries := g.dueDraw(t, stock, 1000)
 	keys := gate.KeysFor(g.r.Prefix, voucher)
 	served := func() int64 { return g.r.Client.HLen(ctx, keys.Buyers).Val() }
 
-	stopAfter := func(d *draw.Drawer, n int) (context.Context, func()) {
-		cctx, stop := context.WithCancel(ctx)
-		d.Admitted = func(_ int64, decided int) {
-			if decided >= n {
-				stop()
-			}
-		}
-		return cctx, stop
-	}
 	first, oldFence := g.drawer(64), g.fence(t)
-	cctx, stop := stopAfter(first, 128)
-	if err := first.Draw(cctx, voucher, oldFence); err == nil {
+	if err := first.Draw(stoppedAt(t, first, 128), voucher, oldFence); err == nil {
 		t.Fatal("the stopped drawer finished its draw")
 	}
-	stop()
 	if st, _ := g.store.DrawState(ctx, voucher); !st.Drawn.IsZero() {
 		t.Fatal("the draw was recorded as made half way")
 	}
@@ -395,11 +403,9 @@ func TestADrawerStoppedHalfWayIsFollowedByTheSameDraw(t *testing.T) {
 	}
 
 	second := g.drawer(64)
-	cctx, stop = stopAfter(second, 192)
-	if err := second.Draw(cctx, voucher, g.fence(t)); err == nil {
+	if err := second.Draw(stoppedAt(t, second, 192), voucher, g.fence(t)); err == nil {
 		t.Fatal("the second drawer, stopped, finished its draw")
 	}
-	stop()
 	before := served()
 	if err := g.drawer(64).Draw(ctx, voucher, oldFence); !errors.Is(err, sale.ErrDrawFenced) {
 		t.Fatalf("the first drawer come back: %v, want refused as fenced", err)
@@ -430,9 +436,7 @@ func TestTheDrawServesOnlyItsEntrants(t *testing.T) {
 	t.Parallel()
 	g := newRig(t)
 	ctx := context.Background()
-	voucher := g.sale(t, 10)
-	entries := g.enter(t, voucher, 1, 3)
-	g.waitDue(t, voucher)
+	voucher, entries := g.dueDraw(t, 10, 3)
 	fence := g.fence(t)
 	if _, err := g.store.BeginDraw(ctx, voucher, fence, strings64('1')); err != nil {
 		t.Fatal(err)
@@ -557,13 +561,9 @@ func TestADrawIsMadeAmongItsEntrantsOfRecordAfterRedisLostSome(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const stock = 30
-	voucher := g.sale(t, stock)
-	entries := g.enter(t, voucher, 1, 100)
-	g.waitDue(t, voucher)
+	voucher, entries := g.dueDraw(t, stock, 100)
 	first := g.drawer(16)
-	cctx, stop := context.WithCancel(ctx)
-	first.Admitted = func(int64, int) { stop() }
-	if err := first.Draw(cctx, voucher, g.fence(t)); err == nil {
+	if err := first.Draw(stoppedAt(t, first, 1), voucher, g.fence(t)); err == nil {
 		t.Fatal("the stopped drawer finished its draw")
 	}
 	keys := gate.KeysFor(g.r.Prefix, voucher)

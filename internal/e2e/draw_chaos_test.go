@@ -4,15 +4,12 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/testsupport"
@@ -114,24 +111,16 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 // MySQL keeps: the same winners, each served once, the stock exact.
 func TestChaosDrawMasterFailsOverMidDraw(t *testing.T) {
 	ctx := context.Background()
-	master, masterProc := testsupport.MustPrivateRedis(t, "--appendonly", "yes")
-	link := testsupport.MustProxy(t, master.Addr)
-	host, port, _ := net.SplitHostPort(link.Addr)
-	replica, _ := testsupport.MustPrivateRedis(t, "--replicaof", host, port)
-	front := testsupport.MustProxy(t, master.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: front.Addr, MaxRetries: 5})
-	t.Cleanup(func() { rdb.Close() })
-	st := stack{&testsupport.Redis{Client: rdb, Addr: front.Addr}, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
-	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms"}, nil)
+	l := newLossyRedis(t)
+	master, replica := l.master, l.replica
+	s := newSaleOn(t, l.stack(t), map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms"}, nil)
 
 	const stock, entrants = 3000, 5000
 	tokens := s.sessions(t, 1, entrants)
 	voucher := s.drawSale(t, stock, 8*time.Second, time.Now().Truncate(time.Second))
 	entries := s.enterAll(t, voucher, tokens, 1)
-	if n, err := master.Client.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
-		t.Fatalf("the replica did not acknowledge the entries: %d, %v", n, err)
-	}
-	link.Cut()
+	l.replicated(t)
+	l.link.Cut()
 
 	keys := gate.KeysFor("", voucher)
 	deadline := time.Now().Add(30 * time.Second)
@@ -150,18 +139,13 @@ func TestChaosDrawMasterFailsOverMidDraw(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if err := masterProc.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := replica.Client.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
+	l.failOver(t)
 	lost, _ := replica.Client.HLen(ctx, keys.Buyers).Result()
 	held, _ := replica.Client.HLen(ctx, keys.Entrants).Result()
 	if lost != 0 || held != entrants {
 		t.Fatalf("the promoted replica holds %d winners and %d entries; want none of the draw and every entry", lost, held)
 	}
-	front.Switch(replica.Addr)
+	l.front.Switch(replica.Addr)
 
 	s.drawnAsSeeded(t, voucher, entries, stock)
 	var seed string
@@ -169,7 +153,7 @@ func TestChaosDrawMasterFailsOverMidDraw(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.Wait(t, 30*time.Second, "the draw recorded again on the promoted replica, under MySQL's seed", func() bool {
-		v, err := rdb.HMGet(ctx, keys.Voucher, gate.FieldDrawn, gate.FieldSeed).Result()
+		v, err := l.rdb.HMGet(ctx, keys.Voucher, gate.FieldDrawn, gate.FieldSeed).Result()
 		return err == nil && v[0] != nil && v[1] == seed
 	})
 }

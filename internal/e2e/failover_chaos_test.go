@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,45 +30,29 @@ import (
 // from MySQL, and the sale goes on.
 func TestChaosRedisFailoverLosesWrites(t *testing.T) {
 	ctx := context.Background()
-	master, masterProc := testsupport.MustPrivateRedis(t, "--appendonly", "yes")
-	link := testsupport.MustProxy(t, master.Addr)
-	host, port, _ := net.SplitHostPort(link.Addr)
-	replica, _ := testsupport.MustPrivateRedis(t, "--replicaof", host, port)
-	front := testsupport.MustProxy(t, master.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: front.Addr, MaxRetries: 5})
-	t.Cleanup(func() { rdb.Close() })
-	st := stack{&testsupport.Redis{Client: rdb, Addr: front.Addr}, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+	l := newLossyRedis(t)
+	replica, front, rdb := l.replica, l.front, l.rdb
+	st := l.stack(t)
 	// Hardly a sold-out cache: the attempts after the failover ask the gate.
 	s := newSaleOn(t, st, map[string]string{"SECKILL_REDIS_EPOCH_INTERVAL": "200ms", "SECKILL_SOLDOUT_TTL": "1ms"}, nil)
 
 	const stock, users = 1000, 2000
 	voucher := s.voucher(t, stock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	tokens := s.sessions(t, 1, users)
-	replicated := func() {
-		t.Helper()
-		if n, err := master.Client.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
-			t.Fatalf("the replica did not acknowledge the master's writes: %d, %v", n, err)
-		}
-	}
-	replicated()
+	l.replicated(t)
 
 	first, _, msgs := s.buy(t, voucher, tokens[:600])
 	if len(first) != 600 {
 		t.Fatalf("before the partition: %d accepted, %v", len(first), msgs)
 	}
-	replicated()
-	link.Cut()
+	l.replicated(t)
+	l.link.Cut()
 	second, reserved, msgs := s.buy(t, voucher, tokens[600:1000])
 	if len(second) != 400 {
 		t.Fatalf("with the replica cut off: %d accepted, %d reserved, %v; want 400 (the master sells on)", len(second), len(reserved), msgs)
 	}
 
-	if err := masterProc.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := replica.Client.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
+	l.failOver(t)
 	lostStock, _ := replica.Client.HGet(ctx, gate.KeysFor("", voucher).Voucher, "stock").Int()
 	front.Switch(replica.Addr)
 	t.Logf("the promoted replica holds stock %d of a sale the master had sold out", lostStock)
@@ -188,4 +173,52 @@ func buyRetrying(t *testing.T, s *sale, voucher int64, tokens []string, within t
 	}
 	wg.Wait()
 	return res
+}
+
+// lossyRedis is a Redis master with one replica behind a link the test can
+// cut, so that the replica falls behind, and the programs' address of the
+// master (a proxy, as a virtual IP or a cloud endpoint would be), which
+// the test moves to the replica once it is promoted.
+type lossyRedis struct {
+	master, replica *testsupport.Redis
+	masterProc      *exec.Cmd
+	link, front     *testsupport.Proxy
+	rdb             *redis.Client // through front
+}
+
+func newLossyRedis(t *testing.T) *lossyRedis {
+	l := &lossyRedis{}
+	l.master, l.masterProc = testsupport.MustPrivateRedis(t, "--appendonly", "yes")
+	l.link = testsupport.MustProxy(t, l.master.Addr)
+	host, port, _ := net.SplitHostPort(l.link.Addr)
+	l.replica, _ = testsupport.MustPrivateRedis(t, "--replicaof", host, port)
+	l.front = testsupport.MustProxy(t, l.master.Addr)
+	l.rdb = redis.NewClient(&redis.Options{Addr: l.front.Addr, MaxRetries: 5})
+	t.Cleanup(func() { l.rdb.Close() })
+	return l
+}
+
+// stack is the test's servers with this Redis in front.
+func (l *lossyRedis) stack(t *testing.T) stack {
+	return stack{&testsupport.Redis{Client: l.rdb, Addr: l.front.Addr}, testsupport.MustMySQL(t), testsupport.MustKafka(t)}
+}
+
+// replicated waits for the replica to acknowledge every write so far.
+func (l *lossyRedis) replicated(t *testing.T) {
+	t.Helper()
+	if n, err := l.master.Client.Do(context.Background(), "WAIT", 1, 10000).Int(); err != nil || n != 1 {
+		t.Fatalf("the replica did not acknowledge the master's writes: %d, %v", n, err)
+	}
+}
+
+// failOver kills the master with SIGKILL and promotes the replica; the
+// programs' address still points at the dead master until front.Switch.
+func (l *lossyRedis) failOver(t *testing.T) {
+	t.Helper()
+	if err := l.masterProc.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.replica.Client.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -17,33 +17,61 @@ import (
 // A draw's sale is in one bucket (voucher.Validate): its keys are the
 // voucher's own.
 
-// DrawState reads where voucherID's draw stands, with a clock of Redis's:
-// on a cluster another master's (TIME has no key), close enough to say
-// when to try; BeginDraw checks the window by the sale's own master.
+// DrawState reads where voucherID's draw stands: DrawStates of one.
 func (s *Store) DrawState(ctx context.Context, voucherID int64) (sale.DrawState, error) {
-	keys := s.KeysOf(voucherID)
-	var fields *redis.SliceCmd
+	st, err := s.DrawStates(ctx, []int64{voucherID})
+	if err != nil {
+		return sale.DrawState{}, err
+	}
+	return st[0], nil
+}
+
+// DrawStates reads where each voucher's draw stands, in one pipeline, with
+// a clock of Redis's: on a cluster another master's (TIME has no key),
+// close enough to say when to try; BeginDraw checks the window by the
+// sale's own master. A voucher whose state cannot be read (its master
+// away) reads as no draw, and is named in the error; the others are read
+// all the same.
+func (s *Store) DrawStates(ctx context.Context, voucherIDs []int64) ([]sale.DrawState, error) {
+	fields := make([]*redis.SliceCmd, len(voucherIDs))
 	var now *redis.TimeCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HMGet(ctx, keys.Voucher, FieldBegin, FieldDraw, FieldDrawn)
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range voucherIDs {
+			fields[i] = p.HMGet(ctx, s.KeysOf(id).Voucher, FieldBegin, FieldDraw, FieldDrawn)
+		}
 		now = p.Time(ctx)
 		return nil
 	})
-	if err != nil {
-		return sale.DrawState{}, fmt.Errorf("draw state of voucher %d: %w", voucherID, err)
+	if err := now.Err(); err != nil {
+		return nil, fmt.Errorf("draw states: redis time: %w", err)
 	}
-	v := fields.Val()
-	st := sale.DrawState{Now: now.Val()}
+	out := make([]sale.DrawState, len(voucherIDs))
+	var errs []error
+	for i, f := range fields {
+		if err := f.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("draw state of voucher %d: %w", voucherIDs[i], err))
+			continue
+		}
+		out[i] = drawStateOf(f.Val())
+		out[i].Now = now.Val()
+	}
+	return out, errors.Join(errs...)
+}
+
+// drawStateOf is a draw's state from its voucher fields begin, draw and
+// drawn, as HMGET answers them.
+func drawStateOf(v []any) sale.DrawState {
+	var st sale.DrawState
 	begin, ok1 := msField(v[0])
 	window, ok2 := msField(v[1])
 	if !ok1 || !ok2 {
-		return st, nil
+		return st
 	}
 	st.Draw, st.At = true, time.UnixMilli(begin+window)
 	if drawn, ok := msField(v[2]); ok {
 		st.Drawn = time.UnixMilli(drawn)
 	}
-	return st, nil
+	return st
 }
 
 func msField(v any) (int64, bool) {
@@ -161,19 +189,28 @@ func (s *Store) Admit(ctx context.Context, voucherID, fence int64, entrants []sa
 }
 
 // FindEntry is userID's entry in voucherID's draw, and where the draw
-// stands: found is false for a buyer who did not enter.
+// stands, in one round trip (buyers poll it): found is false for a buyer
+// who did not enter.
 func (s *Store) FindEntry(ctx context.Context, voucherID, userID int64) (order.DrawEntry, bool, error) {
-	id, err := s.rdb.HGet(ctx, s.KeysOf(voucherID).Entrants, strconv.FormatInt(userID, 10)).Int64()
+	keys := s.KeysOf(voucherID)
+	var entry *redis.StringCmd
+	var fields *redis.SliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		entry = p.HGet(ctx, keys.Entrants, strconv.FormatInt(userID, 10))
+		fields = p.HMGet(ctx, keys.Voucher, FieldBegin, FieldDraw, FieldDrawn)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return order.DrawEntry{}, false, fmt.Errorf("entry of user %d in voucher %d's draw: %w", userID, voucherID, err)
+	}
+	id, err := entry.Int64()
 	if errors.Is(err, redis.Nil) {
 		return order.DrawEntry{}, false, nil
 	}
 	if err != nil {
 		return order.DrawEntry{}, false, fmt.Errorf("entry of user %d in voucher %d's draw: %w", userID, voucherID, err)
 	}
-	st, err := s.DrawState(ctx, voucherID)
-	if err != nil {
-		return order.DrawEntry{}, false, err
-	}
+	st := drawStateOf(fields.Val())
 	return order.DrawEntry{OrderID: id, DrawAt: st.At, Drawn: st.Drawn}, true, nil
 }
 

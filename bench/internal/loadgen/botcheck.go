@@ -80,17 +80,7 @@ func (s *Sale) BotCheckBench(ctx context.Context, out io.Writer, cfg BotCheckBen
 	if err != nil {
 		return fmt.Errorf("idle: %w", err)
 	}
-	net := func(r run, name string) float64 {
-		var used, idled time.Duration
-		for i, n := range r.cpu.Names {
-			if n == Self || name != "total" && n != name {
-				continue
-			}
-			used += r.cpu.Used[i]
-			idled += time.Duration(float64(idle.Used[i]) * r.rep.Duration.Seconds() / idle.Over.Seconds())
-		}
-		return float64((used - idled).Microseconds()) / 1000 * 1000 / float64(r.cpu.Requests)
-	}
+	net := func(r run, name string) float64 { return r.cpu.NetPerThousand(idle, r.rep.Duration, name) }
 	fmt.Fprintf(out, "\nThe accept path by bot check (%d buyers each, %d clients; one machine, 2 cores; path: GET the path, then POST the order at it)\n",
 		cfg.Users, cfg.Workers)
 	fmt.Fprintf(out, "%-10s %12s %10s", "botCheck", "orders/s", "p99")

@@ -170,6 +170,24 @@ func (c CPU) PerThousand(name string) float64 {
 	return float64(used.Microseconds()) / 1000 / float64(c.Requests) * 1000
 }
 
+// NetPerThousand is c's PerThousand for name less what idle says the
+// process burns with no load over a run of length over: a run that lasts
+// longer carries more of that floor without its requests costing more.
+func (c CPU) NetPerThousand(idle IdleCPU, over time.Duration, name string) float64 {
+	if c.Requests == 0 {
+		return 0
+	}
+	var used, idled time.Duration
+	for i, n := range c.Names {
+		if n == Self || name != "total" && n != name {
+			continue
+		}
+		used += c.Used[i]
+		idled += time.Duration(float64(idle.Used[i]) * over.Seconds() / idle.Over.Seconds())
+	}
+	return float64((used - idled).Microseconds()) / 1000 * 1000 / float64(c.Requests)
+}
+
 // CPUTable prints runs side by side: CPU-ms per 1,000 requests, per
 // process and in total (the system, the load generator apart).
 func CPUTable(runs ...CPU) string {

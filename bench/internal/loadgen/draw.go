@@ -2,10 +2,8 @@ package loadgen
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 )
@@ -55,17 +53,7 @@ func (s *Sale) DrawBench(ctx context.Context, out io.Writer, cfg DrawBenchConfig
 	if err != nil {
 		return fmt.Errorf("idle: %w", err)
 	}
-	net := func(p drawPhase, name string) float64 {
-		var used, idled time.Duration
-		for i, n := range p.cpu.Names {
-			if n == Self || name != "total" && n != name {
-				continue
-			}
-			used += p.cpu.Used[i]
-			idled += time.Duration(float64(idle.Used[i]) * p.rep.Duration.Seconds() / idle.Over.Seconds())
-		}
-		return float64((used - idled).Microseconds()) / 1000 * 1000 / float64(p.cpu.Requests)
-	}
+	net := func(p drawPhase, name string) float64 { return p.cpu.NetPerThousand(idle, p.rep.Duration, name) }
 	fmt.Fprintf(out, "\nFirst-come against a draw (%d buyers, as many units: every entrant wins; %d clients; one machine, 2 cores)\n", cfg.Users, cfg.Workers)
 	fmt.Fprintf(out, "net of each process's idle (%s), CPU-ms per 1,000 of what the phase did:\n", idle)
 	fmt.Fprintf(out, "%-28s %10s %10s", "phase", "per s", "took")
@@ -181,23 +169,6 @@ func (s *Sale) allWritten(ctx context.Context, voucher, n int64) error {
 
 // createDrawSale is a sale of stock with a draw over window from begin.
 func (s *Sale) createDrawSale(ctx context.Context, stock int, begin time.Time, window time.Duration) (int64, error) {
-	body := fmt.Sprintf(`{"shopId":1,"title":"draw %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"admission":{"mode":"draw","windowSeconds":%d}}`,
-		stock, stock, begin.Format(time.RFC3339), begin.Add(time.Hour).Format(time.RFC3339), int(window/time.Second))
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.API+"/voucher/seckill", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Admin-Token", s.AdminToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("create a draw sale: %w", err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var out struct {
-		Success bool  `json:"success"`
-		Data    int64 `json:"data"`
-	}
-	if res.StatusCode != http.StatusOK || json.Unmarshal(raw, &out) != nil || !out.Success {
-		return 0, fmt.Errorf("create a draw sale: %d %s", res.StatusCode, raw)
-	}
-	return out.Data, nil
+	return s.postVoucher(ctx, fmt.Sprintf(`{"shopId":1,"title":"draw %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"admission":{"mode":"draw","windowSeconds":%d}}`,
+		stock, stock, begin.Format(time.RFC3339), begin.Add(time.Hour).Format(time.RFC3339), int(window/time.Second)))
 }

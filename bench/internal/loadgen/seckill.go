@@ -40,8 +40,12 @@ type Sale struct {
 // hour, through the admin API.
 func (s *Sale) CreateVoucher(ctx context.Context, stock int) (int64, error) {
 	now := time.Now().UTC()
-	body := fmt.Sprintf(`{"shopId":1,"title":"load %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"stockBuckets":%d,"botCheck":%q}`,
-		stock, stock, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), max(s.Buckets, 1), cmp.Or(s.BotCheck, "none"))
+	return s.postVoucher(ctx, fmt.Sprintf(`{"shopId":1,"title":"load %d","payValue":100,"actualValue":1000,"stock":%d,"beginTime":%q,"endTime":%q,"stockBuckets":%d,"botCheck":%q}`,
+		stock, stock, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), max(s.Buckets, 1), cmp.Or(s.BotCheck, "none")))
+}
+
+// postVoucher creates the flash-sale voucher body describes, as the admin.
+func (s *Sale) postVoucher(ctx context.Context, body string) (int64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.API+"/voucher/seckill", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Admin-Token", s.AdminToken)
