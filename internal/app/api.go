@@ -55,16 +55,26 @@ func NewAPI(cfg config.API, logs io.Writer) *API {
 // Run opens Redis, MySQL and the Kafka publisher, binds the HTTP address
 // and starts serving.
 func (m *API) Run(ctx context.Context) error {
-	c := m.cfg
 	// The sale needs Redis and the orders topic; MySQL only the routes
 	// around it (docs/operations.md, "What a missing dependency stops").
-	b, db, err := newSaleBase(ctx, c.Common, m.logger, false)
+	b, db, err := newSaleBase(ctx, m.cfg.Common, m.logger, false)
 	if err != nil {
 		return err
 	}
+	// One place closes what the base opened when the start fails, so that
+	// no way out of it leaks the clients.
+	if err := m.start(ctx, &b, db); err != nil {
+		return abandon(err, b.closers)
+	}
+	return nil
+}
 
+// start builds the api on its base and starts serving.
+func (m *API) start(ctx context.Context, b *base, db *sql.DB) error {
+	c := m.cfg
 	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
 	var hot *redisconn.Pipeliner
+	var err error
 	if c.AutoPipeline {
 		// Closed with the client.
 		if hot, err = redisconn.AutoPipeliner(b.rdb); err != nil {
@@ -100,7 +110,7 @@ func (m *API) Run(ctx context.Context) error {
 	}
 	caches, err := b.cacheRedis(c.CacheRedis, false)
 	if err != nil {
-		return abandon(err, b.closers)
+		return err
 	}
 	shopKeys := shop.Keys{Prefix: c.Sale.KeyPrefix}
 	shops := shop.NewService(db, caches, shopKeys, c.HTTP.ShopCache, c.HTTP.TypeCache, m.logger, cache.NewMetrics(b.reg))
@@ -111,21 +121,20 @@ func (m *API) Run(ctx context.Context) error {
 	workers := []daemon.Worker{{Name: "http server", Run: m.serve}, {Name: "kafka durability", Run: durability.Run}}
 	sessions, refresher, jwks, sessionWorkers, err := m.sessions(b.rdb, loginKeys, db, hot, b.monitor)
 	if err != nil {
-		return abandon(err, b.closers)
+		return err
 	}
 	workers = append(workers, sessionWorkers...)
 	var tlsConfig *tls.Config
 	if c.TLS.Cert != "" {
 		certs, err := tlscert.Load(c.TLS.Cert, c.TLS.Key, m.logger)
 		if err != nil {
-			return abandon(err, b.closers)
+			return err
 		}
 		tlsConfig = certs.ServerConfig()
 		workers = append(workers, daemon.Worker{Name: "tls certificate", Run: func(ctx context.Context) error { return certs.Run(ctx, time.Second) }})
 	}
-	vouchers := &voucher.Vouchers{DB: db, Sale: store}
-	bots := botcheck.New(b.rdb, c.Sale.KeyPrefix, vouchers, store, c.BotCheck, botcheck.NewMetrics(b.reg))
-	vouchers.BotChecks = bots
+	bots := botcheck.New(b.rdb, c.Sale.KeyPrefix, voucher.BotCheckModes{DB: db}, store, c.BotCheck, botcheck.NewMetrics(b.reg))
+	vouchers := &voucher.Vouchers{DB: db, Sale: store, BotChecks: bots}
 	srv, err := api.Listen(c.HTTP, api.Deps{
 		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
 		Users: &user.Service{Codes: user.NewCodes(b.rdb, loginKeys, c.HTTP.CodePolicy).WithMetrics(user.NewCodeMetrics(b.reg)),
@@ -145,12 +154,12 @@ func (m *API) Run(ctx context.Context) error {
 			Entries: store},
 	})
 	if err != nil {
-		return abandon(err, b.closers)
+		return err
 	}
 	m.srv = srv
 	m.d = b.daemon(c.Common, c.AdminAddr, workers...)
 	if err := m.d.Start(); err != nil {
-		return abandon(errors.Join(err, srv.Release()), b.closers)
+		return errors.Join(err, srv.Release())
 	}
 	m.logger.Info("api listening", "addr", srv.Scheme()+"://"+srv.Addr(), "sessions", c.Sessions.Mode)
 	return nil

@@ -35,6 +35,7 @@ func (c *clock) add(d time.Duration) {
 type fixture struct {
 	r      *testsupport.Redis
 	vs     *voucher.Vouchers
+	modes  voucher.BotCheckModes
 	gate   *gate.Store
 	clock  *clock
 	stores []*botcheck.Store
@@ -44,16 +45,15 @@ type fixture struct {
 // and MySQL, on the test's clock.
 func (f *fixture) store(t *testing.T) *botcheck.Store {
 	t.Helper()
-	s := botcheck.New(f.r.Client, f.r.Prefix, f.vs, f.gate, botcheck.DefaultConfig, nil)
+	s := botcheck.New(f.r.Client, f.r.Prefix, f.modes, f.gate, botcheck.DefaultConfig, nil)
 	s.Now = f.clock.Now
 	return s
 }
 
 func newFixture(t *testing.T) *fixture {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
-	f := &fixture{r: r, gate: gate.NewStore(r.Client, r.Prefix), clock: &clock{now: time.Now()}}
-	f.vs = &voucher.Vouchers{DB: m.DB, Sale: f.gate}
-	f.vs.BotChecks = f.store(t)
+	f := &fixture{r: r, modes: voucher.BotCheckModes{DB: m.DB}, gate: gate.NewStore(r.Client, r.Prefix), clock: &clock{now: time.Now()}}
+	f.vs = &voucher.Vouchers{DB: m.DB, Sale: f.gate, BotChecks: f.store(t)}
 	return f
 }
 

@@ -480,11 +480,16 @@ func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
 	return list, rows.Err()
 }
 
-// BotCheck is flash-sale voucher id's bot check as its row has it
-// (botcheck.Modes); found is false when there is no such row.
-func (vs *Vouchers) BotCheck(ctx context.Context, id int64) (botcheck.Mode, bool, error) {
+// BotCheckModes reads each sale's bot check from its row (botcheck.Modes).
+// It is apart from Vouchers, which writes the mode through the bot checks:
+// each is built with the other already in hand.
+type BotCheckModes struct{ DB *sql.DB }
+
+// BotCheck is flash-sale voucher id's bot check as its row has it; found
+// is false when there is no such row.
+func (bm BotCheckModes) BotCheck(ctx context.Context, id int64) (botcheck.Mode, bool, error) {
 	var s string
-	err := vs.DB.QueryRowContext(ctx, "SELECT bot_check FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&s)
+	err := bm.DB.QueryRowContext(ctx, "SELECT bot_check FROM tb_seckill_voucher WHERE voucher_id = ?", id).Scan(&s)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
