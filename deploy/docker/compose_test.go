@@ -190,7 +190,7 @@ func read(t *testing.T, path string) string {
 
 // HAProxy reads the stack's configuration with the compose service's
 // environment in for its names, and finds it valid; the stack puts its
-// own values in the same names (stack.sh mcluster_proxy_up).
+// own values in the same names (mcluster_proxy_up, stack-mariadb.sh).
 func TestComposeGaleraProxyConfigurationIsValid(t *testing.T) {
 	if _, err := exec.LookPath("haproxy"); err != nil {
 		t.Fatal("haproxy is not installed: deploy/local/stack.sh install (Debian's haproxy package)")

@@ -191,7 +191,7 @@ func TestTopicsFileNamesTheProgramsTopics(t *testing.T) {
 			t.Errorf("deploy/topics has %s, which no program uses by default", name)
 		}
 	}
-	for _, f := range []string{"../../deploy/local/stack.sh", "../../deploy/docker-compose.yml"} {
+	for _, f := range []string{"../../deploy/local/stack.sh", "../../deploy/local/stack-redis.sh", "../../deploy/local/stack-mariadb.sh", "../../deploy/local/stack-kafka.sh", "../../deploy/docker-compose.yml"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -234,7 +234,7 @@ func TestDefaultAddressesAreTheStacksPorts(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []string{"../../deploy/local/stack.sh", "../../Makefile"} {
+	for _, f := range []string{"../../deploy/local/stack.sh", "../../deploy/local/stack-redis.sh", "../../deploy/local/stack-mariadb.sh", "../../deploy/local/stack-kafka.sh", "../../Makefile"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -34,7 +34,7 @@ const (
 	// kafkaStallBound is the longest the buyers' acceptances, or the
 	// writers' inserts while orders wait for them, may stop after a leader
 	// change and a coordinator move: the dead node is fenced 3 s after its
-	// last heartbeat (stack.sh), the API probes every 500 ms, a writer
+	// last heartbeat (stack-kafka.sh), the API probes every 500 ms, a writer
 	// group's session is 6 s (broker.InGroup), and its rebalance follows
 	// (9.3 s measured). kafka-go's defaults (a 30 s session, a 30 s
 	// rebalance) alone allow a longer stop than this.
