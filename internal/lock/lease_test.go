@@ -36,7 +36,7 @@ func TestLeaseWorksInOnePlaceAtATime(t *testing.T) {
 				}
 				// A piece of work that takes a while: room for another
 				// holder to overlap it, if there could be one.
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the work's length is the point: room to overlap
 				working.Add(-1)
 				worked[i] <- struct{}{}
 				return nil

@@ -27,7 +27,7 @@ func increment(ctx context.Context, rdb redis.UniversalClient, key string) error
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
-	time.Sleep(time.Millisecond)
+	time.Sleep(time.Millisecond) // the pause is the point: a window for a second writer to lose an update in
 	return rdb.Set(ctx, key, n+1, 0).Err()
 }
 
@@ -132,7 +132,7 @@ func TestOwnershipReentrancyAndRetry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // the test is about A's 100 ms TTL running out
 		b, err := c.Acquire(ctx, "own", lock.Options{TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("after A's TTL: %v", err)
@@ -179,7 +179,7 @@ func TestOwnershipReentrancyAndRetry(t *testing.T) {
 			t.Fatalf("busy lock: %v after %v", err, time.Since(start))
 		}
 		go func() {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the release comes while the acquire below retries: the test is about that retry
 			a.Release(ctx)
 		}()
 		b, err := c.Acquire(ctx, "busy", patient)
@@ -202,7 +202,7 @@ func TestWatchdog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * opt.TTL) // three TTLs of work
+	time.Sleep(3 * opt.TTL) // three TTLs of work: the test is about the watchdog outliving the TTL
 	if _, err := c.Acquire(ctx, "long", lock.Options{TTL: time.Second}); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("the long holder lost its lock despite the watchdog: %v", err)
 	}
@@ -252,7 +252,7 @@ func TestFencingRejectsAPausedHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // A is paused; its lock expires
+	time.Sleep(200 * time.Millisecond) // A is paused past its 100 ms TTL: the test is about that pause
 	b, err := c.Acquire(ctx, "fenced", lock.Options{TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func TestLimiterAllowsRateThenRecovers(t *testing.T) {
 	if err := l.Check(ctx, "other", limit, false, "slow down"); err != nil {
 		t.Fatalf("another key shares the count: %v", err)
 	}
-	time.Sleep(exceeded.RetryAfter + 20*time.Millisecond)
+	time.Sleep(exceeded.RetryAfter + 20*time.Millisecond) // the test is about RetryAfter: Redis's window runs in real time
 	if err := l.Check(ctx, "k", limit, false, "slow down"); err != nil {
 		t.Fatalf("after RetryAfter: %v", err)
 	}

@@ -38,7 +38,7 @@ func TestLocalLimit(t *testing.T) {
 	if err := l.Check("seckill:user:2", limit, "from your account"); err != nil {
 		t.Fatalf("another key: %v", err)
 	}
-	time.Sleep(e.RetryAfter + 10*time.Millisecond)
+	time.Sleep(e.RetryAfter + 10*time.Millisecond) // the test is about Retry-After: the bucket refills in real time
 	if err := l.Check("seckill:user:1", limit, "from your account"); err != nil {
 		t.Fatalf("after Retry-After: %v", err)
 	}
