@@ -47,7 +47,7 @@ func (c *lateConn) Read(p []byte) (int, error) {
 	if n > 0 && !deadline.IsZero() && time.Now().Add(c.late).After(deadline) {
 		return 0, os.ErrDeadlineExceeded
 	}
-	time.Sleep(c.late)
+	time.Sleep(c.late) // the lateness is the point: a broker or network a little behind
 	return n, err
 }
 

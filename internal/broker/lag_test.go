@@ -69,11 +69,8 @@ func TestLagCountsWhatTheGroupHasNotCommitted(t *testing.T) {
 	go func() {
 		done <- (&broker.LagWatch{Progress: p, Gauge: gauge, Interval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}).Run(watchCtx)
 	}()
-	for testutil.ToFloat64(gauge) != 7 {
-		if ctx.Err() != nil {
-			t.Fatalf("the gauge reads %v, want 7", testutil.ToFloat64(gauge))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if deadline, _ := ctx.Deadline(); !testsupport.Poll(time.Until(deadline), func() bool { return testutil.ToFloat64(gauge) == 7 }) {
+		t.Fatalf("the gauge reads %v, want 7", testutil.ToFloat64(gauge))
 	}
 	stop()
 	if err := <-done; err != nil {

@@ -149,6 +149,7 @@ func TestProducerEnds(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	written := 1
+	requests := p.Stats().Requests
 	for i := range 20 {
 		wg.Go(func() {
 			err := p.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: fmt.Appendf(nil, "%d", i)})
@@ -162,7 +163,13 @@ func TestProducerEnds(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond) // the writes are queued behind the linger: this test is about what Close does with them
+	// The writes are queued behind the linger (or, on a machine slow
+	// enough that the linger passed, sent): this test is about what Close
+	// does with them.
+	testsupport.Wait(t, 10*time.Second, "writes queued behind the linger", func() bool {
+		s := p.Stats()
+		return s.QueuedBytes > 0 || s.Requests > requests
+	})
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}

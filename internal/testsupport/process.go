@@ -285,11 +285,23 @@ func Eventually(tb testing.TB, url string, status int, timeout time.Duration) st
 // it waited for.
 func Wait(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
+	if !Poll(timeout, cond) {
+		tb.Fatalf("waited %v for: %s", timeout, what)
+	}
+}
+
+// Poll polls cond until it holds, for at most timeout, and reports whether
+// it held: Wait for a caller that reports the failure itself (with what
+// the condition last saw, or by the assertions that follow), that waits on
+// a goroutine of its own, or for which a condition not met in time is an
+// answer rather than a failure.
+func Poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("waited %v for: %s", timeout, what)
+			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return true
 }
