@@ -58,7 +58,7 @@ func TestLogoutAfterTheAccessTokenExpired(t *testing.T) {
 
 	t.Run("refresh cookie only", func(t *testing.T) {
 		phone := randomPhone()
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // past the 1 ms code cooldown, which Redis times (no clock to inject)
 		res := a.login(t, phone, a.sendCode(t, phone))
 		access := tokenOf(t, res)
 		var forLogout *http.Cookie

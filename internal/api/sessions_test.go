@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/jwtauth"
+	"github.com/seckill/seckill/internal/testsupport"
 )
 
 // jwtKeys is a key file with an HS256 signing key and an EdDSA key that
@@ -68,7 +69,7 @@ func tokenOf(t *testing.T, res response) string {
 // cookie's value ("" in the redis mode).
 func (a *testAPI) loginGrant(t *testing.T, phone string) (access, refresh string) {
 	t.Helper()
-	time.Sleep(2 * time.Millisecond) // the code cooldown
+	time.Sleep(2 * time.Millisecond) // past the 1 ms code cooldown, which Redis times (no clock to inject)
 	res := a.login(t, phone, a.sendCode(t, phone))
 	access = tokenOf(t, res)
 	if c := refreshCookieOf(t, res); c != nil {
@@ -99,14 +100,13 @@ func wantLoggedOut(t *testing.T, res response, what string) {
 func waitLoggedOut(t *testing.T, api *testAPI, token, what string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
-		res := call(t, "GET", api.URL+"/user/me", map[string]string{"authorization": token}, nil)
-		if res.Status != 200 || time.Since(start) > 5*time.Second {
-			wantLoggedOut(t, res, what)
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var res response
+	testsupport.Poll(5*time.Second, func() bool {
+		res = call(t, "GET", api.URL+"/user/me", map[string]string{"authorization": token}, nil)
+		return res.Status != 200
+	})
+	wantLoggedOut(t, res, what)
+	return time.Since(start)
 }
 
 // Every authenticated route, one table, run in both session modes: served
@@ -215,7 +215,7 @@ func TestRefreshRotatesAndDetectsReuse(t *testing.T) {
 	env["SECKILL_JWT_REFRESH_GRACE"] = "300ms"
 	a := startAPI(t, env)
 	phone := randomPhone()
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // past the 1 ms code cooldown, which Redis times (no clock to inject)
 	res := a.login(t, phone, a.sendCode(t, phone))
 	access0 := tokenOf(t, res)
 	c := refreshCookieOf(t, res)
@@ -245,11 +245,12 @@ func TestRefreshRotatesAndDetectsReuse(t *testing.T) {
 	// Expired: the family's TTL ran out.
 	_, expiring := a.loginGrant(t, phone)
 	efid, _ := jwtauth.FamilyOf(expiring)
-	a.Redis.Client.PExpire(t.Context(), jwtauth.Keys{Prefix: a.Redis.Prefix}.Family(efid), time.Millisecond)
-	time.Sleep(5 * time.Millisecond)
+	family := jwtauth.Keys{Prefix: a.Redis.Prefix}.Family(efid)
+	a.Redis.Client.PExpire(t.Context(), family, time.Millisecond)
+	testsupport.Wait(t, 5*time.Second, "the family's TTL run out", func() bool { return a.Redis.Client.Exists(t.Context(), family).Val() == 0 })
 	wantLoggedOut(t, a.refresh(t, expiring), "an expired refresh cookie")
 
-	time.Sleep(400 * time.Millisecond) // past the grace window
+	time.Sleep(400 * time.Millisecond) // past the 300 ms grace window: the test is about that window
 	res = a.refresh(t, r0)
 	wantLoggedOut(t, res, "a reused refresh token")
 	if !strings.Contains(res.Body.ErrorMsg, "already used") {

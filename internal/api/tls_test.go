@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/tlscert"
 )
 
@@ -71,13 +72,7 @@ func TestTLS(t *testing.T) {
 	if _, _, err := tlscert.WriteDev(dir, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for string(served()) == string(before) {
-		if time.Now().After(deadline) {
-			t.Fatal("the certificate replaced on disk is not served 5 s later")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testsupport.Wait(t, 5*time.Second, "the certificate replaced on disk served", func() bool { return string(served()) != string(before) })
 	client.CloseIdleConnections()
 	if res, err := client.Get(a.URL + "/healthz"); err == nil {
 		res.Body.Close()

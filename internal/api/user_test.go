@@ -97,7 +97,7 @@ func TestCodeRulesOverHTTP(t *testing.T) {
 		t.Fatalf("second use of a code: %d %s", res.Status, res.Raw)
 	}
 
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // past the 1 ms code cooldown, which Redis times (no clock to inject)
 	code = a.sendCode(t, phone)
 	bad := "000000"
 	if code == bad {

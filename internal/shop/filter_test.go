@@ -34,13 +34,7 @@ func TestFilter(t *testing.T) {
 	})
 
 	// That lookup started a rebuild from MySQL's shops.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(r.Keys(t, keys.Filter()+":*")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no bitmap 10 s after a lookup found none")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.Wait(t, 10*time.Second, "a bitmap after a lookup found none", func() bool { return len(r.Keys(t, keys.Filter()+":*")) > 0 })
 
 	t.Run("SeededShopsPassUnknownOnesDoNot", func(t *testing.T) {
 		var ids []int64
