@@ -272,7 +272,7 @@ func TestAMasterKilledFailsNoCallOnTheOthers(t *testing.T) {
 			for i := w; time.Now().Before(stop); i++ {
 				key := keysOn[victim][i%len(keysOn[victim])]
 				_ = ap.Do(ctx, key, redis.NewMapStringStringCmd(ctx, "hgetall", key), redis.NewBoolCmd(ctx, "expire", key, 3600))
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the crowd's pace, not a wait for an event
 			}
 		})
 	}
@@ -289,11 +289,11 @@ func TestAMasterKilledFailsNoCallOnTheOthers(t *testing.T) {
 					failures = append(failures, failure{time.Since(began), err})
 				}
 				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the crowd's pace, not a wait for an event
 			}
 		})
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the crowd runs a while before the kill: the test is about calls under load
 	if err := cl.Nodes[victim].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func TestAFrozenMastersSlotsAnswerSoonAfterItsPromotion(t *testing.T) {
 				close(promoted)
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // this poll times the promotion (promotedAt), at its own 10 ms grain: not a Wait
 		}
 	}()
 	// An open crowd, as the api's requests are: a call of each path every
