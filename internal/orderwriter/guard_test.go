@@ -38,18 +38,15 @@ func TestWriterReconcilesWhenRedisLostWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.waitOrders(t, voucher, 21)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		redisStock, _ := p.r.Client.HGet(ctx, k.Voucher, "stock").Int64()
-		frozen := p.r.Client.HExists(ctx, k.Voucher, "frozen").Val()
-		if redisStock == stock-21 && p.r.Client.HLen(ctx, k.Buyers).Val() == 21 && !frozen {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("30 s after the batch: Redis stock %d, %d buyers, frozen %v; want %d, 21, unfrozen", redisStock,
-				p.r.Client.HLen(ctx, k.Buyers).Val(), frozen, stock-21)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var redisStock, buyers int64
+	var frozen bool
+	if !testsupport.Poll(30*time.Second, func() bool {
+		redisStock, _ = p.r.Client.HGet(ctx, k.Voucher, "stock").Int64()
+		frozen = p.r.Client.HExists(ctx, k.Voucher, "frozen").Val()
+		buyers = p.r.Client.HLen(ctx, k.Buyers).Val()
+		return redisStock == stock-21 && buyers == 21 && !frozen
+	}) {
+		t.Fatalf("30 s after the batch: Redis stock %d, %d buyers, frozen %v; want %d, 21, unfrozen", redisStock, buyers, frozen, stock-21)
 	}
 	for u := int64(1); u <= 5; u++ {
 		if _, err := svc.Place(ctx, u, voucher); !errors.Is(err, order.ErrAlreadyBought) {
@@ -132,26 +129,25 @@ func settledSale(t *testing.T, voucherID, stock int64) *pipeline {
 	return p
 }
 
-// placeOnceResumed has userID try voucherID every 50 ms until the order is
-// taken, for at most 30 s; the answers meanwhile must be among while. It
-// returns how many attempts were refused.
+// placeOnceResumed has userID try voucherID until the order is taken, for
+// at most 30 s; the answers meanwhile must be among while. It returns how
+// many attempts were refused.
 func placeOnceResumed(t *testing.T, svc *order.Service, userID, voucherID int64, while ...error) (refused int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := svc.Place(context.Background(), userID, voucherID)
-		if err == nil {
-			return refused
+	var err error
+	if !testsupport.Poll(30*time.Second, func() bool {
+		if _, err = svc.Place(context.Background(), userID, voucherID); err == nil {
+			return true
 		}
 		if !slices.ContainsFunc(while, func(want error) bool { return errors.Is(err, want) }) {
 			t.Fatalf("an attempt while the sale is rebuilt: %v, want one of %v", err, while)
 		}
 		refused++
-		if time.Now().After(deadline) {
-			t.Fatalf("the sale still answers %v after 30 s", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("the sale still answers %v after 30 s", err)
 	}
+	return refused
 }
 
 // A sale written by the release before (its buyers a set, not a hash of

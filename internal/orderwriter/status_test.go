@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
+	"github.com/seckill/seckill/internal/testsupport"
 )
 
 // acceptOrders takes n orders of voucher through the gate and publishes
@@ -88,10 +89,7 @@ func TestOrderStatusNeverMissesWhileTheWriterDrains(t *testing.T) {
 	p.startWriter(t)
 	p.waitOrders(t, voucher, n)
 	p.waitConfirmed(t, voucher)
-	deadline := time.Now().Add(30 * time.Second)
-	for confirmed.Load() < n && misses.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Poll(30*time.Second, func() bool { return confirmed.Load() >= n || misses.Load() > 0 })
 	close(done)
 	wg.Wait()
 	if confirmed.Load() != n {

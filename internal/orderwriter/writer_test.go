@@ -85,19 +85,14 @@ func (p *pipeline) startWriter(t *testing.T) (stop func()) {
 
 func (p *pipeline) waitOrders(t *testing.T, voucher int64, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c := p.m.MustSaleState(t, voucher)
-		if c.Orders == want {
-			return
-		}
-		if c.Orders > want {
+	var c testsupport.SaleState
+	if !testsupport.Poll(30*time.Second, func() bool {
+		if c = p.m.MustSaleState(t, voucher); c.Orders > want {
 			t.Fatalf("%d orders, want %d", c.Orders, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d orders after 30s, want %d", c.Orders, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return c.Orders == want
+	}) {
+		t.Fatalf("%d orders after 30s, want %d", c.Orders, want)
 	}
 }
 
@@ -106,12 +101,9 @@ func (p *pipeline) waitOrders(t *testing.T, voucher int64, want int64) {
 func (p *pipeline) waitConfirmed(t *testing.T, voucher int64) {
 	t.Helper()
 	key := p.store.KeysOf(voucher).Pending
-	deadline := time.Now().Add(10 * time.Second)
-	for n := p.r.Client.HLen(context.Background(), key).Val(); n != 0; n = p.r.Client.HLen(context.Background(), key).Val() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d reservations still pending 10 s after MySQL had the orders: the relay would bring them back", n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var n int64
+	if !testsupport.Poll(10*time.Second, func() bool { n = p.r.Client.HLen(context.Background(), key).Val(); return n == 0 }) {
+		t.Fatalf("%d reservations still pending 10 s after MySQL had the orders: the relay would bring them back", n)
 	}
 }
 
@@ -156,10 +148,8 @@ func TestWriterSettlesBatchesAndDeadLetters(t *testing.T) {
 	}
 
 	// Everything gets committed: the group's offsets cover all 6 messages.
-	committed := committedTotal(t, p)
-	for deadline := time.Now().Add(10 * time.Second); committed != 6 && time.Now().Before(deadline); committed = committedTotal(t, p) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	var committed int64
+	testsupport.Poll(10*time.Second, func() bool { committed = committedTotal(t, p); return committed == 6 })
 	stop()
 	if committed != 6 {
 		t.Fatalf("committed offsets sum to %d, want 6", committed)
@@ -212,10 +202,8 @@ func TestWriterDeadLettersAnOrderIDCollision(t *testing.T) {
 	if got := p.m.MustSaleState(t, voucher); got.Orders != 2 || got.Stock != 8 {
 		t.Fatalf("MySQL after the collision: %+v, want 2 orders and stock 8", got)
 	}
-	committed := committedTotal(t, p)
-	for deadline := time.Now().Add(10 * time.Second); committed != 3 && time.Now().Before(deadline); committed = committedTotal(t, p) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	var committed int64
+	testsupport.Poll(10*time.Second, func() bool { committed = committedTotal(t, p); return committed == 3 })
 	if committed != 3 {
 		t.Fatalf("committed offsets sum to %d, want 3", committed)
 	}
