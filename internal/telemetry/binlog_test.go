@@ -65,8 +65,7 @@ func TestInvalidationIsASpan(t *testing.T) {
 	// cached entry (the first changes may come before it follows).
 	key := r.Key("cache:shop:{1}")
 	var request trace.SpanContext
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testsupport.Wait(t, 15*time.Second, "the follower deleting the changed shop's entry", func() bool {
 		r.Client.Set(t.Context(), key, "stale", 0)
 		rctx, span := otel.Tracer("test").Start(t.Context(), "PUT /shop", trace.WithSpanKind(trace.SpanKindServer))
 		if _, err := db.ExecContext(rctx, "UPDATE tb_shop SET sold = sold + 1 WHERE id = 1"); err != nil {
@@ -74,23 +73,19 @@ func TestInvalidationIsASpan(t *testing.T) {
 		}
 		span.End()
 		request = span.SpanContext()
-		if gone(t, r, key, time.Second) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the follower did not delete the changed shop's entry within 15 s")
-		}
-	}
+		return gone(t, r, key, time.Second)
+	})
 
 	var invalidation tracetest.SpanStub
-	found := false
-	for end := time.Now().Add(5 * time.Second); !found && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	found := testsupport.Poll(5*time.Second, func() bool {
+		found := false
 		for _, s := range spans.GetSpans() {
 			if s.Name == "invalidate tb_shop" && s.StartTime.After(time.Now().Add(-time.Minute)) && findDel(s) {
 				invalidation, found = s, true
 			}
 		}
-	}
+		return found
+	})
 	if !found {
 		t.Fatal("no invalidate tb_shop span with its DEL inside")
 	}
@@ -122,10 +117,8 @@ func findDel(s tracetest.SpanStub) bool {
 
 // gone waits up to d for key to be deleted.
 func gone(t *testing.T, r *testsupport.Redis, key string, d time.Duration) bool {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if n, err := r.Client.Exists(t.Context(), key).Result(); err == nil && n == 0 {
-			return true
-		}
-	}
-	return false
+	return testsupport.Poll(d, func() bool {
+		n, err := r.Client.Exists(t.Context(), key).Result()
+		return err == nil && n == 0
+	})
 }

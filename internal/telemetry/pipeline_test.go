@@ -154,20 +154,13 @@ func (s *sale) login(t *testing.T, phone string) string {
 // waitOrder waits for orderID's row in MySQL.
 func (s *sale) waitOrder(t *testing.T, orderID string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsupport.Wait(t, 30*time.Second, "order "+orderID+" in MySQL", func() bool {
 		var n int
 		if err := s.mysql.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE id = ?", orderID).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %s not in MySQL after 30 s", orderID)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return n == 1
+	})
 }
 
 // ended are the spans ended so far whose trace is id, or that link to a
@@ -270,16 +263,13 @@ func oneOrderIsOneTrace(t *testing.T, autopipeline bool) {
 	s.waitOrder(t, orderID)
 
 	var own, linked []tracetest.SpanStub
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// The batch span ends once Redis has the reservation confirmed,
-		// just after MySQL's commit.
+	// The batch span ends once Redis has the reservation confirmed, just
+	// after MySQL's commit. The checks below say what is missing.
+	testsupport.Poll(10*time.Second, func() bool {
 		own, linked = ended(traceID)
-		if _, ok := find(linked, named("process "+s.topic)); ok || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_, ok := find(linked, named("process "+s.topic))
+		return ok
+	})
 
 	server, ok := find(own, named("POST /voucher-order/seckill/:id"))
 	if !ok {
@@ -363,15 +353,14 @@ func TestAStrangersTraceIsLinkedNotContinued(t *testing.T) {
 	post(t, fmt.Sprintf("%s/voucher-order/seckill/%d", s.api, s.voucher), map[string]string{"authorization": token, "traceparent": parent}, "")
 
 	var linked []tracetest.SpanStub
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	testsupport.Poll(5*time.Second, func() bool {
 		var own []tracetest.SpanStub
 		if own, linked = ended(traceID); len(own) > 0 {
 			t.Fatalf("the API continued a stranger's trace: %v", names(own))
 		}
-		if _, ok := find(linked, named("POST /voucher-order/seckill/:id")); ok {
-			break
-		}
-	}
+		_, ok := find(linked, named("POST /voucher-order/seckill/:id"))
+		return ok
+	})
 	server, ok := find(linked, named("POST /voucher-order/seckill/:id"))
 	if !ok {
 		t.Fatalf("no server span links to the client's span; spans linking to its trace: %v", names(linked))
@@ -399,16 +388,12 @@ func TestRelayedOrderKeepsItsLink(t *testing.T) {
 	s.waitOrder(t, fmt.Sprint(orderID))
 
 	var linked []tracetest.SpanStub
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testsupport.Poll(10*time.Second, func() bool {
 		_, linked = ended(traceID)
 		_, relayed := find(linked, named("relay republish"))
 		_, written := find(linked, named("process "+s.topic))
-		if relayed && written || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return relayed && written
+	})
 	relay, ok := find(linked, named("relay republish"))
 	if !ok {
 		t.Fatalf("no relay span links to the request that took the order; spans linking to it: %v", names(linked))
@@ -450,12 +435,13 @@ func TestDeadLetterKeepsTheTrace(t *testing.T) {
 	}
 
 	var letters []broker.DeadLetter
-	for end := time.Now().Add(30 * time.Second); len(letters) == 0 && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	testsupport.Poll(30*time.Second, func() bool {
 		var err error
 		if letters, err = broker.ReadDeadLetters(t.Context(), k.Brokers, dlq); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return len(letters) > 0
+	})
 	if len(letters) != 1 {
 		t.Fatalf("%d dead letters, want the undecodable event", len(letters))
 	}
@@ -463,11 +449,12 @@ func TestDeadLetterKeepsTheTrace(t *testing.T) {
 		t.Errorf("dead letter's traceparent %q, want the event's %q", got, want)
 	}
 	var forward tracetest.SpanStub
-	found := false
-	for end := time.Now().Add(10 * time.Second); !found && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	found := testsupport.Poll(10*time.Second, func() bool {
 		_, linked := ended(request.SpanContext().TraceID())
-		forward, found = find(linked, named("send "+dlq))
-	}
+		var ok bool
+		forward, ok = find(linked, named("send "+dlq))
+		return ok
+	})
 	if !found {
 		t.Fatal("no dead-letter span links to the event's trace")
 	}
