@@ -127,24 +127,19 @@ func withoutFetchMetadata(t *testing.T) chromedp.ExecAllocatorOption {
 // prefixes, and returns that line.
 func pageSays(t *testing.T, ctx context.Context, prefixes ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var out string
-	for time.Now().Before(deadline) {
+	var out, last string
+	if !testsupport.Poll(20*time.Second, func() bool {
 		var err error
 		if out, err = chromedp.Run(ctx, chromedp.Text(chromedp.ID("out"))); err != nil {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		last := lines[len(lines)-1]
-		for _, p := range prefixes {
-			if strings.HasPrefix(last, p) {
-				return last
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+		last = lines[len(lines)-1]
+		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(last, p) })
+	}) {
+		t.Fatalf("the page shows %q; want a line starting with one of %q", out, prefixes)
 	}
-	t.Fatalf("the page shows %q; want a line starting with one of %q", out, prefixes)
-	return ""
+	return last
 }
 
 var orderLine = regexp.MustCompile(`^order (\d+)$`)

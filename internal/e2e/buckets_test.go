@@ -47,7 +47,7 @@ func TestHotVoucherInBucketsThroughThePipeline(t *testing.T) {
 				if r.Status == 503 && id == "" {
 					moving++
 					mu.Unlock()
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(20 * time.Millisecond) // the buyer's pace of retrying a 503, not a wait for an event
 					continue
 				}
 				if r.Status == 200 && r.Success {

@@ -251,17 +251,12 @@ func TestChaosRedisDownUnderTheInvalidator(t *testing.T) {
 
 	// Following: a first change is seen.
 	probe := s.redis.Key("cache:shop:{6}")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !testsupport.Poll(20*time.Second, func() bool {
 		s.redis.Client.Set(ctx, probe, "stale", 0)
 		s.mysql.DB.Exec("UPDATE tb_shop SET comments = comments + 1 WHERE id = 6")
-		time.Sleep(300 * time.Millisecond)
-		if s.redis.Client.Exists(ctx, probe).Val() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the invalidator is not following:\n%s", proc.Output())
-		}
+		return testsupport.Poll(300*time.Millisecond, func() bool { return s.redis.Client.Exists(ctx, probe).Val() == 0 })
+	}) {
+		t.Fatalf("the invalidator is not following:\n%s", proc.Output())
 	}
 	var keys []string
 	for id := 1; id <= 5; id++ {
@@ -280,15 +275,15 @@ func TestChaosRedisDownUnderTheInvalidator(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 30*time.Second, "5 failed deletes on the retry topic", func() bool { return lastOffsetOf(t, s, retry) >= 5 })
+	testsupport.Wait(t, 30*time.Second, "5 failed deletes on the retry topic", func() bool { return lastOffsetOf(t, s, retry) >= 5 })
 	stackCtl(t, "up")
 	for _, k := range keys {
-		waitFor(t, 60*time.Second, k+" deleted", func() bool { return s.redis.Client.Exists(ctx, k).Val() == 0 })
+		testsupport.Wait(t, 60*time.Second, k+" deleted", func() bool { return s.redis.Client.Exists(ctx, k).Val() == 0 })
 	}
 	if v := s.redis.Client.Get(ctx, control).Val(); v != "kept" {
 		t.Fatalf("the control key is %q after the restart: Redis lost its data, so the deletes prove nothing", v)
 	}
-	waitFor(t, 30*time.Second, "the retry topic drained", func() bool {
+	testsupport.Wait(t, 30*time.Second, "the retry topic drained", func() bool {
 		client := &kafka.Client{Addr: kafka.TCP(s.kafka.Brokers...), Timeout: 10 * time.Second}
 		res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{retry: {0}}})
 		return err == nil && len(res.Topics[retry]) == 1 && res.Topics[retry][0].CommittedOffset == lastOffsetOf(t, s, retry)
@@ -316,19 +311,12 @@ func TestChaosMySQLRestartUnderTheInvalidator(t *testing.T) {
 		if _, err := s.mysql.DB.Exec("UPDATE tb_shop SET sold = sold + 1 WHERE id = ?", id); err != nil {
 			return false
 		}
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) {
-			if s.redis.Client.Exists(ctx, k).Val() == 0 {
-				return true
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return false
+		return testsupport.Poll(2*time.Second, func() bool { return s.redis.Client.Exists(ctx, k).Val() == 0 })
 	}
-	waitFor(t, 20*time.Second, "the invalidator following", func() bool { return invalidated(1) })
+	testsupport.Wait(t, 20*time.Second, "the invalidator following", func() bool { return invalidated(1) })
 	stackCtl(t, "stop", "mariadb")
 	stackCtl(t, "up")
-	waitFor(t, 60*time.Second, "a change after the restart invalidated", func() bool { return invalidated(2) })
+	testsupport.Wait(t, 60*time.Second, "a change after the restart invalidated", func() bool { return invalidated(2) })
 }
 
 func lastOffsetOf(t *testing.T, s stack, topic string) int64 {
@@ -343,15 +331,4 @@ func lastOffsetOf(t *testing.T, s stack, topic string) int64 {
 		return -1
 	}
 	return n
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -149,7 +149,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	// a master.
 	replica := cl.ReplicaOf(t, victim)
 	promoted := promotionOf(replica, begin)
-	time.Sleep(clusterFaultAt)
+	time.Sleep(clusterFaultAt) // the fault falls a set time into the crowd: the test is about a fault under load
 	f.do(t, cl, victim)
 	answers := c.wait()
 	t.Logf("cluster after the fault:\n%s", cl.Describe(t))
@@ -353,7 +353,7 @@ func TestChaosClusterBucketMasterKilled(t *testing.T) {
 		home[tok] = gate.Home(int64(first+i), buckets)
 	}
 	c := startCrowd(t, s, []int64{v}, tokens, buyers)
-	time.Sleep(clusterFaultAt)
+	time.Sleep(clusterFaultAt) // the fault falls a set time into the crowd: the test is about a fault under load
 	if err := cl.Nodes[owner[victim]].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func promotionOf(replica string, begin time.Time) <-chan time.Duration {
 				promoted <- time.Since(begin)
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // this poll times the promotion on a goroutine of its own: not a Wait
 		}
 	}()
 	return promoted

@@ -58,7 +58,7 @@ func startCrowd(t *testing.T, s *sale, vouchers []int64, tokens []string, perSal
 	for i, v := range vouchers {
 		for _, tok := range tokens[i*perSale : (i+1)*perSale] {
 			c.wg.Go(func() {
-				time.Sleep(time.Duration(rand.Int64N(int64(crowdArrival))))
+				time.Sleep(time.Duration(rand.Int64N(int64(crowdArrival)))) // the buyers' arrivals spread over crowdArrival: the schedule, not a wait
 				for {
 					a := c.ask(s, v, tok)
 					a.final = !(tryAgain(a) || a.err) || time.Since(c.begin) > crowdPatience
@@ -68,7 +68,7 @@ func startCrowd(t *testing.T, s *sale, vouchers []int64, tokens []string, perSal
 					if a.final {
 						return
 					}
-					time.Sleep(200 * time.Millisecond)
+					time.Sleep(200 * time.Millisecond) // the buyer's pace of trying again, not a wait for an event
 				}
 			})
 		}

@@ -89,10 +89,8 @@ func TestDeadLettersListedAndReplayedIdempotently(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); redelivered()-before < 4; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the writer counted %v redeliveries after two replays of two dead letters, want 4", redelivered()-before)
-		}
+	if !testsupport.Poll(30*time.Second, func() bool { return redelivered()-before >= 4 }) {
+		t.Fatalf("the writer counted %v redeliveries after two replays of two dead letters, want 4", redelivered()-before)
 	}
 	s.audit(t, voucher, accepted, 5, 0)
 

@@ -93,7 +93,7 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no draw under way within 30 s")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a 1 ms poll (Poll's 20 ms would miss the draw): the kill must fall inside it
 	}
 	s.drawnAsSeeded(t, voucher, entries, stock)
 	testsupport.Wait(t, 10*time.Second, "the other order-writer to have made the draw", func() bool {
@@ -137,7 +137,7 @@ func TestChaosDrawMasterFailsOverMidDraw(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no draw under way within 30 s")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a 1 ms poll (Poll's 20 ms would miss the draw): the kill must fall inside it
 	}
 	l.failOver(t)
 	lost, _ := replica.Client.HLen(ctx, keys.Buyers).Result()

@@ -56,7 +56,7 @@ func (s *sale) send(t *testing.T, voucher int64, tokens []string, open time.Time
 	var wg sync.WaitGroup
 	for _, a := range as {
 		wg.Go(func() {
-			time.Sleep(time.Until(open.Add(a.after)))
+			time.Sleep(time.Until(open.Add(a.after))) // the schedule: the test is about who arrives when
 			a.answer = s.do(t, "POST", "/voucher-order/seckill/"+strconv.FormatInt(voucher, 10), tokens[a.user], nil, "")
 		})
 	}

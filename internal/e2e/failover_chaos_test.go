@@ -156,7 +156,7 @@ func buyRetrying(t *testing.T, s *sale, voucher int64, tokens []string, within t
 					mu.Lock()
 					res.retried[r.ErrorMsg]++
 					mu.Unlock()
-					time.Sleep(200 * time.Millisecond)
+					time.Sleep(200 * time.Millisecond) // the buyer's pace of retrying a 503, not a wait for an event
 					continue
 				}
 				mu.Lock()

@@ -61,7 +61,7 @@ func TestClientsThatHangUpLoseNoOrder(t *testing.T) {
 	stockKey := gate.KeysFor(s.redis.Prefix, voucher).Voucher
 	pendingKey := gate.KeysFor(s.redis.Prefix, voucher).Pending
 	var accepted, orders, pending int64
-	for {
+	testsupport.Poll(time.Until(end.Add(time.Second)), func() bool {
 		stock, err := s.redis.Client.HGet(ctx, stockKey, "stock").Int64()
 		if err != nil {
 			t.Fatal(err)
@@ -71,11 +71,8 @@ func TestClientsThatHangUpLoseNoOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		pending = s.redis.Client.HLen(ctx, pendingKey).Val()
-		if orders == accepted && pending == 0 || time.Since(end) > time.Second {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return orders == accepted && pending == 0
+	})
 	if orders != accepted || pending != 0 {
 		t.Fatalf("1 s after the sale: %d orders in MySQL and %d pending of %d accepted; want every accepted order in MySQL", orders, pending, accepted)
 	}

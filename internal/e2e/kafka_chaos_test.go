@@ -111,20 +111,23 @@ func newKafkaRig(t *testing.T, apis, writers int) *kafkaRig {
 func groupAndCoordinator(t *testing.T, k *testsupport.Kafka) (string, int) {
 	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second}
 	name := testsupport.Group(t)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		res, err := client.FindCoordinator(context.Background(), &kafka.FindCoordinatorRequest{Key: name, KeyType: kafka.CoordinatorKeyTypeConsumer})
+	var coordinator int
+	var err error
+	if !testsupport.Poll(time.Minute, func() bool {
+		var res *kafka.FindCoordinatorResponse
+		res, err = client.FindCoordinator(context.Background(), &kafka.FindCoordinatorRequest{Key: name, KeyType: kafka.CoordinatorKeyTypeConsumer})
 		if err == nil && res.Error != nil {
 			err = res.Error
 		}
 		if err == nil && res.Coordinator != nil {
-			return name, res.Coordinator.NodeID
+			coordinator = res.Coordinator.NodeID
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("find coordinator of %s for a minute: %v", name, err)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("find coordinator of %s for a minute: %v", name, err)
 	}
+	return name, coordinator
 }
 
 // sale runs the crowd on twenty new sales, calls fault at kafkaFaultAt,
@@ -151,7 +154,7 @@ func (r *kafkaRig) run(t *testing.T, fault func(c *crowd)) (answers []attempt, v
 			}
 		}
 	}()
-	time.Sleep(kafkaFaultAt)
+	time.Sleep(kafkaFaultAt) // the fault falls a set time into the crowd: the test is about a fault under load
 	fault(c)
 	answers = c.wait()
 	// The writers' catch-up is sampled too: until MySQL holds every
@@ -162,11 +165,9 @@ func (r *kafkaRig) run(t *testing.T, fault func(c *crowd)) (answers []attempt, v
 		defer r.mu.Unlock()
 		return len(r.inserted) > 0 && r.inserted[len(r.inserted)-1].n >= len(orders)
 	}
-	for deadline := time.Now().Add(90 * time.Second); !caughtUp(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			r.logWriterGoroutines(t)
-			t.Fatal("waited 90s for every acknowledged order in MySQL")
-		}
+	if !testsupport.Poll(90*time.Second, caughtUp) {
+		r.logWriterGoroutines(t)
+		t.Fatal("waited 90s for every acknowledged order in MySQL")
 	}
 	close(done)
 	return answers, vouchers
@@ -256,7 +257,7 @@ func TestChaosKafkaLeaderFrozen(t *testing.T) {
 	var thawed time.Duration
 	answers, vouchers := r.run(t, func(c *crowd) {
 		stackCtl(t, "freeze", "kafka-node", leader)
-		time.Sleep(kafkaOutage)
+		time.Sleep(kafkaOutage) // the outage's length is the point
 		stackCtl(t, "thaw", "kafka-node", leader)
 		thawed = time.Since(c.begin)
 	})
@@ -275,7 +276,7 @@ func TestChaosKafkaLeaderCutOff(t *testing.T) {
 	var healed time.Duration
 	answers, vouchers := r.run(t, func(c *crowd) {
 		heal := testsupport.CutOff(t, addr)
-		time.Sleep(kafkaOutage)
+		time.Sleep(kafkaOutage) // the outage's length is the point
 		heal()
 		healed = time.Since(c.begin)
 	})
@@ -334,7 +335,8 @@ func TestChaosKafkaTwoBrokersDown(t *testing.T) {
 				stackCtl(t, "kill", "kafka-node", strconv.Itoa(n))
 			}
 		}
-		time.Sleep(4 * time.Second)
+		time.Sleep(4 * time.Second) // the outage's length is the point: its first 4 s, then samples until its end
+		// Sampling the rest of the outage every 500 ms, not a wait.
 		for end := time.Now().Add(outage - 4*time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 			stockAt = append(stockAt, r.stockLeft(t))
 		}

@@ -155,7 +155,7 @@ func TestProgramsRetryAnUnreachableDependency(t *testing.T) {
 			}
 			// Still down and still trying a while later: the program neither
 			// exits nor pretends to be ready.
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // the test is about a while later: a window for a wrong exit
 			if proc.Exited() {
 				t.Fatalf("program exited while its dependency was down:\n%s", proc.Output())
 			}
@@ -349,7 +349,7 @@ func TestProgramsWaitForAClusterNoSeedAnswers(t *testing.T) {
 			if want := `{"name":"redis","addr":"cluster ` + dead + `","up":false`; !strings.Contains(body, want) {
 				t.Fatalf("readyz body = %s\nwant it to contain %s", body, want)
 			}
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // the test is about a while later: a window for a wrong exit
 			if proc.Exited() {
 				t.Fatalf("program exited while no seed answered:\n%s", proc.Output())
 			}

@@ -157,16 +157,12 @@ func cachesHoldShop1(t *testing.T, s *sale, st stack, caches *testsupport.Redis)
 			caches.Client.Exists(ctx, key).Val(), st.redis.Client.Exists(ctx, key).Val())
 	}
 	// Until a change is seen: the follower may start after the first one.
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	if !testsupport.Poll(20*time.Second, func() bool {
 		if _, err := st.mysql.DB.Exec("UPDATE tb_shop SET comments = comments + 1 WHERE id = 1"); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
-		if caches.Client.Exists(ctx, key).Val() == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the changed shop's cache entry is still on the caches' Redis 20 s later")
-		}
+		return testsupport.Poll(300*time.Millisecond, func() bool { return caches.Client.Exists(ctx, key).Val() == 0 })
+	}) {
+		t.Fatalf("the changed shop's cache entry is still on the caches' Redis 20 s later")
 	}
 }

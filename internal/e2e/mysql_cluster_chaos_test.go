@@ -53,7 +53,7 @@ func activeNode(t *testing.T, m *testsupport.MySQL) int {
 func rejoin(t *testing.T, m *testsupport.MySQL) {
 	t.Helper()
 	stackCtl(t, "start", "mysql-cluster")
-	waitFor(t, 60*time.Second, "the MariaDB cluster back to 3 nodes", func() bool {
+	testsupport.Wait(t, 60*time.Second, "the MariaDB cluster back to 3 nodes", func() bool {
 		var name, size string
 		return m.DB.QueryRow("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size) == nil && size == "3"
 	})
@@ -157,7 +157,10 @@ func TestChaosMySQLClusterBinlogNodeKilled(t *testing.T) {
 	gone := func(id int) bool { return st.redis.Client.Exists(ctx, key(id)).Val() == 0 }
 
 	p := start()
-	waitFor(t, 20*time.Second, "the invalidator following", func() bool { change(1); time.Sleep(200 * time.Millisecond); return gone(1) })
+	testsupport.Wait(t, 20*time.Second, "the invalidator following", func() bool {
+		change(1)
+		return testsupport.Poll(200*time.Millisecond, func() bool { return gone(1) })
+	})
 	p.Signal(t, syscall.SIGTERM)
 	if _, err := p.Wait(15 * time.Second); err != nil {
 		t.Fatal(err)
@@ -175,21 +178,17 @@ func TestChaosMySQLClusterBinlogNodeKilled(t *testing.T) {
 	sameGTIDs(t, m, node)
 	stackCtl(t, "kill", "mysql-node", strconv.Itoa(node))
 	p = start()
-	waitFor(t, 60*time.Second, "the change made before the node died invalidated", func() bool { return gone(2) })
+	testsupport.Wait(t, 60*time.Second, "the change made before the node died invalidated", func() bool { return gone(2) })
 	// A flush deletes the keys one by one: give it time to reach this one.
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
-		if gone(3) {
-			t.Fatal("an unchanged shop's key was deleted: the invalidator flushed instead of resuming from its GTID set")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if testsupport.Poll(time.Second, func() bool { return gone(3) }) {
+		t.Fatal("an unchanged shop's key was deleted: the invalidator flushed instead of resuming from its GTID set")
 	}
 	if out := p.Output(); strings.Contains(out, "no longer on the server") {
 		t.Fatalf("the invalidator took its GTID set for purged:\n%s", out)
 	}
 	// The position now moves on the new node's binlog, by GTID.
 	change(4)
-	waitFor(t, 20*time.Second, "a change on the new node invalidated", func() bool { return gone(4) })
+	testsupport.Wait(t, 20*time.Second, "a change on the new node invalidated", func() bool { return gone(4) })
 	if now := activeNode(t, m); now == node {
 		t.Fatalf("HAProxy still sends to node %d, which was killed", node)
 	}
@@ -213,10 +212,8 @@ func sameGTIDs(t *testing.T, m *testsupport.MySQL, active int) {
 		return out
 	}
 	var last map[int]string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if last = pos(); last[1] == last[2] && last[2] == last[3] {
-			return
-		}
+	if testsupport.Poll(10*time.Second, func() bool { last = pos(); return last[1] == last[2] && last[2] == last[3] }) {
+		return
 	}
 	t.Fatalf("the nodes' binlogs hold different GTIDs (active node %d): %v; a follower resuming by GTID set on another node would be told its position is gone", active, last)
 }
@@ -316,7 +313,7 @@ func losesQuorum(t *testing.T, writersSurvives bool) {
 	}
 	direct := nodeDB(t, m, survivor)
 	var checkErr error
-	waitFor(t, 30*time.Second, "the survivor outside a Primary component", func() bool {
+	testsupport.Wait(t, 30*time.Second, "the survivor outside a Primary component", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		checkErr = mysqldb.Check(ctx, direct)
@@ -578,7 +575,7 @@ func TestChaosMySQLClusterSetAsideNodeLeavesRotation(t *testing.T) {
 		n, _ := strconv.Atoi(strings.TrimPrefix(name, "node"))
 		return n
 	}
-	waitFor(t, 15*time.Second, "HAProxy sending new connections away from the read-only node", func() bool {
+	testsupport.Wait(t, 15*time.Second, "HAProxy sending new connections away from the read-only node", func() bool {
 		n := fresh()
 		return n != 0 && n != writes
 	})
@@ -588,7 +585,7 @@ func TestChaosMySQLClusterSetAsideNodeLeavesRotation(t *testing.T) {
 	if _, err := node.ExecContext(ctx, "SET GLOBAL read_only = OFF"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "node "+strconv.Itoa(writes)+" taking the connections back", func() bool { return fresh() == writes })
+	testsupport.Wait(t, 15*time.Second, "node "+strconv.Itoa(writes)+" taking the connections back", func() bool { return fresh() == writes })
 }
 
 // The writes' node donates a whole snapshot to a node rebuilt from

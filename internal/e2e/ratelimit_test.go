@@ -59,7 +59,7 @@ func TestRateLimitHoldsAcrossTwoAPIInstances(t *testing.T) {
 		t.Fatalf("the other instance let request %d through: %d", n+2, res.StatusCode)
 	}
 
-	time.Sleep(time.Duration(retryAfter) * time.Second)
+	time.Sleep(time.Duration(retryAfter) * time.Second) // the test is about Retry-After: the window recovers in real time
 	if res := post(0); res.StatusCode != 200 {
 		t.Fatalf("after Retry-After: %d, want the window to have recovered", res.StatusCode)
 	}

@@ -78,11 +78,11 @@ func TestChaosRelayDoesNotAmplifyABacklog(t *testing.T) {
 	stackCtl(t, "stop", "mariadb")
 	down := time.Now()
 	sell(orders - orders/5)
-	time.Sleep(outage - time.Since(down))
+	time.Sleep(outage - time.Since(down)) // the outage's length is the point
 	t.Logf("MariaDB down for %v; %d events in the topic for %d accepted orders", time.Since(down).Round(time.Second), topicEvents(t, s, topic), accepted.Load())
 	stackCtl(t, "up")
 
-	waitFor(t, 5*time.Minute, "every order in MySQL", func() bool {
+	testsupport.Wait(t, 5*time.Minute, "every order in MySQL", func() bool {
 		var n int64
 		return s.mysql.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?", voucher).Scan(&n) == nil && n == orders
 	})

@@ -218,17 +218,14 @@ func (s *sale) buy(t *testing.T, voucher int64, tokens []string) (accepted, rese
 // as expected, no reservation pending.
 func (s *sale) audit(t *testing.T, voucher int64, accepted []string, want, stockLeft int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // for the orders and the reservations both
 	var orders int
-	for {
+	testsupport.Poll(time.Until(deadline), func() bool {
 		if err := s.mysql.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?", voucher).Scan(&orders); err != nil {
 			t.Fatal(err)
 		}
-		if orders >= want || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return orders >= want
+	})
 	var users, failures, dbStock int
 	err := s.mysql.DB.QueryRow(`SELECT COUNT(DISTINCT user_id), (SELECT COUNT(*) FROM tb_voucher_order_failure),
 		(SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?) FROM tb_voucher_order WHERE voucher_id = ?`, voucher, voucher).
@@ -251,9 +248,7 @@ func (s *sale) audit(t *testing.T, voucher int64, accepted []string, want, stock
 		t.Fatalf("Redis stock %d, want %d", rs, stockLeft)
 	}
 	pending := gate.KeysFor(s.redis.Prefix, voucher).Pending
-	for time.Now().Before(deadline) && s.redis.Client.HLen(context.Background(), pending).Val() > 0 {
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsupport.Poll(time.Until(deadline), func() bool { return s.redis.Client.HLen(context.Background(), pending).Val() == 0 })
 	if n := s.redis.Client.HLen(context.Background(), pending).Val(); n != 0 {
 		t.Fatalf("%d reservations still pending", n)
 	}
@@ -361,11 +356,11 @@ func (s *sale) waitForGroupOf(t *testing.T, n int) {
 	client := &kafka.Client{Addr: kafka.TCP(s.kafka.Brokers...), Timeout: 10 * time.Second}
 	group := s.writerEnv["SECKILL_ORDER_GROUP"]
 	var last string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	if !testsupport.Poll(60*time.Second, func() bool {
 		res, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 		if err != nil || len(res.Groups) != 1 {
 			last = fmt.Sprintf("describe group: %v", err)
-			continue
+			return false
 		}
 		g := res.Groups[0]
 		assigned := 0
@@ -378,9 +373,8 @@ func (s *sale) waitForGroupOf(t *testing.T, n int) {
 			}
 		}
 		last = fmt.Sprintf("state %s, %d members, %d with partitions", g.GroupState, len(g.Members), assigned)
-		if g.GroupState == "Stable" && len(g.Members) == n && assigned == n {
-			return
-		}
+		return g.GroupState == "Stable" && len(g.Members) == n && assigned == n
+	}) {
+		t.Fatalf("group %s never had %d members holding partitions: %s", group, n, last)
 	}
-	t.Fatalf("group %s never had %d members holding partitions: %s", group, n, last)
 }
