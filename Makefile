@@ -47,7 +47,7 @@ STACK_PACKAGES = $(shell $(GO) list ./... | grep -v -e '/internal/binlog$$' -e '
 # The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
 # and the packages whose tests use Redis, which make test runs on it too.
 REDIS_CLUSTER_SEEDS ?= $(shell p=$(REDIS_CLUSTER_PORT); echo 127.0.0.1:$$p,127.0.0.1:$$((p + 1)),127.0.0.1:$$((p + 2)))
-REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
+REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b\|saletest\.Warmed\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # What the cluster's pass leaves to the first, among the heaviest of the
 # suite on two cores: tests that start a Redis or a Redis Cluster of their
 # own (the same in both passes), and whole-stack tests whose subject is

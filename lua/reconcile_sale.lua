@@ -13,9 +13,9 @@
 -- newer reconcile ran) is refused, its rebuilt buyers dropped.
 --
 -- KEYS     the sale's keys (sale.lua), then
--- KEYS[8]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
+-- KEYS[SHARED + 1]  seckill:buyers-rebuilt:{id}:<reconcile id>  this reconcile's rebuilt buyers
 -- Writes:  VOUCHER {stock, begin, end, epoch, reconciled, fence, frozen,
---          buckets, given, received, draw} (frozen deleted in a sale of one bucket), BUYERS (renamed from KEYS[8]), and
+--          buckets, given, received, draw} (frozen deleted in a sale of one bucket), BUYERS (renamed from KEYS[SHARED + 1]), and
 --          deletes TRANSFERS; PERSIST on the others
 -- ARGV[1]  stock
 -- ARGV[2]  begin, ms
@@ -39,7 +39,7 @@
 -- Returns 1 in place (now, or by an earlier run of this reconcile); -1
 -- refused: a newer reconcile's token is there; -2 the rebuilt buyers are
 -- missing (expired while the reconcile was paused): nothing changed.
-local rebuilt = KEYS[8]
+local rebuilt = KEYS[SHARED + 1]
 if redis.call('HGET', VOUCHER, 'reconciled') == ARGV[5] then
   return 1
 end

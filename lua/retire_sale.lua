@@ -4,7 +4,7 @@
 -- the caller drops the voucher from the relay's active set.
 --
 -- KEYS     the sale's keys (sale.lua), then
--- KEYS[8]  seckill:entrants:{id}  a draw's entries (MySQL keeps the
+-- KEYS[SHARED + 1]  seckill:entrants:{id}  a draw's entries (MySQL keeps the
 --          entrants of record once the draw began)
 -- Writes:  PEXPIRE on every key that has no expiry
 -- ARGV[1]  how long the retired keys are kept, ms

@@ -15,7 +15,8 @@ local v = redis.call('HMGET', VOUCHER, 'stock', 'epoch', 'given', 'received', 'f
 local stock = v[1] and tonumber(v[1]) + tonumber(v[3] or '0') - tonumber(v[4] or '0')
 local frozen = 0
 if v[5] then
-  -- A freeze written before it carried its time ("1") is taken for stale.
-  frozen = math.max(now_ms() - (tonumber(v[5]) or 0), 0)
+  -- A freeze written before it carried its time ("1") is taken for stale;
+  -- one made this millisecond is frozen for 1, not the 0 of "not frozen".
+  frozen = math.max(now_ms() - (tonumber(v[5]) or 0), 1)
 end
 return {stock, v[2], redis.call('HLEN', BUYERS), replid(), frozen}

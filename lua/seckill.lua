@@ -16,11 +16,11 @@
 -- KEYS     the sale's keys (sale.lua); reads VOUCHER's stock, begin, end,
 --          frozen, epoch, buckets and draw fields, BUYERS, and PENDING for
 --          an attempt that repeats an accepted one
--- KEYS[8]  seckill:entrants:{id}  hash user id -> order id: a draw's entries
+-- KEYS[SHARED + 1]  seckill:entrants:{id}  hash user id -> order id: a draw's entries
 -- Writes:  VOUCHER {stock}, BUYERS, PENDING (the reservation, with the
 --          traceparent when there is one), PENDING_AT, ENTRANTS
 -- ARGV[1]  how many stock buckets the caller takes the sale to have: a
---          bucket that records another number answers outcome 7. For the
+--          bucket that records another number answers OTHER_LAYOUT. For the
 --          draw's admissions, "1:<fence>": the drawer's fencing token
 --          (draw.lua), which lets the entrants it names through while the
 --          draw is made, and no one else
@@ -43,20 +43,21 @@
 -- the reconcile lifts.
 --
 -- Returns four numbers per attempt, in the attempts' order: {outcome,
--- stock left, ms, order id}. Outcome: 0 accepted (one unit taken, buyer
--- and reservation recorded; ms is when it was accepted); 1 unknown
--- voucher; 2 not started; 3 ended; 4 already bought (order id is the
--- buyer's order); 5 sold out; 6 paused (frozen while its state is rebuilt
--- from MySQL, or built under another replication id than this server's
--- and not yet reconciled: nothing taken); 7 the sale has another number of
--- buckets than the caller thinks (stock left is that number, and nothing
--- is taken: the caller asks the right bucket). ms is the server's clock
--- otherwise. With N > 1, "sold out" is this bucket's: the caller looks at
--- the others. 8 entered in the sale's draw (ms is when the draw is made,
--- order id the entry's: the order it becomes if drawn; nothing taken); 9
--- the draw is being made, and the buyer did not enter it (nothing taken);
--- to a drawer, its token is not the draw's. 10 (to the drawer only) no
--- entry of this buyer under this order id here: nothing taken.
+-- stock left, ms, order id}, the outcome one of OUTCOME (sale.lua):
+-- ACCEPTED (one unit taken, buyer and reservation recorded; ms is when it
+-- was accepted); UNKNOWN_VOUCHER; NOT_STARTED; ENDED; ALREADY_BOUGHT
+-- (order id is the buyer's order); SOLD_OUT; PAUSED (frozen while its
+-- state is rebuilt from MySQL, or built under another replication id than
+-- this server's and not yet reconciled: nothing taken); OTHER_LAYOUT (the
+-- sale has another number of buckets than the caller thinks: stock left
+-- is that number, and nothing is taken: the caller asks the right
+-- bucket). ms is the server's clock otherwise. With N > 1, SOLD_OUT is
+-- this bucket's: the caller looks at the others. ENTERED in the sale's
+-- draw (ms is when the draw is made, order id the entry's: the order it
+-- becomes if drawn; nothing taken); DRAWING: the draw is being made, and
+-- the buyer did not enter it (nothing taken); to a drawer, its token is
+-- not the draw's. NOT_AN_ENTRANT (to the drawer only): no entry of this
+-- buyer under this order id here, nothing taken.
 --
 -- A sale with a draw (VOUCHER's draw field, the admission window in ms)
 -- takes no order in its window's first draw ms: an attempt there is an
@@ -64,7 +65,7 @@
 -- (drawn), only the drawer takes units, for the entrants in the draw's
 -- order; after it, the sale is first-come on what is left.
 local tries = (#ARGV - 1) / 3
-local ENTRANTS = KEYS[8]
+local ENTRANTS = KEYS[SHARED + 1]
 local want, fence = string.match(ARGV[1], '^(%d+):?(%d*)$')
 local out = {}
 local function answer(outcome, stock, ms, id)
@@ -85,10 +86,10 @@ local v = redis.call('HMGET', VOUCHER, 'stock', 'begin', 'end', 'frozen', 'epoch
 -- as a sale of one bucket is: the order-writer's check rebuilds it.
 local n = tonumber(v[6] or '1')
 if (v[1] or v[6]) and n ~= tonumber(want) then
-  return all(7, n)
+  return all(OUTCOME.OTHER_LAYOUT, n)
 end
 if not v[1] then
-  return all(1, 0)
+  return all(OUTCOME.UNKNOWN_VOUCHER, 0)
 end
 -- The server's clock, not the caller's: one clock for every API instance.
 local now = now_ms()
@@ -114,7 +115,7 @@ end
 if fence ~= '' and not admitting then
   -- A drawer whose token is not the draw's, or a draw made already: a
   -- drawer paused past its lease takes nothing for anyone.
-  return all(9, stock)
+  return all(OUTCOME.DRAWING, stock)
 end
 local seen = {} -- user id -> entry's order id, for a user twice in one batch
 local stale -- the state's replication id is not the server's
@@ -130,37 +131,37 @@ for i = 1, tries do
       local r = redis.call('HGET', PENDING, id)
       ms = r and tonumber(string.match(r, '^%d+:(%d+)')) or now
     end
-    answer(0, stock, ms, b)
+    answer(OUTCOME.ACCEPTED, stock, ms, b)
   elseif paused then
-    answer(6, stock, now, 0)
+    answer(OUTCOME.PAUSED, stock, now, 0)
   elseif early then
-    answer(2, stock, now, 0)
+    answer(OUTCOME.NOT_STARTED, stock, now, 0)
   elseif late then
-    answer(3, stock, now, 0)
+    answer(OUTCOME.ENDED, stock, now, 0)
   elseif b then
-    answer(4, stock, now, b)
+    answer(OUTCOME.ALREADY_BOUGHT, stock, now, b)
   elseif drawing and not admitting then
     local e = seen[user] or entered[i]
     if e then
-      answer(8, stock, drawAt, e)
+      answer(OUTCOME.ENTERED, stock, drawAt, e)
     elseif now < drawAt then
       seen[user] = id
       entries[#entries + 1] = user
       entries[#entries + 1] = id
-      answer(8, stock, drawAt, id)
+      answer(OUTCOME.ENTERED, stock, drawAt, id)
     else
-      answer(9, stock, now, 0)
+      answer(OUTCOME.DRAWING, stock, now, 0)
     end
   elseif admitting and (seen[user] or entered[i]) ~= id then
-    answer(10, stock, now, 0)
+    answer(OUTCOME.NOT_AN_ENTRANT, stock, now, 0)
   elseif stock <= 0 then
-    answer(5, 0, now, 0)
+    answer(OUTCOME.SOLD_OUT, 0, now, 0)
   else
     if stale == nil then
       stale = v[5] and v[5] ~= replid() or false
     end
     if stale then
-      answer(6, stock, now, 0)
+      answer(OUTCOME.PAUSED, stock, now, 0)
     else
       stock = stock - 1
       taken[user] = id
@@ -174,7 +175,7 @@ for i = 1, tries do
       pending[#pending + 1] = reservation
       at[#at + 1] = now
       at[#at + 1] = id
-      answer(0, stock, now, id)
+      answer(OUTCOME.ACCEPTED, stock, now, id)
     end
   end
 end

@@ -1,6 +1,6 @@
 -- Puts the directory of a sale of N > 1 buckets under the voucher's own
 -- tag, after its buckets are warmed: the gate's first attempt on the
--- voucher lands here and learns N (seckill.lua's outcome 7). The sale's
+-- voucher lands here and learns N (seckill.lua's OTHER_LAYOUT). The sale's
 -- other keys under this tag (a sale of one bucket with the same id, from an
 -- earlier database) are deleted.
 --

@@ -5,7 +5,7 @@
 -- the master that owns the bucket's slot.
 --
 -- KEYS     the sale's keys (sale.lua), every one deleted first
--- KEYS[8]  seckill:entrants:{id}  the draw's entries (seckill.lua)
+-- KEYS[SHARED + 1]  seckill:entrants:{id}  the draw's entries (seckill.lua)
 -- Writes:  VOUCHER {stock, begin, end, epoch, buckets, given, received,
 --          draw}, and deletes BUYERS, PENDING, PENDING_AT, CHANGES,
 --          SETTLED, TRANSFERS, ENTRANTS
@@ -25,7 +25,7 @@
 if ARGV[5] == 'new' and redis.call('EXISTS', VOUCHER) == 1 then
   return 0
 end
-local ENTRANTS = KEYS[8]
+local ENTRANTS = KEYS[SHARED + 1]
 redis.call('DEL', VOUCHER, BUYERS, PENDING, PENDING_AT, CHANGES, SETTLED, TRANSFERS, ENTRANTS)
 redis.call('HSET', VOUCHER, 'stock', ARGV[1], 'begin', ARGV[2], 'end', ARGV[3], 'epoch', replid())
 if ARGV[6] ~= '0' then

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/botcheck"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -147,7 +147,7 @@ func ensureStock(t *testing.T, a *testAPI, voucher string, stock int64) {
 	t.Helper()
 	var id int64
 	fmt.Sscan(voucher, &id)
-	totals, err := gate.NewStore(a.Redis.Client, a.Redis.Prefix).Totals(context.Background(), id)
+	totals, err := saletest.New(a.Redis.Client, a.Redis.Prefix).Totals(context.Background(), id)
 	if err != nil || totals.Stock != stock {
 		t.Fatalf("voucher %s in Redis: %+v, %v; want %d units left", voucher, totals, err, stock)
 	}

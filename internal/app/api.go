@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/internal/cache"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
+	"github.com/seckill/seckill/internal/drawstate"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/health"
 	"github.com/seckill/seckill/internal/jwtauth"
@@ -26,6 +27,8 @@ import (
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/salerecords"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/shop"
 	"github.com/seckill/seckill/internal/statuscache"
 	"github.com/seckill/seckill/internal/tlscert"
@@ -72,7 +75,8 @@ func (m *API) Run(ctx context.Context) error {
 // start builds the api on its base and starts serving.
 func (m *API) start(ctx context.Context, b *base, db *sql.DB) error {
 	c := m.cfg
-	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
+	sales := salestate.New(b.rdb, c.Sale.KeyPrefix)
+	store, records := gate.New(sales), salerecords.New(sales)
 	var hot *redisconn.Pipeliner
 	var err error
 	if c.AutoPipeline {
@@ -133,7 +137,7 @@ func (m *API) start(ctx context.Context, b *base, db *sql.DB) error {
 		tlsConfig = certs.ServerConfig()
 		workers = append(workers, daemon.Worker{Name: "tls certificate", Run: func(ctx context.Context) error { return certs.Run(ctx, time.Second) }})
 	}
-	bots := botcheck.New(b.rdb, c.Sale.KeyPrefix, voucher.BotCheckModes{DB: db}, store, c.BotCheck, botcheck.NewMetrics(b.reg))
+	bots := botcheck.New(b.rdb, c.Sale.KeyPrefix, voucher.BotCheckModes{DB: db}, records, c.BotCheck, botcheck.NewMetrics(b.reg))
 	vouchers := &voucher.Vouchers{DB: db, Sale: store, BotChecks: bots}
 	srv, err := api.Listen(c.HTTP, api.Deps{
 		Logger: m.logger, Monitor: b.monitor, Registry: b.reg,
@@ -150,8 +154,8 @@ func (m *API) start(ctx context.Context, b *base, db *sql.DB) error {
 			Durable: broker.OrderDurability{Topic: durability},
 			SoldOut: order.NewSoldOutCache(c.Sale.SoldOutTTL), Logger: m.logger, Metrics: order.NewMetrics(b.reg),
 		},
-		Lookup: &order.Lookup{Settled: statuscache.New(caches, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: store,
-			Entries: store},
+		Lookup: &order.Lookup{Settled: statuscache.New(caches, c.Sale.KeyPrefix, c.Sale.OrderStatusTTL, &orderdb.Orders{DB: db}), Sales: records,
+			Entries: drawstate.New(sales)},
 	})
 	if err != nil {
 		return err

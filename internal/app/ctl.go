@@ -19,13 +19,14 @@ import (
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/jwtauth"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/orderwriter"
 	"github.com/seckill/seckill/internal/reconcile"
+	"github.com/seckill/seckill/internal/salerepair"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/schema"
 	"github.com/seckill/seckill/internal/tlscert"
 	"github.com/seckill/seckill/internal/user"
@@ -372,7 +373,7 @@ func chooseLetters(letters []broker.DeadLetter, refs []string) ([]broker.DeadLet
 func reconcileCtl(cfg config.Ctl, voucherID int64, out io.Writer) error {
 	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb redis.UniversalClient) error {
 		r := &reconcile.Reconciler{
-			Sale:    gate.NewStore(rdb, cfg.Sale.KeyPrefix),
+			Sale:    salerepair.New(salestate.New(rdb, cfg.Sale.KeyPrefix)),
 			Records: &orderdb.Orders{DB: db},
 			Backlog: &broker.Progress{Brokers: cfg.KafkaBrokers, Group: cfg.Group, Topic: cfg.Sale.OrdersTopic},
 			IDs:     orderIDs(rdb, cfg.Sale),
@@ -448,7 +449,7 @@ func withStores(cfg config.Ctl, run func(ctx context.Context, db *sql.DB, rdb re
 func checkCtl(cfg config.Ctl, out io.Writer) error {
 	return withStores(cfg, func(ctx context.Context, db *sql.DB, rdb redis.UniversalClient) error {
 		found := &violationReport{out: out}
-		checks := &orderwriter.SaleChecks{DB: db, Sale: gate.NewStore(rdb, cfg.Sale.KeyPrefix), Guard: found,
+		checks := &orderwriter.SaleChecks{DB: db, Sale: salerepair.New(salestate.New(rdb, cfg.Sale.KeyPrefix)), Guard: found,
 			Logger: slog.New(slog.NewTextHandler(out, nil))}
 		n, err := checks.Check(ctx)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/botcheck"
 	"github.com/seckill/seckill/internal/broker"
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -30,7 +30,7 @@ func TestCtlCheckThenReconcile(t *testing.T) {
 	lookup := func(key string) (string, bool) { v, ok := vars[key]; return v, ok }
 	m.MustSeedVoucher(t, 8, 5) // on sale in MySQL, never warmed
 	m.MustSeedVoucher(t, 9, 5)
-	if err := gate.NewStore(r.Client, r.Prefix).Warm(context.Background(), 9, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := saletest.New(r.Client, r.Prefix).Gate.Warm(context.Background(), 9, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 

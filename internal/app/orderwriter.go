@@ -14,13 +14,18 @@ import (
 	"github.com/seckill/seckill/internal/config"
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/draw"
+	"github.com/seckill/seckill/internal/drawstate"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/orderwriter"
+	"github.com/seckill/seckill/internal/outbox"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/relay"
 	"github.com/seckill/seckill/internal/replid"
+	"github.com/seckill/seckill/internal/salerecords"
+	"github.com/seckill/seckill/internal/salerepair"
+	"github.com/seckill/seckill/internal/salestate"
 )
 
 // reconcilePoll is how often a reconcile reads the writer's committed
@@ -53,7 +58,8 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store := gate.NewStore(b.rdb, c.Sale.KeyPrefix)
+	sales := salestate.New(b.rdb, c.Sale.KeyPrefix)
+	repair := salerepair.New(sales)
 
 	reader := kafka.NewReader(broker.InGroup(kafka.ReaderConfig{
 		Brokers: c.KafkaBrokers, GroupID: c.Group, Topic: c.Sale.OrdersTopic,
@@ -74,22 +80,22 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	b.closeFirst(closer("kafka reader", reader))
 
 	progress := &broker.Progress{Brokers: c.KafkaBrokers, Group: c.Group, Topic: c.Sale.OrdersTopic}
-	guard := reconcile.NewGuard(&reconcile.Reconciler{Sale: store, Records: &orderdb.Orders{DB: db}, Backlog: progress,
+	guard := reconcile.NewGuard(&reconcile.Reconciler{Sale: repair, Records: &orderdb.Orders{DB: db}, Backlog: progress,
 		Locks: lock.New(b.rdb, c.Sale.KeyPrefix),
 		IDs:   orderIDs(b.rdb, c.Sale), Wait: time.Minute, Poll: reconcilePoll, Logger: m.logger}, 2*time.Minute, b.reg)
 	b.closeFirst(closer("reconciles", guard))
-	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: store, Records: store,
-		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: store, Guard: guard}
+	writer := &orderwriter.Writer{DB: db, DeadLetters: &broker.Forwarder{Writer: dlq, Logger: m.logger}, Reservations: sales, Records: salerecords.New(sales),
+		Logger: m.logger, Metrics: orderwriter.NewMetrics(b.reg), Sale: repair, Guard: guard}
 	// Before the guard its checks report to, and Redis.
 	b.closeFirst(closer("order-writer's Redis steps", writer))
 	consumer := &broker.Consumer{Name: "orders", Reader: reader, Handle: writer.Handle,
 		BatchSize: c.BatchSize, BatchWait: c.BatchWait, StuckAfter: c.StuckAfter, Logger: m.logger,
 		Stuck: broker.NewStuckMetric(b.reg).WithLabelValues("orders")}
-	relayWorker := &relay.Relay{Store: store, Publisher: relayPublisher,
+	relayWorker := &relay.Relay{Store: outbox.New(sales), Transfers: gate.New(sales), Publisher: relayPublisher,
 		Backlog: progress,
 		Locks:   lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease,
 		Age: c.Sale.RelayAge, Interval: c.Sale.RelayInterval, Batch: 1000, Keep: c.Sale.SaleKeep, Logger: m.logger}
-	drawer := &draw.Drawer{Sales: store, Records: orderdb.DrawRecords{DB: db}, Publisher: relayPublisher,
+	drawer := &draw.Drawer{Sales: drawstate.New(sales), Records: orderdb.DrawRecords{DB: db}, Publisher: relayPublisher,
 		Locks: lock.New(b.rdb, c.Sale.KeyPrefix), LeaseTTL: c.Sale.RelayLease, Interval: c.Sale.DrawInterval, Logger: m.logger}
 	relayed := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_relay_republished_total",
 		Help: "Reservations whose order events never reached Kafka, republished by the relay."})
@@ -101,7 +107,7 @@ func (m *OrderWriter) Run(ctx context.Context) error {
 	checkErrors := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_sale_check_errors_total",
 		Help: "Vouchers whose periodic sale check could not be made (the others were checked)."})
 	b.reg.MustRegister(checkErrors)
-	checks := &orderwriter.SaleChecks{DB: db, Sale: store, Guard: guard, Interval: c.SaleChecks, Logger: m.logger, Errors: checkErrors}
+	checks := &orderwriter.SaleChecks{DB: db, Sale: repair, Guard: guard, Interval: c.SaleChecks, Logger: m.logger, Errors: checkErrors}
 	// A new replication id pauses every sale at the gate: check them all at
 	// once, which reconciles them.
 	epoch := replid.NewWatcher(b.rdb, c.Sale.EpochInterval, m.logger).CountChanges(b.reg)

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/botcheck"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -36,7 +36,7 @@ type fixture struct {
 	r      *testsupport.Redis
 	vs     *voucher.Vouchers
 	modes  voucher.BotCheckModes
-	gate   *gate.Store
+	gate   *saletest.Sales
 	clock  *clock
 	stores []*botcheck.Store
 }
@@ -45,15 +45,15 @@ type fixture struct {
 // and MySQL, on the test's clock.
 func (f *fixture) store(t *testing.T) *botcheck.Store {
 	t.Helper()
-	s := botcheck.New(f.r.Client, f.r.Prefix, f.modes, f.gate, botcheck.DefaultConfig, nil)
+	s := botcheck.New(f.r.Client, f.r.Prefix, f.modes, f.gate.Records, botcheck.DefaultConfig, nil)
 	s.Now = f.clock.Now
 	return s
 }
 
 func newFixture(t *testing.T) *fixture {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
-	f := &fixture{r: r, modes: voucher.BotCheckModes{DB: m.DB}, gate: gate.NewStore(r.Client, r.Prefix), clock: &clock{now: time.Now()}}
-	f.vs = &voucher.Vouchers{DB: m.DB, Sale: f.gate, BotChecks: f.store(t)}
+	f := &fixture{r: r, modes: voucher.BotCheckModes{DB: m.DB}, gate: saletest.New(r.Client, r.Prefix), clock: &clock{now: time.Now()}}
+	f.vs = &voucher.Vouchers{DB: m.DB, Sale: f.gate.Gate, BotChecks: f.store(t)}
 	return f
 }
 

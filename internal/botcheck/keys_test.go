@@ -77,7 +77,7 @@ func TestKeysFromAFile(t *testing.T) {
 	}
 	cfg := botcheck.DefaultConfig
 	cfg.KeysFile = file
-	s := botcheck.New(f.r.Client, f.r.Prefix, f.modes, f.gate, cfg, nil)
+	s := botcheck.New(f.r.Client, f.r.Prefix, f.modes, f.gate.Records, cfg, nil)
 	s.Now = f.clock.Now
 	old, _, err := s.IssuePath(ctx, 7, id)
 	if err != nil {

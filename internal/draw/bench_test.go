@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 )
 
 // BenchmarkDraw100k is the draw of 100,000 entrants, from its seed to the
@@ -32,7 +32,7 @@ func BenchmarkDraw100k(b *testing.B) {
 				for range 32 {
 					wg.Go(func() {
 						for u := next.Add(1); u <= entrants; u = next.Add(1) {
-							if _, err := g.store.Try(ctx, voucher, u, 1_000_000+u); err != nil {
+							if _, err := g.store.Gate.Try(ctx, voucher, u, 1_000_000+u); err != nil {
 								b.Error(err)
 								return
 							}
@@ -44,7 +44,7 @@ func BenchmarkDraw100k(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := g.store.Adjust(ctx, voucher, 0, now.Add(-g.window), time.Time{}); err != nil {
+				if _, err := g.store.Gate.Adjust(ctx, voucher, 0, now.Add(-g.window), time.Time{}); err != nil {
 					b.Fatal(err)
 				}
 				g.waitDue(b, voucher)
@@ -55,7 +55,7 @@ func BenchmarkDraw100k(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(time.Since(began).Seconds(), "s/draw")
-				keys := gate.KeysFor(g.r.Prefix, voucher)
+				keys := salestate.KeysFor(g.r.Prefix, voucher)
 				if n := g.r.Client.HLen(ctx, keys.Entrants).Val(); n != entrants {
 					b.Fatalf("%d entrants, want %d", n, entrants)
 				}

@@ -1,8 +1,8 @@
 // Package draw makes the draws of the sales that have one: at a draw's
 // window's end, its entrants are put in a uniformly random order and the
-// gate serves them in it, as if they had arrived so (internal/gate takes
-// the units and leaves the reservations; the order events go the way of
-// every order). It runs as a leased, fenced job of the order-writer, the
+// gate serves them in it, as if they had arrived so (internal/drawstate
+// runs the gate script, which takes the units and leaves the
+// reservations; the order events go the way of every order). It runs as a leased, fenced job of the order-writer, the
 // relay's pattern: one drawer at a time, and a drawer that lost its lease
 // while paused is refused by the sale's state.
 //
@@ -30,7 +30,7 @@ import (
 	"github.com/seckill/seckill/internal/sale"
 )
 
-// Sales is the sales' state the drawer works on (gate.Store).
+// Sales is the sales' state the drawer works on (drawstate.Store).
 type Sales interface {
 	// Active are the vouchers whose sales are in Redis.
 	Active(ctx context.Context) ([]int64, error)

@@ -15,11 +15,12 @@ import (
 
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/draw"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -119,7 +120,7 @@ type rig struct {
 	r      *testsupport.Redis
 	m      *testsupport.MySQL
 	k      *testsupport.Kafka
-	store  *gate.Store
+	store  *saletest.Sales
 	topic  string
 	pub    *broker.OrderPublisher
 	locks  *lock.Client
@@ -128,7 +129,7 @@ type rig struct {
 
 func newRig(t testing.TB) *rig {
 	g := &rig{r: testsupport.MustRedis(t), m: testsupport.MustMySQL(t), k: testsupport.MustKafka(t), window: 1500 * time.Millisecond}
-	g.store = gate.NewStore(g.r.Client, g.r.Prefix)
+	g.store = saletest.New(g.r.Client, g.r.Prefix)
 	g.topic = g.k.MustTopic(t, 1)
 	g.pub = broker.NewOrderPublisher(broker.NewProducer(g.k.Brokers, g.topic, 0), 5*time.Second)
 	t.Cleanup(func() { _ = g.pub.Close() })
@@ -146,14 +147,14 @@ func (g *rig) sale(t testing.TB, stock int64) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.store.WarmDraw(ctx, voucher, stock, now, now.Add(time.Hour), g.window, false); err != nil {
+	if err := g.store.Gate.WarmDraw(ctx, voucher, stock, now, now.Add(time.Hour), g.window, false); err != nil {
 		t.Fatal(err)
 	}
 	return voucher
 }
 
 func (g *rig) drawer(chunk int) *draw.Drawer {
-	return &draw.Drawer{Sales: g.store, Records: orderdb.DrawRecords{DB: g.m.DB}, Publisher: g.pub, Locks: g.locks,
+	return &draw.Drawer{Sales: g.store.Draws, Records: orderdb.DrawRecords{DB: g.m.DB}, Publisher: g.pub, Locks: g.locks,
 		LeaseTTL: time.Second, Interval: time.Hour, Chunk: chunk, Logger: slog.New(slog.DiscardHandler)}
 }
 
@@ -164,7 +165,7 @@ func (g *rig) enter(t testing.TB, voucher, first int64, n int) map[int64]int64 {
 	entries := map[int64]int64{}
 	for i := range int64(n) {
 		user, id := first+i, 1_000_000+first+i
-		d, err := g.store.Try(context.Background(), voucher, user, id)
+		d, err := g.store.Gate.Try(context.Background(), voucher, user, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func stoppedAt(t testing.TB, d *draw.Drawer, n int) context.Context {
 func (g *rig) waitDue(t testing.TB, voucher int64) {
 	t.Helper()
 	testsupport.Wait(t, 10*time.Second, "the draw's window to end", func() bool {
-		st, err := g.store.DrawState(context.Background(), voucher)
+		st, err := g.store.Draws.DrawState(context.Background(), voucher)
 		return err == nil && st.Due()
 	})
 }
@@ -249,7 +250,7 @@ func (g *rig) expectDrawn(t *testing.T, voucher int64, entries map[int64]int64, 
 		t.Fatal(err)
 	}
 	winners := ordered[:min(stock, len(ordered))]
-	keys := gate.KeysFor(g.r.Prefix, voucher)
+	keys := salestate.KeysFor(g.r.Prefix, voucher)
 	buyers, err := g.r.Client.HGetAll(ctx, keys.Buyers).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -262,11 +263,11 @@ func (g *rig) expectDrawn(t *testing.T, voucher int64, entries map[int64]int64, 
 			t.Fatalf("winner %d (order %d) is not a buyer under its entry's order: %q", w.UserID, w.OrderID, buyers[strconv.FormatInt(w.UserID, 10)])
 		}
 	}
-	left, err := g.r.Client.HGet(ctx, keys.Voucher, gate.FieldStock).Int()
+	left, err := g.r.Client.HGet(ctx, keys.Voucher, salestate.FieldStock).Int()
 	if err != nil || left != stock-len(winners) {
 		t.Fatalf("stock left %d (%v), want %d", left, err, stock-len(winners))
 	}
-	if kept, _ := g.r.Client.HGet(ctx, keys.Voucher, gate.FieldSeed).Result(); kept != seed {
+	if kept, _ := g.r.Client.HGet(ctx, keys.Voucher, salestate.FieldSeed).Result(); kept != seed {
 		t.Fatalf("the sale keeps seed %q, MySQL %q", kept, seed)
 	}
 	published := g.readOrders(t, len(winners))
@@ -321,21 +322,21 @@ func TestADrawServesTheEntrantsInTheSeedsOrder(t *testing.T) {
 	entries := g.enter(t, voucher, 1, 300)
 
 	// Entering twice keeps the first entry: one per buyer.
-	d, err := g.store.Try(ctx, voucher, 7, 999)
+	d, err := g.store.Gate.Try(ctx, voucher, 7, 999)
 	if err != nil || !errors.Is(d.Err, order.ErrEntered) || d.OrderID != entries[7] {
 		t.Fatalf("user 7 again: %v %v order %d, want entered under %d", d.Err, err, d.OrderID, entries[7])
 	}
-	if n, _ := g.r.Client.HGet(ctx, gate.KeysFor(g.r.Prefix, voucher).Voucher, gate.FieldStock).Int(); n != stock {
+	if n, _ := g.r.Client.HGet(ctx, salestate.KeysFor(g.r.Prefix, voucher).Voucher, salestate.FieldStock).Int(); n != stock {
 		t.Fatalf("entries took stock: %d left of %d", n, stock)
 	}
 
 	g.waitDue(t, voucher)
 	// After the window and before the draw: a newcomer waits for the
 	// draw, an entrant is told it entered.
-	if d, err := g.store.Try(ctx, voucher, 5000, 5000); err != nil || !errors.Is(d.Err, order.ErrDrawing) {
+	if d, err := g.store.Gate.Try(ctx, voucher, 5000, 5000); err != nil || !errors.Is(d.Err, order.ErrDrawing) {
 		t.Fatalf("a newcomer before the draw: %v %v", d.Err, err)
 	}
-	if d, err := g.store.Try(ctx, voucher, 8, 888); err != nil || !errors.Is(d.Err, order.ErrEntered) || d.OrderID != entries[8] {
+	if d, err := g.store.Gate.Try(ctx, voucher, 8, 888); err != nil || !errors.Is(d.Err, order.ErrEntered) || d.OrderID != entries[8] {
 		t.Fatalf("an entrant before the draw: %v %v order %d", d.Err, err, d.OrderID)
 	}
 
@@ -347,7 +348,7 @@ func TestADrawServesTheEntrantsInTheSeedsOrder(t *testing.T) {
 	// After it: first-come on what is left (nothing), the winners hold
 	// their orders, the others read sold out.
 	for user, id := range entries {
-		d, err := g.store.Try(ctx, voucher, user, 7_000_000+user)
+		d, err := g.store.Gate.Try(ctx, voucher, user, 7_000_000+user)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,7 +357,7 @@ func TestADrawServesTheEntrantsInTheSeedsOrder(t *testing.T) {
 			t.Fatalf("entrant %d after the draw: %v", user, d.Err)
 		}
 	}
-	if d, _ := g.store.Try(ctx, voucher, 6000, 6000); !errors.Is(d.Err, order.ErrSoldOut) {
+	if d, _ := g.store.Gate.Try(ctx, voucher, 6000, 6000); !errors.Is(d.Err, order.ErrSoldOut) {
 		t.Fatalf("a newcomer after the draw: %v, want sold out", d.Err)
 	}
 }
@@ -372,7 +373,7 @@ func TestADrawWithUnitsLeftSellsThemFirstCome(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.expectDrawn(t, voucher, entries, 10)
-	d, err := g.store.Try(ctx, voucher, 100, 100)
+	d, err := g.store.Gate.Try(ctx, voucher, 100, 100)
 	if err != nil || d.Err != nil || d.StockLeft != 5 {
 		t.Fatalf("first-come after the draw: %v %v, %d left", d.Err, err, d.StockLeft)
 	}
@@ -388,14 +389,14 @@ func TestADrawerStoppedHalfWayIsFollowedByTheSameDraw(t *testing.T) {
 	ctx := context.Background()
 	const stock = 300
 	voucher, entries := g.dueDraw(t, stock, 1000)
-	keys := gate.KeysFor(g.r.Prefix, voucher)
+	keys := salestate.KeysFor(g.r.Prefix, voucher)
 	served := func() int64 { return g.r.Client.HLen(ctx, keys.Buyers).Val() }
 
 	first, oldFence := g.drawer(64), g.fence(t)
 	if err := first.Draw(stoppedAt(t, first, 128), voucher, oldFence); err == nil {
 		t.Fatal("the stopped drawer finished its draw")
 	}
-	if st, _ := g.store.DrawState(ctx, voucher); !st.Drawn.IsZero() {
+	if st, _ := g.store.Draws.DrawState(ctx, voucher); !st.Drawn.IsZero() {
 		t.Fatal("the draw was recorded as made half way")
 	}
 	if n := served(); n == 0 || n >= stock {
@@ -411,7 +412,7 @@ func TestADrawerStoppedHalfWayIsFollowedByTheSameDraw(t *testing.T) {
 		t.Fatalf("the first drawer come back: %v, want refused as fenced", err)
 	}
 	ordered, _ := draw.Order(strings64('0'), []sale.Entrant{{UserID: 1, OrderID: entries[1]}, {UserID: 2, OrderID: entries[2]}})
-	decisions, err := g.store.Admit(ctx, voucher, oldFence, ordered)
+	decisions, err := g.store.Draws.Admit(ctx, voucher, oldFence, ordered)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,10 +439,10 @@ func TestTheDrawServesOnlyItsEntrants(t *testing.T) {
 	ctx := context.Background()
 	voucher, entries := g.dueDraw(t, 10, 3)
 	fence := g.fence(t)
-	if _, err := g.store.BeginDraw(ctx, voucher, fence, strings64('1')); err != nil {
+	if _, err := g.store.Draws.BeginDraw(ctx, voucher, fence, strings64('1')); err != nil {
 		t.Fatal(err)
 	}
-	decisions, err := g.store.Admit(ctx, voucher, fence, []sale.Entrant{
+	decisions, err := g.store.Draws.Admit(ctx, voucher, fence, []sale.Entrant{
 		{UserID: 99, OrderID: 99},            // never entered
 		{UserID: 1, OrderID: entries[1] + 1}, // not its entry's order
 		{UserID: 2, OrderID: entries[2]},
@@ -456,7 +457,7 @@ func TestTheDrawServesOnlyItsEntrants(t *testing.T) {
 			t.Fatalf("answer %d: %v, want %v", i, d.Err, want[i])
 		}
 	}
-	if n := g.r.Client.HLen(ctx, gate.KeysFor(g.r.Prefix, voucher).Buyers).Val(); n != 1 {
+	if n := g.r.Client.HLen(ctx, salestate.KeysFor(g.r.Prefix, voucher).Buyers).Val(); n != 1 {
 		t.Fatalf("%d buyers, want the one entrant served", n)
 	}
 }
@@ -470,30 +471,30 @@ func TestTheDrawsSteps(t *testing.T) {
 	ctx := context.Background()
 	g.window = time.Hour
 	open := g.sale(t, 5)
-	if _, err := g.store.BeginDraw(ctx, open, g.fence(t), strings64('1')); !errors.Is(err, sale.ErrDrawNotDue) {
+	if _, err := g.store.Draws.BeginDraw(ctx, open, g.fence(t), strings64('1')); !errors.Is(err, sale.ErrDrawNotDue) {
 		t.Fatalf("begun in the window: %v, want not due", err)
 	}
 	g.window = 1500 * time.Millisecond
 	voucher := g.sale(t, 5)
 	g.waitDue(t, voucher)
 	older, newer := g.fence(t), g.fence(t)
-	if _, err := g.store.BeginDraw(ctx, voucher, newer, strings64('1')); err != nil {
+	if _, err := g.store.Draws.BeginDraw(ctx, voucher, newer, strings64('1')); err != nil {
 		t.Fatal(err)
 	}
-	_, err := g.store.BeginDraw(ctx, voucher, older, strings64('1'))
+	_, err := g.store.Draws.BeginDraw(ctx, voucher, older, strings64('1'))
 	if fenced, ok := errors.AsType[*sale.DrawFencedError](err); !ok || fenced.Seen != newer {
 		t.Fatalf("begun under an older token: %v, want fenced by %d", err, newer)
 	}
-	if err := g.store.EndDraw(ctx, voucher, older); !errors.Is(err, sale.ErrDrawFenced) {
+	if err := g.store.Draws.EndDraw(ctx, voucher, older); !errors.Is(err, sale.ErrDrawFenced) {
 		t.Fatalf("done under an older token: %v", err)
 	}
-	if err := g.store.EndDraw(ctx, voucher, newer); err != nil {
+	if err := g.store.Draws.EndDraw(ctx, voucher, newer); err != nil {
 		t.Fatal(err)
 	}
-	if made, err := g.store.BeginDraw(ctx, voucher, g.fence(t), strings64('1')); err != nil || !made {
+	if made, err := g.store.Draws.BeginDraw(ctx, voucher, g.fence(t), strings64('1')); err != nil || !made {
 		t.Fatalf("begun once made: %v, made %v", err, made)
 	}
-	if st, _ := g.store.DrawState(ctx, voucher); st.Drawn.IsZero() || st.Due() {
+	if st, _ := g.store.Draws.DrawState(ctx, voucher); st.Drawn.IsZero() || st.Due() {
 		t.Fatalf("the draw made reads %+v", st)
 	}
 }
@@ -511,14 +512,14 @@ func TestScanMakesTheDrawsDue(t *testing.T) {
 	open := g.sale(t, 3)
 	g.enter(t, open, 1, 2)
 	plain := 1 + rand.Int64N(1<<40)
-	if err := g.store.Warm(ctx, plain, 3, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
+	if err := g.store.Gate.Warm(ctx, plain, 3, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.drawer(0).Scan(ctx, g.fence(t)); err != nil {
 		t.Fatal(err)
 	}
 	g.expectDrawn(t, due, entries, 3)
-	if st, _ := g.store.DrawState(ctx, open); !st.Drawn.IsZero() {
+	if st, _ := g.store.Draws.DrawState(ctx, open); !st.Drawn.IsZero() {
 		t.Fatal("a draw still taking entries was made")
 	}
 }
@@ -535,20 +536,20 @@ func TestASaleIsNotRetiredBeforeItsDraw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.store.WarmDraw(ctx, voucher, 5, now.Add(-time.Second), now.Add(time.Second), 500*time.Millisecond, false); err != nil {
+	if err := g.store.Gate.WarmDraw(ctx, voucher, 5, now.Add(-time.Second), now.Add(time.Second), 500*time.Millisecond, false); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Wait(t, 10*time.Second, "the sale's end", func() bool {
 		n, err := g.store.Now(ctx)
 		return err == nil && n.After(now.Add(time.Second))
 	})
-	if retired, err := g.store.Retire(ctx, voucher, time.Hour); err != nil || retired {
+	if retired, err := g.store.Outbox.Retire(ctx, voucher, time.Hour); err != nil || retired {
 		t.Fatalf("an ended sale whose draw is not made: retired %v (%v)", retired, err)
 	}
 	if err := g.drawer(0).Draw(ctx, voucher, g.fence(t)); err != nil {
 		t.Fatal(err)
 	}
-	if retired, err := g.store.Retire(ctx, voucher, time.Hour); err != nil || !retired {
+	if retired, err := g.store.Outbox.Retire(ctx, voucher, time.Hour); err != nil || !retired {
 		t.Fatalf("an ended sale once drawn: retired %v (%v)", retired, err)
 	}
 }
@@ -566,7 +567,7 @@ func TestADrawIsMadeAmongItsEntrantsOfRecordAfterRedisLostSome(t *testing.T) {
 	if err := first.Draw(stoppedAt(t, first, 1), voucher, g.fence(t)); err == nil {
 		t.Fatal("the stopped drawer finished its draw")
 	}
-	keys := gate.KeysFor(g.r.Prefix, voucher)
+	keys := salestate.KeysFor(g.r.Prefix, voucher)
 	var lost []string
 	for u := int64(1); u <= 100; u += 3 {
 		lost = append(lost, strconv.FormatInt(u, 10))

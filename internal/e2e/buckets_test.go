@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -23,7 +23,7 @@ func TestHotVoucherInBucketsThroughThePipeline(t *testing.T) {
 	voucher := s.voucherIn(t, stock, buckets, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	var keys []string
 	for b := range buckets {
-		keys = append(keys, gate.BucketKeys(s.redis.Prefix, voucher, buckets, b).Voucher)
+		keys = append(keys, salestate.BucketKeys(s.redis.Prefix, voucher, buckets, b).Voucher)
 	}
 	if len(s.redis.Cluster) > 0 {
 		if n := s.redis.MastersOf(t, keys...); n != buckets {
@@ -82,13 +82,13 @@ func auditBuckets(t *testing.T, s *sale, voucher int64, buckets int, accepted []
 		}
 		var pending int64
 		for b := range buckets {
-			pending += s.redis.Client.HLen(ctx, gate.BucketKeys(s.redis.Prefix, voucher, buckets, b).Pending).Val()
+			pending += s.redis.Client.HLen(ctx, salestate.BucketKeys(s.redis.Prefix, voucher, buckets, b).Pending).Val()
 		}
 		return orders >= want && pending == 0
 	})
 	var redisStock int
 	for b := range buckets {
-		n, err := s.redis.Client.HGet(ctx, gate.BucketKeys(s.redis.Prefix, voucher, buckets, b).Voucher, gate.FieldStock).Int()
+		n, err := s.redis.Client.HGet(ctx, salestate.BucketKeys(s.redis.Prefix, voucher, buckets, b).Voucher, salestate.FieldStock).Int()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/user"
 )
@@ -125,7 +125,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	for range clusterSales {
 		v := s.voucher(t, clusterStock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 		vouchers = append(vouchers, v)
-		owner[v] = cl.MasterOf(t, gate.KeysFor(s.redis.Prefix, v).Voucher)
+		owner[v] = cl.MasterOf(t, salestate.KeysFor(s.redis.Prefix, v).Voucher)
 		onMaster[owner[v]] = append(onMaster[owner[v]], v)
 	}
 	if len(onMaster) != 3 {
@@ -307,7 +307,7 @@ func runClusterFault(t *testing.T, f clusterFault) {
 	}
 	t.Logf("the writers' reconciles: %v", reconciled)
 	for _, v := range vouchers {
-		k := gate.KeysFor(s.redis.Prefix, v).Voucher
+		k := salestate.KeysFor(s.redis.Prefix, v).Voucher
 		was := s.redis.Client.HGet(ctx, k, "reconciled").Val() != ""
 		if was != (owner[v] == victim) {
 			t.Fatalf("voucher %d on %s (the failed master: %s) reconciled: %v; want the failed master's sales only", v, owner[v], victim, was)
@@ -339,7 +339,7 @@ func TestChaosClusterBucketMasterKilled(t *testing.T) {
 	v := s.voucherIn(t, stock, buckets, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 	owner := make([]string, buckets)
 	for b := range buckets {
-		owner[b] = cl.MasterOf(t, gate.BucketKeys(s.redis.Prefix, v, buckets, b).Voucher)
+		owner[b] = cl.MasterOf(t, salestate.BucketKeys(s.redis.Prefix, v, buckets, b).Voucher)
 	}
 	victim := 1
 	if owner[0] == owner[1] || owner[1] == owner[2] || owner[0] == owner[2] {
@@ -350,7 +350,7 @@ func TestChaosClusterBucketMasterKilled(t *testing.T) {
 	tokens := s.sessions(t, first, buyers)
 	home := map[string]int{}
 	for i, tok := range tokens {
-		home[tok] = gate.Home(int64(first+i), buckets)
+		home[tok] = salestate.Home(int64(first+i), buckets)
 	}
 	c := startCrowd(t, s, []int64{v}, tokens, buyers)
 	time.Sleep(clusterFaultAt) // the fault falls a set time into the crowd: the test is about a fault under load
@@ -394,7 +394,7 @@ func TestChaosClusterBucketMasterKilled(t *testing.T) {
 	settleSales(t, s, []int64{v}, stock, orders)
 	var reconciled []string
 	for b := range buckets {
-		reconciled = append(reconciled, s.redis.Client.HGet(context.Background(), gate.BucketKeys(s.redis.Prefix, v, buckets, b).Voucher, "reconciled").Val())
+		reconciled = append(reconciled, s.redis.Client.HGet(context.Background(), salestate.BucketKeys(s.redis.Prefix, v, buckets, b).Voucher, "reconciled").Val())
 	}
 	t.Logf("the buckets' generations after the sale: %v", reconciled)
 }

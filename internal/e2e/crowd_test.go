@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -140,7 +141,7 @@ func ordersOf(answers []attempt) (orders []attempt, tally map[string]int) {
 func settleSales(t *testing.T, s *sale, vouchers []int64, stock int, orders []attempt) map[string]int {
 	t.Helper()
 	ctx := context.Background()
-	store := gate.NewStore(s.redis.Client, s.redis.Prefix)
+	store := saletest.New(s.redis.Client, s.redis.Prefix)
 	for i, v := range vouchers {
 		lay, err := store.LayoutOf(ctx, v)
 		if err != nil {
@@ -155,7 +156,7 @@ func settleSales(t *testing.T, s *sale, vouchers []int64, stock int, orders []at
 			var redisStock int
 			var pending int64
 			for b := range lay.N() {
-				k := gate.BucketKeys(s.redis.Prefix, v, lay.N(), b)
+				k := salestate.BucketKeys(s.redis.Prefix, v, lay.N(), b)
 				st, err := s.redis.Client.HGet(ctx, k.Voucher, "stock").Int()
 				if err != nil {
 					return false

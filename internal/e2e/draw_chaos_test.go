@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -56,14 +56,14 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 	entries := s.enterAll(t, voucher, tokens, 1)
 
 	ctx := context.Background()
-	keys := gate.KeysFor(s.redis.Prefix, voucher)
+	keys := salestate.KeysFor(s.redis.Prefix, voucher)
 	var survivor *testsupport.Process
 	// Polled every millisecond: the draw serves its winners in chunks
 	// for a few hundred milliseconds here, and the kill must fall inside.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		buyers, _ := s.redis.Client.HLen(ctx, keys.Buyers).Result()
-		drawn, _ := s.redis.Client.HExists(ctx, keys.Voucher, gate.FieldDrawn).Result()
+		drawn, _ := s.redis.Client.HExists(ctx, keys.Voucher, salestate.FieldDrawn).Result()
 		if drawn {
 			t.Fatal("the draw was made before the test could kill its drawer: make it longer")
 		}
@@ -83,7 +83,7 @@ func TestChaosDrawerKilledMidDraw(t *testing.T) {
 				t.Fatal("no order-writer says it holds the draw lease")
 			}
 			writers[holder].Signal(t, syscall.SIGKILL)
-			if drawn, _ := s.redis.Client.HExists(ctx, keys.Voucher, gate.FieldDrawn).Result(); drawn {
+			if drawn, _ := s.redis.Client.HExists(ctx, keys.Voucher, salestate.FieldDrawn).Result(); drawn {
 				t.Fatal("the draw was made before its drawer was killed: make it longer")
 			}
 			t.Logf("killed the drawing order-writer with %d of %d winners served", buyers, stock)
@@ -122,11 +122,11 @@ func TestChaosDrawMasterFailsOverMidDraw(t *testing.T) {
 	l.replicated(t)
 	l.link.Cut()
 
-	keys := gate.KeysFor("", voucher)
+	keys := salestate.KeysFor("", voucher)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		buyers, _ := master.Client.HLen(ctx, keys.Buyers).Result()
-		drawn, _ := master.Client.HExists(ctx, keys.Voucher, gate.FieldDrawn).Result()
+		drawn, _ := master.Client.HExists(ctx, keys.Voucher, salestate.FieldDrawn).Result()
 		if drawn {
 			t.Fatal("the draw was made before the test could kill its master: make it longer")
 		}
@@ -153,7 +153,7 @@ func TestChaosDrawMasterFailsOverMidDraw(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.Wait(t, 30*time.Second, "the draw recorded again on the promoted replica, under MySQL's seed", func() bool {
-		v, err := l.rdb.HMGet(ctx, keys.Voucher, gate.FieldDrawn, gate.FieldSeed).Result()
+		v, err := l.rdb.HMGet(ctx, keys.Voucher, salestate.FieldDrawn, salestate.FieldSeed).Result()
 		return err == nil && v[0] != nil && v[1] == seed
 	})
 }

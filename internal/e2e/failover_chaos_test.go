@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -53,7 +53,7 @@ func TestChaosRedisFailoverLosesWrites(t *testing.T) {
 	}
 
 	l.failOver(t)
-	lostStock, _ := replica.Client.HGet(ctx, gate.KeysFor("", voucher).Voucher, "stock").Int()
+	lostStock, _ := replica.Client.HGet(ctx, salestate.KeysFor("", voucher).Voucher, "stock").Int()
 	front.Switch(replica.Addr)
 	t.Logf("the promoted replica holds stock %d of a sale the master had sold out", lostStock)
 	if lostStock != 400 {
@@ -68,8 +68,8 @@ func TestChaosRedisFailoverLosesWrites(t *testing.T) {
 	t.Logf("after the failover: %v; 503s answered and tried again: %v", third.tally, third.retried)
 
 	// The reconcile makes Redis agree with MySQL, and nothing is pending.
-	key := gate.KeysFor("", voucher).Voucher
-	pending := gate.KeysFor("", voucher).Pending
+	key := salestate.KeysFor("", voucher).Voucher
+	pending := salestate.KeysFor("", voucher).Pending
 	var orders, distinct, mysqlStock, failures int
 	testsupport.Wait(t, time.Minute, "Redis's stock equals MySQL's, no reservation pending", func() bool {
 		if err := s.mysql.DB.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_id),

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -58,8 +58,8 @@ func TestClientsThatHangUpLoseNoOrder(t *testing.T) {
 	// finishing requests whose clients left, so both sides are read again
 	// until they agree.
 	ctx := context.Background()
-	stockKey := gate.KeysFor(s.redis.Prefix, voucher).Voucher
-	pendingKey := gate.KeysFor(s.redis.Prefix, voucher).Pending
+	stockKey := salestate.KeysFor(s.redis.Prefix, voucher).Voucher
+	pendingKey := salestate.KeysFor(s.redis.Prefix, voucher).Pending
 	var accepted, orders, pending int64
 	testsupport.Poll(time.Until(end.Add(time.Second)), func() bool {
 		stock, err := s.redis.Client.HGet(ctx, stockKey, "stock").Int64()

@@ -15,7 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -424,7 +424,7 @@ func restartKafkaAfter(t *testing.T) {
 
 // stockLeft is the sum of the test's sales' stock left in Redis.
 func (r *kafkaRig) stockLeft(t *testing.T) int {
-	keys := r.redis.Keys(t, gate.VoucherPattern(r.redis.Prefix))
+	keys := r.redis.Keys(t, salestate.VoucherPattern(r.redis.Prefix))
 	total := 0
 	for _, k := range keys {
 		n, _ := r.redis.Client.HGet(context.Background(), k, "stock").Int()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -65,7 +65,7 @@ func TestOrderLookupsCostNoMySQLDuringTheSale(t *testing.T) {
 	if r := s.do(t, "PUT", "/voucher/seckill/"+v, "", map[string]string{"X-Admin-Token": adminToken}, fmt.Sprintf(`{"endTime":%q}`, end)); r.Status != 200 {
 		t.Fatalf("end the sale: %+v", r)
 	}
-	key := gate.KeysFor(s.redis.Prefix, voucher).Voucher
+	key := salestate.KeysFor(s.redis.Prefix, voucher).Voucher
 	testsupport.Wait(t, 30*time.Second, "the sale's keys gone from Redis", func() bool {
 		return s.redis.Client.Exists(context.Background(), key).Val() == 0
 	})

@@ -18,8 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/jwtauth"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/user"
 )
@@ -79,7 +79,7 @@ func runPartition(t *testing.T, f partitionFault) {
 	var vouchers []int64
 	for len(vouchers) < partitionSales {
 		v := s.voucher(t, partitionStock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-		m := cl.MasterOf(t, gate.KeysFor(s.redis.Prefix, v).Voucher)
+		m := cl.MasterOf(t, salestate.KeysFor(s.redis.Prefix, v).Voucher)
 		if len(onMaster[m]) == partitionSales/3 {
 			continue // a voucher not needed: nobody buys it
 		}
@@ -261,7 +261,7 @@ func TestChaosDaemonsStartAroundAPartition(t *testing.T) {
 	}
 
 	v := s.voucher(t, 100, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-	victim := cl.MasterOf(t, gate.KeysFor(s.redis.Prefix, v).Voucher)
+	victim := cl.MasterOf(t, salestate.KeysFor(s.redis.Prefix, v).Voucher)
 	// restartAll stops every daemon, runs between, starts them all, runs
 	// started, and waits until each is ready.
 	restartAll := func(when string, between, started func()) {

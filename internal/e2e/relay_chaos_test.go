@@ -12,9 +12,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill/seckill/internal/broker"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -47,13 +47,13 @@ func TestChaosRelayDoesNotAmplifyABacklog(t *testing.T) {
 	const voucher = 71
 	ctx := context.Background()
 	s.mysql.MustSeedVoucher(t, voucher, orders)
-	store := gate.NewStore(s.redis.Client, s.redis.Prefix)
-	if err := store.Warm(ctx, voucher, orders, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
+	store := saletest.New(s.redis.Client, s.redis.Prefix)
+	if err := store.Gate.Warm(ctx, voucher, orders, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	pub := broker.NewOrderPublisher(broker.NewProducer(s.kafka.Brokers, topic, 0), 10*time.Second)
 	t.Cleanup(func() { pub.Close() })
-	svc := &order.Service{IDs: idgen.New(s.redis.Client, s.redis.Key("order"), 1000), Gate: store, Publisher: pub}
+	svc := &order.Service{IDs: idgen.New(s.redis.Client, s.redis.Key("order"), 1000), Gate: store.Gate, Publisher: pub}
 	var next atomic.Int64
 	var accepted atomic.Int64
 	sell := func(n int64) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/user"
 )
@@ -243,11 +243,11 @@ func (s *sale) audit(t *testing.T, voucher int64, accepted []string, want, stock
 			t.Fatalf("accepted order %s is not in MySQL", id)
 		}
 	}
-	keys := gate.KeysFor(s.redis.Prefix, voucher).Voucher
+	keys := salestate.KeysFor(s.redis.Prefix, voucher).Voucher
 	if rs, _ := s.redis.Client.HGet(context.Background(), keys, "stock").Int(); rs != stockLeft {
 		t.Fatalf("Redis stock %d, want %d", rs, stockLeft)
 	}
-	pending := gate.KeysFor(s.redis.Prefix, voucher).Pending
+	pending := salestate.KeysFor(s.redis.Prefix, voucher).Pending
 	testsupport.Poll(time.Until(deadline), func() bool { return s.redis.Client.HLen(context.Background(), pending).Val() == 0 })
 	if n := s.redis.Client.HLen(context.Background(), pending).Val(); n != 0 {
 		t.Fatalf("%d reservations still pending", n)
@@ -328,7 +328,7 @@ func TestTwoWritersShareTheSales(t *testing.T) {
 	var keys []string
 	for range 12 {
 		voucher := s.voucher(t, 50, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-		keys = append(keys, gate.KeysFor(s.redis.Prefix, voucher).Voucher)
+		keys = append(keys, salestate.KeysFor(s.redis.Prefix, voucher).Voucher)
 		accepted, _, _ := s.buy(t, voucher, tokens)
 		s.audit(t, voucher, accepted, 50, 0)
 	}

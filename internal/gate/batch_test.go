@@ -16,6 +16,8 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -46,22 +48,22 @@ func TestGateBatchDecidesEachAttemptAsAlone(t *testing.T) {
 		{name: "an earlier buyer, and a retry of its order", stock: 5, before: [][2]int64{{1, 101}},
 			batch: [][2]int64{{1, 102}, {1, 101}, {2, 102}},
 			want:  []answer{{bought, 4, 101}, {accepted, 4, 101}, {accepted, 3, 102}}},
-		{name: "frozen: nothing taken", stock: 5, field: gate.FieldFrozen,
+		{name: "frozen: nothing taken", stock: 5, field: salestate.FieldFrozen,
 			batch: [][2]int64{{1, 101}, {2, 102}},
 			want:  []answer{{paused, 5, 0}, {paused, 5, 0}}},
 		{name: "built under another replication id: takers paused, an earlier buyer told", stock: 5,
-			before: [][2]int64{{1, 101}}, field: gate.FieldEpoch,
+			before: [][2]int64{{1, 101}}, field: salestate.FieldEpoch,
 			batch: [][2]int64{{2, 102}, {1, 103}, {3, 104}},
 			want:  []answer{{paused, 4, 0}, {bought, 4, 101}, {paused, 4, 0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, store, voucher := warmedVoucher(t, tc.stock)
+			r, store, voucher := saletest.Warmed(t, tc.stock)
 			ctx := context.Background()
 			k := store.KeysOf(voucher)
 			wantBuyers := map[string]string{}
 			acceptedAt := map[int64]int64{}
 			for _, b := range tc.before {
-				res, err := store.TryBatch(ctx, voucher, b)
+				res, err := store.Gate.TryBatch(ctx, voucher, b)
 				if err != nil || res[0] != accepted {
 					t.Fatalf("earlier attempt %v: %v, %v", b, res, err)
 				}
@@ -73,7 +75,7 @@ func TestGateBatchDecidesEachAttemptAsAlone(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, err := store.TryBatch(ctx, voucher, tc.batch...)
+			res, err := store.Gate.TryBatch(ctx, voucher, tc.batch...)
 			if err != nil || len(res) != 4*len(tc.batch) {
 				t.Fatalf("batch: %v, %v", res, err)
 			}
@@ -104,7 +106,7 @@ func TestGateBatchDecidesEachAttemptAsAlone(t *testing.T) {
 			if slices.Sort(pendingAt); !slices.Equal(pendingAt, wantOrders) {
 				t.Errorf("reservations by time %v, want %v", pendingAt, wantOrders)
 			}
-			if got, _ := r.Client.HGet(ctx, k.Voucher, gate.FieldStock).Int64(); got != stock {
+			if got, _ := r.Client.HGet(ctx, k.Voucher, salestate.FieldStock).Int64(); got != stock {
 				t.Errorf("stock %d, want %d", got, stock)
 			}
 		})
@@ -122,7 +124,7 @@ func TestGateBatchesACrowd(t *testing.T) {
 			const stock, crowd = 500, 2000
 			_, store, voucher := warmedVoucherOn(t, c.store, stock)
 			ctx := context.Background()
-			before := store.GateCalls()
+			before := store.Gate.GateCalls()
 			var (
 				start    sync.WaitGroup
 				done     sync.WaitGroup
@@ -134,7 +136,7 @@ func TestGateBatchesACrowd(t *testing.T) {
 			for u := int64(1); u <= crowd; u++ {
 				done.Go(func() {
 					start.Wait()
-					d, err := store.Try(ctx, voucher, u, 1000+u)
+					d, err := store.Gate.Try(ctx, voucher, u, 1000+u)
 					mu.Lock()
 					defer mu.Unlock()
 					if err != nil {
@@ -161,7 +163,7 @@ func TestGateBatchesACrowd(t *testing.T) {
 			if err != nil || tot.Stock != 0 || tot.Pending != stock || tot.Buyers != stock {
 				t.Fatalf("totals %+v, %v; want stock 0, %d reservations, %d buyers", tot, err, stock, stock)
 			}
-			if calls := store.GateCalls() - before; calls >= crowd {
+			if calls := store.Gate.GateCalls() - before; calls >= crowd {
 				t.Fatalf("%d script calls for %d attempts released at once: no attempts shared a call", calls, crowd)
 			} else {
 				t.Logf("%d attempts in %d script calls", crowd, calls)
@@ -190,10 +192,10 @@ func TestGateBatchMatchesOneAttemptAtATime(t *testing.T) {
 		return string(b)
 	}
 	one := redis.NewScript(read("../../lua/server.lua") + read("../../lua/sale.lua") + read("testdata/seckill_one_attempt.lua"))
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := saletest.New(r.Client, r.Prefix)
 	rng := rand.New(rand.NewPCG(1, 2))
 	attempt := func(v int64, user, order int64) []int64 {
-		keys := gate.BucketKeys(r.Prefix, v, 1, 0).Ordered()
+		keys := salestate.BucketKeys(r.Prefix, v, 1, 0).List()
 		res, err := one.Run(ctx, r.Client, keys, strconv.FormatInt(user, 10), strconv.FormatInt(order, 10), "", 1).Int64Slice()
 		if err != nil {
 			t.Fatal(err)
@@ -205,7 +207,7 @@ func TestGateBatchMatchesOneAttemptAtATime(t *testing.T) {
 		batched, alone := 1+rand.Int64N(1<<40), 1+rand.Int64N(1<<40)
 		earlier := int64(rng.IntN(3))
 		for _, v := range []int64{batched, alone} {
-			if err := store.Warm(ctx, v, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+			if err := store.Gate.Warm(ctx, v, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
 			for u := range earlier {
@@ -215,13 +217,13 @@ func TestGateBatchMatchesOneAttemptAtATime(t *testing.T) {
 		field, value := "", any(nil)
 		switch rng.IntN(5) {
 		case 1:
-			field, value = gate.FieldFrozen, "1"
+			field, value = salestate.FieldFrozen, "1"
 		case 2:
-			field, value = gate.FieldEpoch, "another"
+			field, value = salestate.FieldEpoch, "another"
 		case 3:
-			field, value = gate.FieldBegin, time.Now().Add(time.Hour).UnixMilli()
+			field, value = salestate.FieldBegin, time.Now().Add(time.Hour).UnixMilli()
 		case 4:
-			field, value = gate.FieldEnd, time.Now().Add(-time.Minute).UnixMilli()
+			field, value = salestate.FieldEnd, time.Now().Add(-time.Minute).UnixMilli()
 		}
 		if field != "" {
 			for _, v := range []int64{batched, alone} {
@@ -237,7 +239,7 @@ func TestGateBatchMatchesOneAttemptAtATime(t *testing.T) {
 			}
 			batch = append(batch, [2]int64{u, o})
 		}
-		got, err := store.TryBatch(ctx, batched, batch...)
+		got, err := store.Gate.TryBatch(ctx, batched, batch...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +249,7 @@ func TestGateBatchMatchesOneAttemptAtATime(t *testing.T) {
 				t.Errorf("run %d (stock %d, %s set): attempt %d of %v: {outcome, stock, ms, order} %v in a batch, %v alone", iter, stock, field, i, batch, g, want)
 			}
 		}
-		again, err := store.TryBatch(ctx, batched, batch...)
+		again, err := store.Gate.TryBatch(ctx, batched, batch...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,8 +258,8 @@ func TestGateBatchMatchesOneAttemptAtATime(t *testing.T) {
 				t.Errorf("run %d: accepted attempt %d answered %v, sent again %v", iter, i, got[4*i:4*i+4], again[4*i:4*i+4])
 			}
 		}
-		s1, err1 := r.Client.HGet(ctx, store.KeysOf(batched).Voucher, gate.FieldStock).Int64()
-		s2, err2 := r.Client.HGet(ctx, store.KeysOf(alone).Voucher, gate.FieldStock).Int64()
+		s1, err1 := r.Client.HGet(ctx, store.KeysOf(batched).Voucher, salestate.FieldStock).Int64()
+		s2, err2 := r.Client.HGet(ctx, store.KeysOf(alone).Voucher, salestate.FieldStock).Int64()
 		if err1 != nil || err2 != nil {
 			t.Fatalf("run %d: reading the stock: %v, %v", iter, err1, err2)
 		}
@@ -282,15 +284,15 @@ func TestGateBatchFailsTheQueueWhenTheMasterStalls(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
-	store := gate.NewStore(rdb, "")
+	store := saletest.New(rdb, "")
 	const voucher, crowd = 9, 300
-	if err := store.Warm(ctx, voucher, 1000, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := store.Gate.Warm(ctx, voucher, 1000, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := store.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
+	if d, err := store.Gate.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
 		t.Fatalf("first attempt: %v %v", d.Err, err)
 	}
-	before := store.GateCalls()
+	before := store.Gate.GateCalls()
 	if err := r.Client.Do(ctx, "CLIENT", "PAUSE", 2000, "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +304,7 @@ func TestGateBatchFailsTheQueueWhenTheMasterStalls(t *testing.T) {
 	)
 	for u := int64(2); u < 2+crowd; u++ {
 		wg.Go(func() {
-			d, err := store.Try(ctx, voucher, u, u)
+			d, err := store.Gate.Try(ctx, voucher, u, u)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -317,7 +319,7 @@ func TestGateBatchFailsTheQueueWhenTheMasterStalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	calls := store.GateCalls() - before
+	calls := store.Gate.GateCalls() - before
 	if notSent+undecided != crowd || notSent == 0 || calls > 2 {
 		t.Fatalf("%d not sent, %d undecided, %d calls for %d attempts; want all answered and the queue failed with the first call "+
 			"(2 calls at most: one attempt may arrive after the first call timed out)", notSent, undecided, calls, crowd)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -43,7 +43,7 @@ func benchGate(b *testing.B, stock int64, users int64, want func(int64) error) {
 	r, store, voucher := warmedVoucherOn(b, clients[1].store, stock)
 	ctx := context.Background()
 	for u := int64(1); u <= users; u++ {
-		if d, err := store.Try(ctx, voucher, u, u); err != nil || d.Err != nil {
+		if d, err := store.Gate.Try(ctx, voucher, u, u); err != nil || d.Err != nil {
 			b.Fatalf("buyer %d: %v %v", u, d.Err, err)
 		}
 	}
@@ -52,7 +52,7 @@ func benchGate(b *testing.B, stock int64, users int64, want func(int64) error) {
 	idleFrom, idle0 := time.Now(), redisCPU(b, master)
 	time.Sleep(time.Second)
 	idleRate := float64(redisCPU(b, master)-idle0) / float64(time.Since(idleFrom))
-	cpu0, calls0 := redisCPU(b, master), store.GateCalls()
+	cpu0, calls0 := redisCPU(b, master), store.Gate.GateCalls()
 	b.SetParallelism(32)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -62,7 +62,7 @@ func benchGate(b *testing.B, stock int64, users int64, want func(int64) error) {
 			if users > 0 {
 				u = 1 + n%users
 			}
-			d, err := store.Try(ctx, voucher, u, 1<<41+n)
+			d, err := store.Gate.Try(ctx, voucher, u, 1<<41+n)
 			if err != nil || d.Err != want(u) {
 				b.Errorf("try of user %d: %v %v, want %v", u, d.Err, err, want(u))
 				return
@@ -70,7 +70,7 @@ func benchGate(b *testing.B, stock int64, users int64, want func(int64) error) {
 		}
 	})
 	b.StopTimer()
-	cpu, calls := redisCPU(b, master)-cpu0, store.GateCalls()-calls0
+	cpu, calls := redisCPU(b, master)-cpu0, store.Gate.GateCalls()-calls0
 	net := float64(cpu) - idleRate*float64(b.Elapsed())
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
 	b.ReportMetric(net/float64(b.N)/float64(time.Microsecond), "redis-µs/attempt")
@@ -120,10 +120,10 @@ func redisCPU(tb testing.TB, c *redis.Client) time.Duration {
 // allocator's rounding, as maxmemory does.
 func BenchmarkRedisBytesPerOrder(b *testing.B) {
 	r, _ := testsupport.MustPrivateRedis(b)
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := saletest.New(r.Client, r.Prefix)
 	ctx := context.Background()
 	const voucher = 1
-	if err := store.Warm(ctx, voucher, int64(b.N), time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := store.Gate.Warm(ctx, voucher, int64(b.N), time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		b.Fatal(err)
 	}
 	before := testsupport.UsedMemory(b, r.Client)
@@ -132,7 +132,7 @@ func BenchmarkRedisBytesPerOrder(b *testing.B) {
 		// Ids of today's size (idgen: seconds since 2026 over a 32-bit
 		// sequence, 17 digits), users of a site of millions.
 		id, uid := int64(30_000_000)<<32+int64(i), int64(5_000_000+i)
-		d, err := store.Try(ctx, voucher, uid, id)
+		d, err := store.Gate.Try(ctx, voucher, uid, id)
 		if err != nil || d.Err != nil {
 			b.Fatalf("order %d: %v %v", i, d.Err, err)
 		}
@@ -145,7 +145,7 @@ func BenchmarkRedisBytesPerOrder(b *testing.B) {
 		for i, e := range batch {
 			settled[i] = order.Status{ID: e.OrderID, UserID: e.UserID, VoucherID: e.VoucherID, Status: order.StatusConfirmed, CreateTime: time.UnixMilli(e.AcceptedAt)}
 		}
-		if err := store.RecordSettled(ctx, settled); err != nil {
+		if err := store.Records.RecordSettled(ctx, settled); err != nil {
 			b.Fatal(err)
 		}
 		if err := store.Confirm(ctx, batch); err != nil {

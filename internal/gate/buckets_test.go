@@ -19,6 +19,8 @@ import (
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -38,7 +40,7 @@ func TestKeySlotIsTheClustersSlot(t *testing.T) {
 	if !ok {
 		return
 	}
-	for _, tag := range gate.LayoutOf(12345, 5).Tags {
+	for _, tag := range salestate.LayoutOf(12345, 5).Tags {
 		want, err := cluster.ClusterKeySlot(context.Background(), tag).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -51,11 +53,11 @@ func TestKeySlotIsTheClustersSlot(t *testing.T) {
 
 // A sale of one bucket keeps the layout every sale had: the tag {id}.
 func TestOneBucketIsTodaysLayout(t *testing.T) {
-	lay := gate.LayoutOf(42, 1)
+	lay := salestate.LayoutOf(42, 1)
 	if !slices.Equal(lay.Tags, []string{"42"}) {
 		t.Fatalf("tags %v, want [42]", lay.Tags)
 	}
-	if gate.BucketKeys("p:", 42, 1, 0) != gate.KeysFor("p:", 42) {
+	if salestate.BucketKeys("p:", 42, 1, 0) != salestate.KeysFor("p:", 42) {
 		t.Fatal("bucket 0 of a one-bucket sale is not the voucher's keys")
 	}
 }
@@ -65,7 +67,7 @@ func TestOneBucketIsTodaysLayout(t *testing.T) {
 func TestBucketsLandOnDifferentMasters(t *testing.T) {
 	for _, n := range []int{2, 3, 5, 16} {
 		for _, id := range []int64{1, 77, 1 << 40} {
-			lay := gate.LayoutOf(id, n)
+			lay := salestate.LayoutOf(id, n)
 			for b, tag := range lay.Tags {
 				if s := redisconn.KeySlot(tag); s < b*16384/n || s >= (b+1)*16384/n {
 					t.Errorf("voucher %d, %d buckets: bucket %d's slot %d is outside its range", id, n, b, s)
@@ -79,7 +81,7 @@ func TestBucketsLandOnDifferentMasters(t *testing.T) {
 	}
 	var keys []string
 	for b := range 3 {
-		keys = append(keys, gate.BucketKeys(r.Prefix, 99, 3, b).Voucher)
+		keys = append(keys, salestate.BucketKeys(r.Prefix, 99, 3, b).Voucher)
 	}
 	if got := r.MastersOf(t, keys...); got != 3 {
 		t.Fatalf("the 3 buckets are on %d masters, want 3 (the test cluster has 3)", got)
@@ -91,8 +93,8 @@ func TestHomeSpreadsUsers(t *testing.T) {
 	const n, users = 3, 30000
 	count := make([]int, n)
 	for u := range int64(users) {
-		b := gate.Home(u, n)
-		if b != gate.Home(u, n) || b < 0 || b >= n {
+		b := salestate.Home(u, n)
+		if b != salestate.Home(u, n) || b < 0 || b >= n {
 			t.Fatalf("user %d: home %d", u, b)
 		}
 		count[b]++
@@ -106,12 +108,12 @@ func TestHomeSpreadsUsers(t *testing.T) {
 
 // hotSale is a sale of one voucher in n buckets on the test's Redis (the
 // cluster in make test's cluster pass).
-func hotSale(t *testing.T, stock int64, n int) (*testsupport.Redis, *gate.Store, int64) {
+func hotSale(t *testing.T, stock int64, n int) (*testsupport.Redis, *saletest.Sales, int64) {
 	t.Helper()
 	r := testsupport.MustRedis(t)
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := saletest.New(r.Client, r.Prefix)
 	voucher := 1 + rand.Int64N(1<<40)
-	if err := store.WarmBuckets(context.Background(), voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := store.Gate.WarmBuckets(context.Background(), voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	return r, store, voucher
@@ -129,7 +131,7 @@ type crowd struct {
 	moving     atomic.Int64
 }
 
-func buy(t *testing.T, store *gate.Store, voucher int64, users []int64, workers int) *crowd {
+func buy(t *testing.T, store *saletest.Sales, voucher int64, users []int64, workers int) *crowd {
 	t.Helper()
 	c := &crowd{accepted: map[int64]int64{}}
 	var next atomic.Int64
@@ -145,7 +147,7 @@ func buy(t *testing.T, store *gate.Store, voucher int64, users []int64, workers 
 				}
 				for tries := 0; ; tries++ {
 					oid := ids.Add(1)
-					d, err := store.Try(context.Background(), voucher, users[i], oid)
+					d, err := store.Gate.Try(context.Background(), voucher, users[i], oid)
 					if err != nil {
 						return err
 					}
@@ -203,8 +205,8 @@ func auditBuckets(t *testing.T, r *testsupport.Redis, voucher int64, n int, c *c
 	ctx := context.Background()
 	buyers := 0
 	for b := range n {
-		k := gate.BucketKeys(r.Prefix, voucher, n, b)
-		if s, err := r.Client.HGet(ctx, k.Voucher, gate.FieldStock).Int(); err != nil || s != 0 {
+		k := salestate.BucketKeys(r.Prefix, voucher, n, b)
+		if s, err := r.Client.HGet(ctx, k.Voucher, salestate.FieldStock).Int(); err != nil || s != 0 {
 			t.Errorf("bucket %d: stock %d (%v), want 0", b, s, err)
 		}
 		if x := r.Client.HLen(ctx, k.Transfers).Val(); x != 0 {
@@ -216,8 +218,8 @@ func auditBuckets(t *testing.T, r *testsupport.Redis, voucher int64, n int, c *c
 		}
 		for u, o := range all {
 			uid, _ := strconv.ParseInt(u, 10, 64)
-			if gate.Home(uid, n) != b {
-				t.Errorf("user %d is a buyer in bucket %d, home %d", uid, b, gate.Home(uid, n))
+			if salestate.Home(uid, n) != b {
+				t.Errorf("user %d is a buyer in bucket %d, home %d", uid, b, salestate.Home(uid, n))
 			}
 			if strconv.FormatInt(c.accepted[uid], 10) != o {
 				t.Errorf("user %d: bucket %d records order %s, the gate gave %d", uid, b, o, c.accepted[uid])
@@ -264,7 +266,7 @@ func TestStockMovesToTheBuyersBucket(t *testing.T) {
 	r, store, voucher := hotSale(t, stock, n)
 	var users []int64
 	for u := int64(1); len(users) < buyers; u++ {
-		if gate.Home(u, n) == 0 {
+		if salestate.Home(u, n) == 0 {
 			users = append(users, u)
 		}
 	}
@@ -276,7 +278,7 @@ func TestStockMovesToTheBuyersBucket(t *testing.T) {
 		t.Errorf("%d buyers heard sold out before the last unit was sold", e)
 	}
 	auditBuckets(t, r, voucher, n, c)
-	got, err := r.Client.HGet(context.Background(), gate.BucketKeys(r.Prefix, voucher, n, 0).Voucher, gate.FieldReceived).Int()
+	got, err := r.Client.HGet(context.Background(), salestate.BucketKeys(r.Prefix, voucher, n, 0).Voucher, salestate.FieldReceived).Int()
 	if err != nil || got != stock-stock/n {
 		t.Errorf("bucket 0 received %d units (%v), want the %d of the others", got, err, stock-stock/n)
 	}
@@ -289,11 +291,10 @@ func TestStockMovesToTheBuyersBucket(t *testing.T) {
 func TestTransferLeftHalfWayIsFinished(t *testing.T) {
 	const n, stock = 3, 30
 	r, store, voucher := hotSale(t, stock, n)
-	died, restore := gate.SetAfterFirstTake(func() error { return errors.New("the mover died") })
-	defer restore()
+	died := afterFirstTake(store.Gate, func() error { return errors.New("the mover died") })
 	var users []int64
 	for u := int64(1); len(users) < 40; u++ {
-		if gate.Home(u, n) == 0 {
+		if salestate.Home(u, n) == 0 {
 			users = append(users, u)
 		}
 	}
@@ -302,7 +303,7 @@ func TestTransferLeftHalfWayIsFinished(t *testing.T) {
 	sold, left := 0, users
 	for len(left) > 0 {
 		oid++
-		d, err := store.Try(ctx, voucher, left[0], oid)
+		d, err := store.Gate.Try(ctx, voucher, left[0], oid)
 		if err != nil {
 			if !died() {
 				t.Fatal(err)
@@ -326,7 +327,7 @@ func TestTransferLeftHalfWayIsFinished(t *testing.T) {
 	}
 	var inFlight int64
 	for b := range n {
-		inFlight += r.Client.HLen(ctx, gate.BucketKeys(r.Prefix, voucher, n, b).Transfers).Val()
+		inFlight += r.Client.HLen(ctx, salestate.BucketKeys(r.Prefix, voucher, n, b).Transfers).Val()
 	}
 	if inFlight != 1 {
 		t.Fatalf("%d transfers recorded, want the one cut", inFlight)
@@ -335,10 +336,10 @@ func TestTransferLeftHalfWayIsFinished(t *testing.T) {
 		t.Fatalf("%d sold with a transfer cut: the units in flight were sold twice", sold)
 	}
 	// Not yet old enough for the sweep: left as it is.
-	if done, err := store.FinishTransfers(ctx, voucher, time.Now().Add(-time.Minute)); err != nil || done != 0 {
+	if done, err := store.Gate.FinishTransfers(ctx, voucher, time.Now().Add(-time.Minute)); err != nil || done != 0 {
 		t.Fatalf("a sweep finished %d young transfers (%v)", done, err)
 	}
-	if done, err := store.FinishTransfers(ctx, voucher, time.Now().Add(time.Minute)); err != nil || done != 1 {
+	if done, err := store.Gate.FinishTransfers(ctx, voucher, time.Now().Add(time.Minute)); err != nil || done != 1 {
 		t.Fatalf("the sweep finished %d transfers (%v), want 1", done, err)
 	}
 	c := buy(t, store, voucher, left, 4)
@@ -363,12 +364,12 @@ func TestRebuildPutsEachBuyerInItsHomeBucket(t *testing.T) {
 		t.Fatalf("%d of 15 bought before the rebuild", len(moved.accepted))
 	}
 	plan := sale.Plan{Stock: 12, Buckets: n, Buyers: buyers}
-	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
+	if err := store.Repair.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	for b := range n {
-		k := gate.BucketKeys(r.Prefix, voucher, n, b)
-		v := r.Client.HMGet(ctx, k.Voucher, gate.FieldStock, gate.FieldGiven, gate.FieldReceived, gate.FieldBuckets).Val()
+		k := salestate.BucketKeys(r.Prefix, voucher, n, b)
+		v := r.Client.HMGet(ctx, k.Voucher, salestate.FieldStock, salestate.FieldGiven, salestate.FieldReceived, salestate.FieldBuckets).Val()
 		want := []any{"0", "0", "0", "3"}
 		if b == 0 {
 			want[0] = "12"
@@ -378,7 +379,7 @@ func TestRebuildPutsEachBuyerInItsHomeBucket(t *testing.T) {
 		}
 		for u, o := range r.Client.HGetAll(ctx, k.Buyers).Val() {
 			uid, _ := strconv.ParseInt(u, 10, 64)
-			if gate.Home(uid, n) != b || strconv.FormatInt(buyers[uid], 10) != o {
+			if salestate.Home(uid, n) != b || strconv.FormatInt(buyers[uid], 10) != o {
 				t.Errorf("bucket %d holds buyer %d with order %s", b, uid, o)
 			}
 		}
@@ -387,7 +388,7 @@ func TestRebuildPutsEachBuyerInItsHomeBucket(t *testing.T) {
 		}
 	}
 	for u := int64(1); u <= 9; u++ {
-		if d, err := store.Try(ctx, voucher, u, 5000+u); err != nil || !errors.Is(d.Err, order.ErrAlreadyBought) || d.OrderID != buyers[u] {
+		if d, err := store.Gate.Try(ctx, voucher, u, 5000+u); err != nil || !errors.Is(d.Err, order.ErrAlreadyBought) || d.OrderID != buyers[u] {
 			t.Fatalf("user %d after the rebuild: %+v %v, want already bought order %d", u, d, err, buyers[u])
 		}
 	}
@@ -401,16 +402,29 @@ func TestRebuildPutsEachBuyerInItsHomeBucket(t *testing.T) {
 	}
 }
 
+// afterFirstTake has f act between the two steps of s's first transfer
+// only (stop its mover with an error, rebuild a bucket); done reports
+// whether that transfer has come.
+func afterFirstTake(s *gate.Store, f func() error) (done func() bool) {
+	var once atomic.Bool
+	s.AfterTake = func() error {
+		if once.CompareAndSwap(false, true) {
+			return f()
+		}
+		return nil
+	}
+	return once.Load
+}
+
 // A transfer whose take came before a rebuild and whose deposit after is
 // void: the rebuild's stock, read from MySQL, already counts its units.
 func TestDepositAfterARebuildIsVoid(t *testing.T) {
 	const n = 3
 	r, store, voucher := hotSale(t, 30, n)
 	ctx := context.Background()
-	rebuilt, restore := gate.SetAfterFirstTake(func() error {
-		return store.Rebuild(ctx, voucher, sale.Plan{Stock: 7, Buckets: n}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
+	rebuilt := afterFirstTake(store.Gate, func() error {
+		return store.Repair.Rebuild(ctx, voucher, sale.Plan{Stock: 7, Buckets: n}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
 	})
-	defer restore()
 	// Bucket 1's users take its 10 units, and the next one moves units in:
 	// the rebuild runs between that move's two steps.
 	c := buy(t, store, voucher, homedIn(n, 1, 11), 1)
@@ -422,7 +436,7 @@ func TestDepositAfterARebuildIsVoid(t *testing.T) {
 		t.Fatalf("%d sold: 10 before the rebuild and %d after, want 7 after", got, got-10)
 	}
 	for b := range n {
-		if s := r.Client.HGet(ctx, gate.BucketKeys(r.Prefix, voucher, n, b).Voucher, gate.FieldStock).Val(); s != "0" {
+		if s := r.Client.HGet(ctx, salestate.BucketKeys(r.Prefix, voucher, n, b).Voucher, salestate.FieldStock).Val(); s != "0" {
 			t.Errorf("bucket %d has %s units left after the sale said sold out", b, s)
 		}
 	}
@@ -432,7 +446,7 @@ func TestDepositAfterARebuildIsVoid(t *testing.T) {
 func homedIn(n, b, count int) []int64 {
 	var users []int64
 	for u := int64(1 << 30); len(users) < count; u++ {
-		if gate.Home(u, n) == b {
+		if salestate.Home(u, n) == b {
 			users = append(users, u)
 		}
 	}
@@ -449,25 +463,25 @@ func TestStockChangeOfASaleInBuckets(t *testing.T) {
 	stocks := func() []int64 {
 		var s []int64
 		for b := range n {
-			v, _ := r.Client.HGet(ctx, gate.BucketKeys(r.Prefix, vid, n, b).Voucher, gate.FieldStock).Int64()
+			v, _ := r.Client.HGet(ctx, salestate.BucketKeys(r.Prefix, vid, n, b).Voucher, salestate.FieldStock).Int64()
 			s = append(s, v)
 		}
 		return s
 	}
 	end := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
-	if after, err := store.Adjust(ctx, vid, 12, time.Time{}, end); err != nil || after != 42 || !slices.Equal(stocks(), []int64{22, 10, 10}) {
+	if after, err := store.Gate.Adjust(ctx, vid, 12, time.Time{}, end); err != nil || after != 42 || !slices.Equal(stocks(), []int64{22, 10, 10}) {
 		t.Fatalf("+12: %d %v, buckets %v; want 42 with bucket 0 at 22", after, err, stocks())
 	}
 	for b := range n {
-		got, _ := r.Client.HGet(ctx, gate.BucketKeys(r.Prefix, vid, n, b).Voucher, gate.FieldEnd).Int64()
+		got, _ := r.Client.HGet(ctx, salestate.BucketKeys(r.Prefix, vid, n, b).Voucher, salestate.FieldEnd).Int64()
 		if got != end.UnixMilli() {
 			t.Errorf("bucket %d ends at %d, want %d", b, got, end.UnixMilli())
 		}
 	}
-	if after, err := store.Adjust(ctx, vid, -27, time.Time{}, time.Time{}); err != nil || after != 15 || !slices.Equal(stocks(), []int64{0, 5, 10}) {
+	if after, err := store.Gate.Adjust(ctx, vid, -27, time.Time{}, time.Time{}); err != nil || after != 15 || !slices.Equal(stocks(), []int64{0, 5, 10}) {
 		t.Fatalf("-27: %d %v, buckets %v; want 15 left, taken from the fullest buckets", after, err, stocks())
 	}
-	if left, err := store.Adjust(ctx, vid, -16, time.Time{}, time.Time{}); !errors.Is(err, sale.ErrNotEnoughStock) || left != 15 ||
+	if left, err := store.Gate.Adjust(ctx, vid, -16, time.Time{}, time.Time{}); !errors.Is(err, sale.ErrNotEnoughStock) || left != 15 ||
 		!slices.Equal(stocks(), []int64{0, 5, 10}) {
 		t.Fatalf("-16 of 15: %d %v, buckets %v; want ErrNotEnoughStock and nothing changed", left, err, stocks())
 	}
@@ -481,16 +495,16 @@ func TestLostBucketIsAnUnknownVoucher(t *testing.T) {
 	r, store, voucher := hotSale(t, 30, n)
 	ctx := context.Background()
 	user := homedIn(n, 2, 1)[0]
-	k := gate.BucketKeys(r.Prefix, voucher, n, 2)
+	k := salestate.BucketKeys(r.Prefix, voucher, n, 2)
 	if err := r.Client.Del(ctx, k.Voucher).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*gate.Store{store, gate.NewStore(r.Client, r.Prefix)} {
-		if d, err := s.Try(ctx, voucher, user, 77); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
+	for _, s := range []*saletest.Sales{store, saletest.New(r.Client, r.Prefix)} {
+		if d, err := s.Gate.Try(ctx, voucher, user, 77); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
 			t.Fatalf("a buyer of the lost bucket: %+v %v, want no such voucher", d, err)
 		}
 	}
-	if d, err := store.Try(ctx, voucher, homedIn(n, 1, 1)[0], 78); err != nil || d.Err != nil {
+	if d, err := store.Gate.Try(ctx, voucher, homedIn(n, 1, 1)[0], 78); err != nil || d.Err != nil {
 		t.Fatalf("a buyer of another bucket: %+v %v, want accepted", d, err)
 	}
 }
@@ -503,11 +517,10 @@ func TestVoidDepositGivesTheUnitsBack(t *testing.T) {
 	const n = 3
 	r, store, voucher := hotSale(t, 30, n)
 	ctx := context.Background()
-	halfWay, restore := gate.SetAfterFirstTake(func() error {
+	halfWay := afterFirstTake(store.Gate, func() error {
 		// What a rebuild of the receiver alone leaves: another generation.
-		return r.Client.HSet(ctx, gate.BucketKeys(r.Prefix, voucher, n, 1).Voucher, gate.FieldReconciled, "half-way").Err()
+		return r.Client.HSet(ctx, salestate.BucketKeys(r.Prefix, voucher, n, 1).Voucher, salestate.FieldReconciled, "half-way").Err()
 	})
-	defer restore()
 	// As many buyers as units: the buckets' generations differ, so no
 	// read of them makes "sold out", and the thirty-first would hear
 	// "moving stock" to the end.

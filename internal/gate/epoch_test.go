@@ -10,11 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/replid"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -31,14 +31,14 @@ func TestGatePausesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 	replica, _ := testsupport.MustPrivateRedis(t, "--replicaof", host, port)
 
 	const voucher = 3
-	if err := gate.NewStore(master.Client, "").Warm(ctx, voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := saletest.New(master.Client, "").Gate.Warm(ctx, voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	masterID, err := redisconn.ReplicationID(ctx, master.Node(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := gate.NewStore(replica.Client, "").KeysOf(voucher)
+	k := saletest.New(replica.Client, "").KeysOf(voucher)
 	testsupport.Wait(t, 10*time.Second, "the replica has the sale", func() bool {
 		return replica.Client.HGet(ctx, k.Voucher, "epoch").Val() == masterID
 	})
@@ -53,17 +53,17 @@ func TestGatePausesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 	if changed, _ := epoch.Refresh(ctx); changed || changes != 1 {
 		t.Fatalf("the same id read again: changed %v, %d OnChange calls; want no change, no call", changed, changes)
 	}
-	if d, err := gate.NewStore(master.Client, "").Try(ctx, voucher, 1, 101); err != nil || d.Err != nil {
+	if d, err := saletest.New(master.Client, "").Gate.Try(ctx, voucher, 1, 101); err != nil || d.Err != nil {
 		t.Fatalf("on the master: %v %v; want accepted", d.Err, err)
 	}
 	if n, err := master.Client.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
 		t.Fatalf("the replica did not acknowledge the order: %d, %v", n, err)
 	}
-	store := gate.NewStore(replica.Client, "")
+	store := saletest.New(replica.Client, "")
 	if err := replica.Client.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := store.Try(ctx, voucher, 2, 102)
+	d, err := store.Gate.Try(ctx, voucher, 2, 102)
 	if err != nil || d.Err != order.ErrPaused {
 		t.Fatalf("right after the promotion, no program having read the new id: %v %v; want paused", d.Err, err)
 	}
@@ -76,18 +76,18 @@ func TestGatePausesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 	if stock, _ := replica.Client.HGet(ctx, k.Voucher, "stock").Int(); stock != 9 {
 		t.Fatalf("stock %d after one accepted and one paused attempt, want 9", stock)
 	}
-	if size, err := store.Size(ctx, voucher); err != nil || size.Epoch != masterID || size.RedisNow != epoch.Current()[replica.Addr] {
+	if size, err := store.Repair.Size(ctx, voucher); err != nil || size.Epoch != masterID || size.RedisNow != epoch.Current()[replica.Addr] {
 		t.Fatalf("the sale's size: %+v, %v; want built under %q, its server now under %q", size, err, masterID, epoch.Current()[replica.Addr])
 	}
 
 	plan := sale.Plan{Stock: 9, Buyers: map[int64]int64{1: 101}}
-	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
+	if err := store.Repair.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := store.Try(ctx, voucher, 2, 102); err != nil || d.Err != nil {
+	if d, err := store.Gate.Try(ctx, voucher, 2, 102); err != nil || d.Err != nil {
 		t.Fatalf("after the rebuild: %v %v; want accepted", d.Err, err)
 	}
-	if size, err := store.Size(ctx, voucher); err != nil || size.Epoch != epoch.Current()[replica.Addr] || size.Stock != 8 || size.Buyers != 2 {
+	if size, err := store.Repair.Size(ctx, voucher); err != nil || size.Epoch != epoch.Current()[replica.Addr] || size.Stock != 8 || size.Buyers != 2 {
 		t.Fatalf("after the rebuild: %+v, %v; want epoch %q, stock 8, 2 buyers", size, err, epoch.Current())
 	}
 }

@@ -1,3 +1,7 @@
+// Package gate is the buyer's path through the sale's state in Redis: the
+// gate script that decides every attempt, in batches per bucket; the
+// stock moved between buckets; a sale put in place and its stock or
+// window changed, atomically with the gate.
 package gate
 
 import (
@@ -8,7 +12,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,22 +21,40 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/redisconn"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 )
 
-var (
-	_ order.Gate            = (*Store)(nil)
-	_ order.Confirmer       = (*Store)(nil)
-	_ order.SaleRecords     = (*Store)(nil)
-	_ order.SettledRecorder = (*Store)(nil)
-)
+// Store is the buyer's side of the sale's state.
+type Store struct {
+	*salestate.Store
+	gate  redis.Scripter
+	tries tries
 
-// outcomes are the script's answers by the number it returns.
-// Outcome 7 (outcomeLayout) is the caller's to act on, never a decision.
-var outcomes = []error{nil, order.ErrUnknownVoucher, order.ErrNotStarted, order.ErrEnded, order.ErrAlreadyBought, order.ErrSoldOut,
-	order.ErrPaused, nil, order.ErrEntered, order.ErrDrawing, sale.ErrNotAnEntrant}
+	// AfterAdjustStep, when set, is called after each bucket's step of a
+	// change of a sale in several: a test's seam.
+	AfterAdjustStep func(bucket int)
+	// AfterTake, when set, is called between the two steps of each
+	// transfer, and an error stops the mover there: a test's seam.
+	AfterTake func() error
+}
+
+// New is the gate of base's sales.
+func New(base *salestate.Store) *Store { return &Store{Store: base, gate: base.Redis()} }
+
+// WithAutoPipeline sends the gate's decisions through ap (the client's
+// autopipeliner): concurrent attempts share one write and one read instead
+// of a round trip each, the cost that bounds both the API and Redis under
+// a crowd.
+func (s *Store) WithAutoPipeline(ap *redisconn.Pipeliner) *Store {
+	s.gate = ap
+	return s
+}
+
+var _ order.Gate = (*Store)(nil)
 
 // Try runs the gate: one unit of voucherID for userID under orderID. The
 // same attempt again (same order id) gets the same decision: a retry after
@@ -56,42 +77,42 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 	// and tracing is off or unsampled for almost all of them.
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("db.operation.name", "EVALSHA"), attribute.String("db.stored_procedure.name", "seckill.lua"),
-			attribute.Bool("seckill.autopipelined", s.gate != s.rdb),
+			attribute.Bool("seckill.autopipelined", s.gate != s.Redis()),
 			attribute.Int64("seckill.voucher_id", voucherID), attribute.Int64("seckill.order_id", orderID))
 	}
 	defer func() { endGateSpan(span, d, err) }()
-	lay, known := s.layouts.get(voucherID)
+	lay, known := s.Remembered(voucherID)
 	if !known {
-		lay = LayoutOf(voucherID, 1)
+		lay = salestate.LayoutOf(voucherID, 1)
 	}
 	moves := 0
 	for turns := 0; ; turns++ {
 		n := lay.N()
 		home := lay.Home(userID)
-		keys := lay.bucketKeys(s.prefix, home)
-		res, err := s.tries.try(ctx, s.gate, keys.list(keys.Entrants), n,
+		keys := s.Bucket(lay, home)
+		res, err := s.tries.try(ctx, s.gate, keys.List(keys.Entrants), n,
 			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx))
-		if err == nil && len(res) == 4 && res[0] == outcomeUnknown && n > 1 && turns == 0 && !s.layouts.readWithin(voucherID, time.Second) {
+		if err == nil && len(res) == 4 && salestate.Outcome(res[0]) == salestate.UnknownVoucher && n > 1 && turns == 0 && !s.ReadWithin(voucherID, time.Second) {
 			// The bucket is gone: the sale may have been made anew with
 			// another N. The directory says; asked at most once a second,
 			// since a bucket lost with its master answers so to every
 			// attempt of its buyers until the reconcile.
-			s.layouts.forget(voucherID)
+			s.Forget(voucherID)
 			fresh, lerr := s.LayoutOf(ctx, voucherID)
 			if lerr == nil && fresh.N() != n {
 				lay = fresh
 				continue
 			}
 		}
-		if err == nil && len(res) == 4 && res[0] == outcomeUnknown && n == 1 && !known && turns == 0 {
+		if err == nil && len(res) == 4 && salestate.Outcome(res[0]) == salestate.UnknownVoucher && n == 1 && !known && turns == 0 {
 			// No directory and no sale in one bucket: the directory may be
 			// the part a failover lost.
-			if found, ok := s.directoryLost(ctx, voucherID); ok {
+			if found, ok := s.DirectoryLost(ctx, voucherID); ok {
 				lay, known = found, true
 				continue
 			}
 		}
-		if isOutdatedLayout(err) {
+		if salestate.IsOutdatedLayout(err) {
 			// A sale written by an earlier release: the order-writer's check
 			// finds it and reconciles it into today's layout.
 			return order.Decision{Err: order.ErrPaused}, nil
@@ -99,21 +120,21 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 		if err != nil {
 			return order.Decision{}, fmt.Errorf("seckill gate: %w", err)
 		}
-		if len(res) != 4 || res[0] < 0 || int(res[0]) >= len(outcomes) {
+		if len(res) != 4 || !salestate.Outcome(res[0]).Known() {
 			return order.Decision{}, fmt.Errorf("seckill gate: unknown answer %v", res)
 		}
-		if res[0] == outcomeLayout {
+		if salestate.Outcome(res[0]) == salestate.OtherLayout {
 			if turns > 0 || res[1] < 1 || res[1] > sale.MaxBuckets {
 				return order.Decision{}, fmt.Errorf("seckill gate: voucher %d has %d buckets, and its bucket said %d", voucherID, n, res[1])
 			}
-			lay = s.layouts.put(voucherID, int(res[1]))
+			lay = s.Remember(voucherID, int(res[1]))
 			continue
 		}
-		if !known && res[0] != outcomeUnknown {
-			s.layouts.put(voucherID, n)
+		if !known && salestate.Outcome(res[0]) != salestate.UnknownVoucher {
+			s.Remember(voucherID, n)
 			known = true
 		}
-		d := order.Decision{Err: outcomes[res[0]], StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3], Share: n > 1}
+		d := order.Decision{Err: salestate.Outcome(res[0]).Err(), StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3], Share: n > 1}
 		if n == 1 || !errors.Is(d.Err, order.ErrSoldOut) {
 			return d, nil
 		}
@@ -136,13 +157,6 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 		}
 	}
 }
-
-// The gate script's outcomes that are not the order's: no such voucher,
-// and a caller that thinks the sale has another number of buckets.
-const (
-	outcomeUnknown = 1
-	outcomeLayout  = 7
-)
 
 // maxMoves bounds the units moved for one attempt: a crowd on a sale's last
 // units moves them from bucket to bucket, and each attempt need not chase
@@ -169,11 +183,6 @@ func endGateSpan(span trace.Span, d order.Decision, err error) {
 	}
 	span.End()
 }
-
-// isOutdatedLayout reports whether err is Redis refusing a command on a key
-// of another type than today's code writes: a sale left by an earlier
-// release (its buyers a set where they are now a hash).
-func isOutdatedLayout(err error) bool { return redis.HasErrorPrefix(err, "WRONGTYPE") }
 
 // Warm puts a new voucher's sale into Redis in one bucket: WarmBuckets.
 func (s *Store) Warm(ctx context.Context, voucherID int64, stock int64, begin, end time.Time) error {
@@ -218,38 +227,21 @@ func (s *Store) warm(ctx context.Context, voucherID, stock int64, n int, begin, 
 	if n < 1 || n > sale.MaxBuckets {
 		return fmt.Errorf("warm voucher %d: %d buckets, want 1 to %d", voucherID, n, sale.MaxBuckets)
 	}
-	lay := LayoutOf(voucherID, n)
+	lay := salestate.LayoutOf(voucherID, n)
 	for b := range n {
 		share := stock / int64(n)
 		if int64(b) < stock%int64(n) {
 			share++
 		}
-		keys := lay.bucketKeys(s.prefix, b)
-		err := lua.WarmSale.Run(ctx, s.rdb, keys.list(keys.Entrants),
+		keys := s.Bucket(lay, b)
+		err := lua.WarmSale.Run(ctx, s.Redis(), keys.List(keys.Entrants),
 			share, begin.UnixMilli(), end.UnixMilli(), n, mode, draw.Milliseconds()).Err()
 		if err != nil {
 			return fmt.Errorf("warm voucher %d in Redis: bucket %d: %w", voucherID, b, err)
 		}
 	}
-	if err := s.open(ctx, voucherID, n); err != nil {
+	if err := s.Open(ctx, voucherID, n); err != nil {
 		return fmt.Errorf("warm voucher %d: %w", voucherID, err)
-	}
-	return nil
-}
-
-// open makes a sale whose buckets are in place findable: its directory
-// under the voucher's own tag (n > 1), its layout remembered, the voucher
-// among the active ones (another slot on a cluster: a step that a retry
-// of the caller repeats harmlessly).
-func (s *Store) open(ctx context.Context, voucherID int64, n int) error {
-	if n > 1 {
-		if err := lua.WarmDirectory.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), n).Err(); err != nil {
-			return fmt.Errorf("its directory: %w", err)
-		}
-	}
-	s.layouts.put(voucherID, n)
-	if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
-		return fmt.Errorf("among the active vouchers: %w", err)
 	}
 	return nil
 }
@@ -257,10 +249,6 @@ func (s *Store) open(ctx context.Context, voucherID int64, n int) error {
 // changeMemory is how long a stock change's id is remembered: far longer
 // than any retry of the change.
 const changeMemory = 24 * time.Hour
-
-// afterAdjustStep is a test's seam: the moment after one bucket's step of
-// a change of a sale in several.
-var afterAdjustStep = func(bucket int) {}
 
 // Adjust changes a warmed voucher's stock by delta and, when not zero, its
 // window, atomically with the gate. It returns the stock after. The change
@@ -300,27 +288,27 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		if err != nil {
 			return after, err
 		}
-		states, _ := s.readBuckets(ctx, lay)
+		states, _ := s.ReadBuckets(ctx, lay)
 		for b, st := range states {
 			if b > 0 {
-				after += st.stock
+				after += st.Stock
 			}
 		}
 		return after, nil
 	}
-	states, err := s.readAllBuckets(ctx, lay)
+	states, err := s.ReadAllBuckets(ctx, lay)
 	if err != nil {
 		return 0, fmt.Errorf("adjust voucher %d: %w: %w", voucherID, sale.ErrBucketAway, err)
 	}
 	var left int64
 	for _, st := range states {
 		switch {
-		case !st.exists:
+		case !st.Exists:
 			return 0, sale.ErrNotWarmed
-		case st.frozen:
+		case st.Frozen:
 			return 0, sale.ErrFrozen
 		}
-		left += st.stock
+		left += st.Stock
 	}
 	deltas := make([]int64, lay.N())
 	if delta >= 0 {
@@ -333,21 +321,23 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		for b := range byStock {
 			byStock[b] = b
 		}
-		slices.SortFunc(byStock, func(a, b int) int { return cmp.Compare(states[b].stock, states[a].stock) })
+		slices.SortFunc(byStock, func(a, b int) int { return cmp.Compare(states[b].Stock, states[a].Stock) })
 		need := -delta
 		for _, b := range byStock {
-			take := min(need, states[b].stock)
+			take := min(need, states[b].Stock)
 			deltas[b], need = -take, need-take
 		}
 	}
 	var total int64
 	for b, d := range deltas {
 		if d == 0 && !windowChange {
-			total += states[b].stock
+			total += states[b].Stock
 			continue
 		}
 		after, err := s.adjustBucketSure(ctx, lay, b, d, begin, end, id+"."+strconv.Itoa(b))
-		afterAdjustStep(b)
+		if s.AfterAdjustStep != nil {
+			s.AfterAdjustStep(b)
+		}
 		switch {
 		case err == nil:
 		case refused(err):
@@ -366,7 +356,7 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 		total += after
 	}
 	// A retired sale that is changed is live again, its directory too.
-	if err := s.rdb.Persist(ctx, s.KeysOf(voucherID).Voucher).Err(); err != nil {
+	if err := s.Redis().Persist(ctx, s.KeysOf(voucherID).Voucher).Err(); err != nil {
 		return total, fmt.Errorf("adjust voucher %d: its directory: %w", voucherID, err)
 	}
 	return total, nil
@@ -375,14 +365,14 @@ func (s *Store) Adjust(ctx context.Context, voucherID, delta int64, begin, end t
 // undoAdjust undoes the steps of a change of a sale in buckets that were
 // made before one failed with cause: each bucket's stock delta, and its
 // window as read before the change.
-func (s *Store) undoAdjust(ctx context.Context, lay Layout, before []bucketState, done []int64, windowChange bool, cause error) (int64, error) {
+func (s *Store) undoAdjust(ctx context.Context, lay salestate.Layout, before []salestate.BucketState, done []int64, windowChange bool, cause error) (int64, error) {
 	for u, d := range done {
 		if d == 0 && !windowChange {
 			continue
 		}
 		var begin, end time.Time
 		if windowChange {
-			begin, end = time.UnixMilli(before[u].begin), time.UnixMilli(before[u].end)
+			begin, end = time.UnixMilli(before[u].Begin), time.UnixMilli(before[u].End)
 		}
 		if _, uerr := s.adjustBucket(context.WithoutCancel(ctx), lay, u, -d, begin, end, rand.Text()); uerr != nil {
 			// Neither error is wrapped: the change is part made, and its
@@ -392,10 +382,10 @@ func (s *Store) undoAdjust(ctx context.Context, lay Layout, before []bucketState
 		}
 	}
 	if errors.Is(cause, sale.ErrNotEnoughStock) {
-		if states, err := s.readAllBuckets(ctx, lay); err == nil {
+		if states, err := s.ReadAllBuckets(ctx, lay); err == nil {
 			var left int64
 			for _, st := range states {
-				left += st.stock
+				left += st.Stock
 			}
 			return left, cause
 		}
@@ -414,7 +404,7 @@ func refused(err error) bool {
 // the same id: the script answers a change it already made with its first
 // answer and makes one it did not, so the outcome is known either way —
 // unless Redis still does not answer (a few tries, seconds).
-func (s *Store) adjustBucketSure(ctx context.Context, lay Layout, b int, delta int64, begin, end time.Time, id string) (int64, error) {
+func (s *Store) adjustBucketSure(ctx context.Context, lay salestate.Layout, b int, delta int64, begin, end time.Time, id string) (int64, error) {
 	after, err := s.adjustBucket(ctx, lay, b, delta, begin, end, id)
 	for try := 0; err != nil && !refused(err) && try < 3; try++ {
 		select {
@@ -429,7 +419,7 @@ func (s *Store) adjustBucketSure(ctx context.Context, lay Layout, b int, delta i
 }
 
 // adjustBucket runs a stock change on bucket b under the change's id.
-func (s *Store) adjustBucket(ctx context.Context, lay Layout, b int, delta int64, begin, end time.Time, id string) (int64, error) {
+func (s *Store) adjustBucket(ctx context.Context, lay salestate.Layout, b int, delta int64, begin, end time.Time, id string) (int64, error) {
 	ms := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -437,7 +427,7 @@ func (s *Store) adjustBucket(ctx context.Context, lay Layout, b int, delta int64
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
 	voucherID := lay.VoucherID
-	res, err := lua.AdjustVoucher.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(),
+	res, err := lua.AdjustVoucher.Run(ctx, s.Redis(), s.Bucket(lay, b).List(),
 		delta, ms(begin), ms(end), id, changeMemory.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("adjust voucher %d in Redis: %w", voucherID, err)
@@ -445,7 +435,7 @@ func (s *Store) adjustBucket(ctx context.Context, lay Layout, b int, delta int64
 	switch res[0] {
 	case 1:
 		// A retired sale that is changed is live again.
-		if err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
+		if err := s.Redis().SAdd(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
 			return res[1], fmt.Errorf("adjust voucher %d: back among the active vouchers: %w", voucherID, err)
 		}
 		return res[1], nil
@@ -456,105 +446,4 @@ func (s *Store) adjustBucket(ctx context.Context, lay Layout, b int, delta int64
 	default:
 		return 0, sale.ErrNotWarmed
 	}
-}
-
-// parseReservation reads a reservation's "userId:acceptedMs", with the
-// request's ":traceparent" when it was traced.
-func parseReservation(voucherID, orderID int64, v string) (order.Event, error) {
-	user, rest, ok := strings.Cut(v, ":")
-	ms, traceparent, _ := strings.Cut(rest, ":")
-	uid, err1 := strconv.ParseInt(user, 10, 64)
-	at, err2 := strconv.ParseInt(ms, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return order.Event{}, fmt.Errorf("reservation %d of voucher %d: malformed %q", orderID, voucherID, v)
-	}
-	return order.Event{OrderID: orderID, UserID: uid, VoucherID: voucherID, AcceptedAt: at, Trace: traceparent}, nil
-}
-
-// List puts voucherID among the active vouchers, and reports whether it
-// was missing.
-func (s *Store) List(ctx context.Context, voucherID int64) (bool, error) {
-	n, err := s.rdb.SAdd(ctx, s.ActiveVouchers(), voucherID).Result()
-	if err != nil {
-		return false, fmt.Errorf("list voucher %d among the active vouchers: %w", voucherID, err)
-	}
-	return n == 1, nil
-}
-
-// Retire puts an expiry of keep on the keys of voucherID's sale once it has
-// ended with every order settled, and drops it from the active vouchers; a
-// sale whose keys are gone is dropped too. It reports whether the voucher
-// left the active set. A sale of several buckets leaves it once every
-// bucket is retired, its directory last.
-func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration) (bool, error) {
-	lay, err := s.LayoutOf(ctx, voucherID)
-	if err != nil {
-		return false, err
-	}
-	for b := range lay.N() {
-		keys := lay.bucketKeys(s.prefix, b)
-		res, err := lua.RetireSale.Run(ctx, s.rdb, keys.list(keys.Entrants), keep.Milliseconds()).Int()
-		if err != nil {
-			return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
-		}
-		if res == 0 {
-			return false, nil
-		}
-	}
-	if lay.N() > 1 {
-		if err := s.rdb.PExpire(ctx, s.KeysOf(voucherID).Voucher, keep).Err(); err != nil {
-			return false, fmt.Errorf("retire voucher %d: its directory: %w", voucherID, err)
-		}
-	}
-	if err := s.rdb.SRem(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
-		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
-	}
-	return true, nil
-}
-
-// Confirm removes the reservations of orders the order-writer has settled
-// (inserted or recorded as failed): one variadic HDEL and ZREM per bucket
-// (each order's reservation is in its buyer's home bucket).
-func (s *Store) Confirm(ctx context.Context, orders []order.Event) error {
-	if len(orders) == 0 {
-		return nil
-	}
-	// Grouped by voucher and bucket number, the keys built once a bucket:
-	// building a bucket's seven key names for every order (and hashing
-	// them as the map's key) was 7.5 % of the order-writer's CPU under a
-	// crowd (pprof).
-	type bucket struct {
-		voucher int64
-		b       int
-	}
-	layouts := map[int64]Layout{}
-	byBucket := map[bucket][]string{}
-	for _, o := range orders {
-		lay, ok := layouts[o.VoucherID]
-		if !ok {
-			var err error
-			if lay, err = s.LayoutOf(ctx, o.VoucherID); err != nil {
-				return fmt.Errorf("confirm %d reservations: %w", len(orders), err)
-			}
-			layouts[o.VoucherID] = lay
-		}
-		b := bucket{o.VoucherID, lay.Home(o.UserID)}
-		byBucket[b] = append(byBucket[b], strconv.FormatInt(o.OrderID, 10))
-	}
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for b, ids := range byBucket {
-			k := layouts[b.voucher].bucketKeys(s.prefix, b.b)
-			members := make([]any, len(ids))
-			for i, id := range ids {
-				members[i] = id
-			}
-			p.HDel(ctx, k.Pending, ids...)
-			p.ZRem(ctx, k.PendingAt, members...)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("confirm %d reservations: %w", len(orders), err)
-	}
-	return nil
 }

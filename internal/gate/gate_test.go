@@ -14,10 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -26,36 +26,28 @@ import (
 // autopipeliner, as the api does by default.
 var clients = []struct {
 	name  string
-	store func(tb testing.TB, rdb redis.UniversalClient, prefix string) *gate.Store
+	store func(tb testing.TB, rdb redis.UniversalClient, prefix string) *saletest.Sales
 }{
-	{"Plain", func(_ testing.TB, rdb redis.UniversalClient, prefix string) *gate.Store {
-		return gate.NewStore(rdb, prefix)
+	{"Plain", func(_ testing.TB, rdb redis.UniversalClient, prefix string) *saletest.Sales {
+		return saletest.New(rdb, prefix)
 	}},
-	{"AutoPipelined", func(tb testing.TB, rdb redis.UniversalClient, prefix string) *gate.Store {
+	{"AutoPipelined", func(tb testing.TB, rdb redis.UniversalClient, prefix string) *saletest.Sales {
 		ap, err := redisconn.AutoPipeliner(rdb)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		return gate.NewStore(rdb, prefix).WithAutoPipeline(ap)
+		s := saletest.New(rdb, prefix)
+		s.Gate.WithAutoPipeline(ap)
+		return s
 	}},
 }
 
-// warmedVoucher is a voucher of the test's own, on sale for the next hour
-// with stock units, in a gate store under the test's key prefix.
-func warmedVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store, int64) {
-	return warmedVoucherOn(tb, clients[0].store, stock)
-}
-
-// warmedVoucherOn is warmedVoucher with the store newStore makes.
-func warmedVoucherOn(tb testing.TB, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store, stock int64) (*testsupport.Redis, *gate.Store, int64) {
+// warmedVoucherOn is saletest.Warmed with the store newStore makes.
+func warmedVoucherOn(tb testing.TB, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales, stock int64) (*testsupport.Redis, *saletest.Sales, int64) {
 	tb.Helper()
 	r := testsupport.MustRedis(tb)
 	store := newStore(tb, r.Client, r.Prefix)
-	voucher := 1 + rand.Int64N(1<<40)
-	if err := store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		tb.Fatal(err)
-	}
-	return r, store, voucher
+	return r, store, saletest.Warm(tb, store, stock)
 }
 
 func TestGate(t *testing.T) {
@@ -64,7 +56,7 @@ func TestGate(t *testing.T) {
 	}
 }
 
-func testGate(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store) {
+func testGate(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales) {
 	r := testsupport.MustRedis(t)
 	store := newStore(t, r.Client, r.Prefix)
 	ctx := context.Background()
@@ -97,14 +89,14 @@ func testGate(t *testing.T, newStore func(testing.TB, redis.UniversalClient, str
 			k := store.KeysOf(voucher)
 			const user, orderID = 7, 1001
 			if tt.warm {
-				if err := store.Warm(ctx, voucher, tt.stock, tt.begin, tt.end); err != nil {
+				if err := store.Gate.Warm(ctx, voucher, tt.stock, tt.begin, tt.end); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tt.buyer {
 				r.Client.HSet(ctx, k.Buyers, user, 1)
 			}
-			d, err := store.Try(ctx, voucher, user, orderID)
+			d, err := store.Gate.Try(ctx, voucher, user, orderID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +135,7 @@ func TestGateUnderConcurrency(t *testing.T) {
 	}
 }
 
-func testGateUnderConcurrency(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store) {
+func testGateUnderConcurrency(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales) {
 	r, store, voucher := warmedVoucherOn(t, newStore, 50)
 	ctx := context.Background()
 	results := make(chan error, 400)
@@ -152,7 +144,7 @@ func testGateUnderConcurrency(t *testing.T, newStore func(testing.TB, redis.Univ
 		go func() {
 			<-start
 			// 200 users, each trying twice at once.
-			d, err := store.Try(ctx, voucher, int64(i%200+1), int64(i+1))
+			d, err := store.Gate.Try(ctx, voucher, int64(i%200+1), int64(i+1))
 			if err != nil {
 				results <- err
 				return
@@ -181,14 +173,14 @@ func testGateUnderConcurrency(t *testing.T, newStore func(testing.TB, redis.Univ
 // its stock, one unit per user, whichever shard holds it.
 func TestGateSellsManySalesAtOnce(t *testing.T) {
 	r := testsupport.MustRedis(t)
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := saletest.New(r.Client, r.Prefix)
 	ctx := context.Background()
 	const sales, stock, users = 20, 10, 30
 	vouchers := make([]int64, sales)
 	var keys []string
 	for i := range vouchers {
 		vouchers[i] = int64(1000 + i)
-		if err := store.Warm(ctx, vouchers[i], stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		if err := store.Gate.Warm(ctx, vouchers[i], stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		keys = append(keys, store.KeysOf(vouchers[i]).Voucher)
@@ -204,7 +196,7 @@ func TestGateSellsManySalesAtOnce(t *testing.T) {
 	for i, v := range vouchers {
 		for u := range int64(users) {
 			g.Go(func() error {
-				d, err := store.Try(ctx, v, u+1, int64(i*users)+u+1)
+				d, err := store.Gate.Try(ctx, v, u+1, int64(i*users)+u+1)
 				if err != nil || d.Err != nil {
 					return err
 				}
@@ -222,7 +214,7 @@ func TestGateSellsManySalesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range vouchers {
-		size, err := store.Size(ctx, v)
+		size, err := store.Repair.Size(ctx, v)
 		if err != nil || len(accepted[v]) != stock || size.Stock != 0 || size.Buyers != stock || size.Epoch != size.RedisNow {
 			t.Fatalf("voucher %d: %d accepted, %+v, %v; want %d sold, stock 0, stamped with its master's id", v, len(accepted[v]), size, err, stock)
 		}
@@ -237,7 +229,7 @@ func TestGateAfterScriptCacheLoss(t *testing.T) {
 	}
 }
 
-func testGateAfterScriptCacheLoss(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store) {
+func testGateAfterScriptCacheLoss(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales) {
 	r := testsupport.MustRedis(t)
 	client := r.NewClient(t)
 	sent := &testsupport.ScriptLog{}
@@ -245,10 +237,10 @@ func testGateAfterScriptCacheLoss(t *testing.T, newStore func(testing.TB, redis.
 	store := newStore(t, client, r.Prefix)
 	voucher := 1 + rand.Int64N(1<<40)
 	ctx := context.Background()
-	if err := store.Warm(ctx, voucher, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := store.Gate.Warm(ctx, voucher, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := store.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
+	if d, err := store.Gate.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
 		t.Fatalf("before the flush: %v %v", d.Err, err)
 	}
 	// The script cache is the servers', shared with the packages testing
@@ -259,7 +251,7 @@ func testGateAfterScriptCacheLoss(t *testing.T, newStore func(testing.TB, redis.
 			t.Fatal(err)
 		}
 		sent.Reset()
-		if d, err := store.Try(ctx, voucher, round+1, round+1); err != nil || d.Err != nil {
+		if d, err := store.Gate.Try(ctx, voucher, round+1, round+1); err != nil || d.Err != nil {
 			t.Fatalf("after the flush: %v %v", d.Err, err)
 		}
 		calls := sent.Calls()
@@ -286,9 +278,9 @@ func testGateAfterScriptCacheLoss(t *testing.T, newStore func(testing.TB, redis.
 // With the order queue unable to keep an order the order is refused before the gate: no
 // unit is taken and nothing is reserved.
 func TestOrderRefusedWhileKafkaIsDown(t *testing.T) {
-	r, store, voucher := warmedVoucher(t, 5)
+	r, store, voucher := saletest.Warmed(t, 5)
 	ctx := context.Background()
-	svc := &order.Service{Gate: store, IDs: idgen.New(r.Client, r.Key("order"), 10), Durable: refusing{}}
+	svc := &order.Service{Gate: store.Gate, IDs: idgen.New(r.Client, r.Key("order"), 10), Durable: refusing{}}
 	if _, err := svc.Place(ctx, 1, voucher); !errors.Is(err, order.ErrNotTaken) {
 		t.Fatalf("order while Kafka is down: %v, want ErrNotTaken", err)
 	}
@@ -327,7 +319,7 @@ func (p *publishRecorder) Publish(ctx context.Context, _ ...order.Event) error {
 // A client that leaves before the gate takes nothing; one that leaves once
 // the gate is asked still gets its order taken and published at once.
 func TestPlaceOutlivesAClientThatHangsUp(t *testing.T) {
-	r, store, voucher := warmedVoucher(t, 5)
+	r, store, voucher := saletest.Warmed(t, 5)
 	ctx := context.Background()
 	ids := idgen.New(r.Client, r.Key("order"), 10)
 	stock := func() int64 { n, _ := r.Client.HGet(ctx, store.KeysOf(voucher).Voucher, "stock").Int64(); return n }
@@ -335,7 +327,7 @@ func TestPlaceOutlivesAClientThatHangsUp(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	pub := &publishRecorder{}
-	svc := &order.Service{Gate: store, IDs: ids, Publisher: pub}
+	svc := &order.Service{Gate: store.Gate, IDs: ids, Publisher: pub}
 	if _, err := svc.Place(gone, 1, voucher); !errors.Is(err, context.Canceled) || stock() != 5 || len(pub.ctxErr) != 0 {
 		t.Fatalf("client gone before the gate: %v, stock %d, %d publishes; want nothing taken", err, stock(), len(pub.ctxErr))
 	}
@@ -355,17 +347,17 @@ func TestPlaceOutlivesAClientThatHangsUp(t *testing.T) {
 // first decision back; another attempt of the same buyer is told which
 // order the buyer holds.
 func TestGateAnswersTheSameAttemptTheSame(t *testing.T) {
-	r, store, voucher := warmedVoucher(t, 5)
+	r, store, voucher := saletest.Warmed(t, 5)
 	ctx := context.Background()
-	first, err := store.Try(ctx, voucher, 7, 1001)
+	first, err := store.Gate.Try(ctx, voucher, 7, 1001)
 	if err != nil || first.Err != nil {
 		t.Fatalf("first attempt: %v %v", first.Err, err)
 	}
-	again, err := store.Try(ctx, voucher, 7, 1001)
+	again, err := store.Gate.Try(ctx, voucher, 7, 1001)
 	if err != nil || again.Err != nil || !again.AcceptedAt.Equal(first.AcceptedAt) || again.OrderID != 1001 {
 		t.Fatalf("same attempt again: %+v %v; want accepted at %v", again, err, first.AcceptedAt)
 	}
-	other, err := store.Try(ctx, voucher, 7, 1002)
+	other, err := store.Gate.Try(ctx, voucher, 7, 1002)
 	if err != nil || !errors.Is(other.Err, order.ErrAlreadyBought) || other.OrderID != 1001 {
 		t.Fatalf("another attempt of the buyer: %+v %v; want already bought, order 1001", other, err)
 	}
@@ -374,7 +366,7 @@ func TestGateAnswersTheSameAttemptTheSame(t *testing.T) {
 	if err := store.Confirm(ctx, []order.Event{{OrderID: 1001, UserID: 7, VoucherID: voucher}}); err != nil {
 		t.Fatal(err)
 	}
-	if late, err := store.Try(ctx, voucher, 7, 1001); err != nil || late.Err != nil {
+	if late, err := store.Gate.Try(ctx, voucher, 7, 1001); err != nil || late.Err != nil {
 		t.Fatalf("same attempt after confirmation: %v %v", late.Err, err)
 	}
 	if stock, _ := r.Client.HGet(ctx, store.KeysOf(voucher).Voucher, "stock").Int(); stock != 4 {

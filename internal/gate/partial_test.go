@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -16,11 +15,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/broker"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/salerepair"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/lua"
 )
@@ -28,7 +29,7 @@ import (
 // bucketRig is a sale in n buckets with its MySQL row, and a reconciler.
 type bucketRig struct {
 	r       *testsupport.Redis
-	store   *gate.Store
+	store   *saletest.Sales
 	voucher int64
 	rec     *reconcile.Reconciler
 }
@@ -39,7 +40,7 @@ func newBucketRig(t *testing.T, stock int64, n int) *bucketRig {
 	g := &bucketRig{}
 	g.r, g.store, g.voucher = hotSale(t, stock, n)
 	m.MustSeedVoucherIn(t, g.voucher, stock, n)
-	g.rec = &reconcile.Reconciler{Sale: g.store, Records: &orderdb.Orders{DB: m.DB},
+	g.rec = &reconcile.Reconciler{Sale: g.store.Repair, Records: &orderdb.Orders{DB: m.DB},
 		Backlog: &broker.Progress{Brokers: k.Brokers, Group: testsupport.Group(t), Topic: k.MustTopic(t, 1)},
 		Wait:    20 * time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	return g
@@ -48,7 +49,7 @@ func newBucketRig(t *testing.T, stock int64, n int) *bucketRig {
 // bucketVoucher is bucket b's voucher hash.
 func (g *bucketRig) bucketVoucher(t *testing.T, n, b int) map[string]string {
 	t.Helper()
-	v, err := g.r.Client.HGetAll(context.Background(), gate.BucketKeys(g.r.Prefix, g.voucher, n, b).Voucher).Result()
+	v, err := g.r.Client.HGetAll(context.Background(), salestate.BucketKeys(g.r.Prefix, g.voucher, n, b).Voucher).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,17 +71,17 @@ func TestReconcileStoppedPartWayLeavesEveryBucketFrozen(t *testing.T) {
 	if c := buy(t, g.store, g.voucher, first, 1); len(c.accepted) != 12 {
 		t.Fatalf("%d of 12 bought", len(c.accepted))
 	}
-	if b0 := g.bucketVoucher(t, n, 0); b0[gate.FieldStock] != "3" || b0[gate.FieldReceived] != "5" {
+	if b0 := g.bucketVoucher(t, n, 0); b0[salestate.FieldStock] != "3" || b0[salestate.FieldReceived] != "5" {
 		t.Fatalf("bucket 0 before the reconcile: %v, want stock 3 having received 5", b0)
 	}
-	restore := gate.SetBeforeRebuildScript(func(b int) error {
+	g.store.Repair.BeforeRebuildScript = func(b int) error {
 		if b == 0 {
 			return errors.New("the reconcile's process stopped")
 		}
 		return nil
-	})
+	}
 	_, err := g.rec.Run(ctx, g.voucher)
-	restore()
+	g.store.Repair.BeforeRebuildScript = nil
 	if err == nil {
 		t.Fatal("the reconcile stopped part way reported no error")
 	}
@@ -88,7 +89,7 @@ func TestReconcileStoppedPartWayLeavesEveryBucketFrozen(t *testing.T) {
 		t.Helper()
 		for b := range n {
 			user := homedIn(n, b, 20)[19]
-			if d, err := g.store.Try(ctx, g.voucher, user, 900+int64(b)); err != nil || !errors.Is(d.Err, order.ErrPaused) {
+			if d, err := g.store.Gate.Try(ctx, g.voucher, user, 900+int64(b)); err != nil || !errors.Is(d.Err, order.ErrPaused) {
 				t.Fatalf("a buyer of bucket %d %s: %+v %v, want paused", b, when, d, err)
 			}
 		}
@@ -123,10 +124,10 @@ func TestAFreezeLeftBehindIsStale(t *testing.T) {
 	const n = 3
 	g := newBucketRig(t, 30, n)
 	ctx := context.Background()
-	if err := g.store.Freeze(ctx, g.voucher, 0); err != nil {
+	if err := g.store.Repair.Freeze(ctx, g.voucher, 0); err != nil {
 		t.Fatal(err)
 	}
-	size, err := g.store.Size(ctx, g.voucher)
+	size, err := g.store.Repair.Size(ctx, g.voucher)
 	if err != nil || size.FrozenFor <= 0 || size.FrozenFor > time.Minute {
 		t.Fatalf("size after a freeze: %+v %v, want frozen for a moment", size, err)
 	}
@@ -134,17 +135,17 @@ func TestAFreezeLeftBehindIsStale(t *testing.T) {
 		t.Fatalf("a fresh freeze is %q, want no violation", check)
 	}
 	long := time.Now().Add(-sale.StaleFreeze - time.Minute).UnixMilli()
-	if err := g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher, gate.FieldFrozen, long).Err(); err != nil {
+	if err := g.r.Client.HSet(ctx, salestate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher, salestate.FieldFrozen, long).Err(); err != nil {
 		t.Fatal(err)
 	}
-	size, err = g.store.Size(ctx, g.voucher)
+	size, err = g.store.Repair.Size(ctx, g.voucher)
 	if check, _ := size.Violation(30, 0); err != nil || check != sale.CheckFrozenStale {
 		t.Fatalf("a freeze left %v ago: %+v %v is %q, want %q", sale.StaleFreeze+time.Minute, size, err, check, sale.CheckFrozenStale)
 	}
 	if _, err := g.rec.Run(ctx, g.voucher); err != nil {
 		t.Fatal(err)
 	}
-	if size, err := g.store.Size(ctx, g.voucher); err != nil || size.FrozenFor != 0 {
+	if size, err := g.store.Repair.Size(ctx, g.voucher); err != nil || size.FrozenFor != 0 {
 		t.Fatalf("after the reconcile: %+v %v, want unfrozen", size, err)
 	}
 }
@@ -152,7 +153,7 @@ func TestAFreezeLeftBehindIsStale(t *testing.T) {
 // window is bucket b's begin and end, ms.
 func (g *bucketRig) window(t *testing.T, n, b int) [2]string {
 	v := g.bucketVoucher(t, n, b)
-	return [2]string{v[gate.FieldBegin], v[gate.FieldEnd]}
+	return [2]string{v[salestate.FieldBegin], v[salestate.FieldEnd]}
 }
 
 // A change of a sale whose bucket is frozen is refused before any step:
@@ -166,19 +167,19 @@ func TestStockChangeOfAFrozenBucketChangesNoBucket(t *testing.T) {
 	for b := range n {
 		before[b] = g.window(t, n, b)
 	}
-	if err := g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher, gate.FieldFrozen, time.Now().UnixMilli()).Err(); err != nil {
+	if err := g.r.Client.HSet(ctx, salestate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher, salestate.FieldFrozen, time.Now().UnixMilli()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	begin, end := time.Now().Add(time.Minute), time.Now().Add(3*time.Hour)
 	for _, delta := range []int64{5, 0, -5} {
-		if _, err := g.store.Adjust(ctx, g.voucher, delta, begin, end); !errors.Is(err, sale.ErrFrozen) {
+		if _, err := g.store.Gate.Adjust(ctx, g.voucher, delta, begin, end); !errors.Is(err, sale.ErrFrozen) {
 			t.Fatalf("a change of %+d with bucket 2 frozen: %v, want ErrFrozen", delta, err)
 		}
 		for b := range n {
 			if w := g.window(t, n, b); w != before[b] {
 				t.Fatalf("after the refused change of %+d bucket %d's window is %v, was %v", delta, b, w, before[b])
 			}
-			if s := g.bucketVoucher(t, n, b)[gate.FieldStock]; s != "10" {
+			if s := g.bucketVoucher(t, n, b)[salestate.FieldStock]; s != "10" {
 				t.Fatalf("after the refused change of %+d bucket %d holds %s units, want its 10", delta, b, s)
 			}
 		}
@@ -193,39 +194,39 @@ func TestAStockChangeWhoseUndoFailsIsNoRefusal(t *testing.T) {
 	const n = 3
 	g := newBucketRig(t, 30, n)
 	ctx := context.Background()
-	k1 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher
+	k1 := salestate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher
 	freezeBucket1 := func(b int) {
 		if b == 0 {
-			g.r.Client.HSet(ctx, k1, gate.FieldFrozen, time.Now().UnixMilli())
+			g.r.Client.HSet(ctx, k1, salestate.FieldFrozen, time.Now().UnixMilli())
 		}
 	}
 	oldWindow := g.window(t, n, 0)
-	restore := gate.SetAfterAdjustStep(freezeBucket1)
-	_, err := g.store.Adjust(ctx, g.voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
-	restore()
-	if !errors.Is(err, sale.ErrFrozen) || g.bucketVoucher(t, n, 0)[gate.FieldStock] != "10" || g.window(t, n, 0) != oldWindow {
+	g.store.Gate.AfterAdjustStep = freezeBucket1
+	_, err := g.store.Gate.Adjust(ctx, g.voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
+	g.store.Gate.AfterAdjustStep = nil
+	if !errors.Is(err, sale.ErrFrozen) || g.bucketVoucher(t, n, 0)[salestate.FieldStock] != "10" || g.window(t, n, 0) != oldWindow {
 		t.Fatalf("a change whose second step met a freeze: %v, bucket 0 %v; want ErrFrozen and bucket 0 as it was", err, g.bucketVoucher(t, n, 0))
 	}
-	g.r.Client.HDel(ctx, k1, gate.FieldFrozen)
+	g.r.Client.HDel(ctx, k1, salestate.FieldFrozen)
 
 	buyers := homedIn(n, 0, 20)
-	restore = gate.SetAfterAdjustStep(func(b int) {
+	g.store.Gate.AfterAdjustStep = func(b int) {
 		freezeBucket1(b)
 		if b == 0 {
 			// Bucket 0's buyers take 12 of its 15 units: the undo of +5 fails.
 			for i, u := range buyers[:12] {
-				if d, err := g.store.Try(ctx, g.voucher, u, 5000+int64(i)); err != nil || d.Err != nil {
+				if d, err := g.store.Gate.Try(ctx, g.voucher, u, 5000+int64(i)); err != nil || d.Err != nil {
 					t.Errorf("buyer %d: %v %v", u, d.Err, err)
 				}
 			}
 		}
-	})
-	_, err = g.store.Adjust(ctx, g.voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
-	restore()
+	}
+	_, err = g.store.Gate.Adjust(ctx, g.voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
+	g.store.Gate.AfterAdjustStep = nil
 	if err == nil || errors.Is(err, sale.ErrFrozen) || errors.Is(err, sale.ErrNotWarmed) {
 		t.Fatalf("a change whose undo failed: %v, want an error that is no refusal", err)
 	}
-	if s := g.bucketVoucher(t, n, 0)[gate.FieldStock]; s != "3" {
+	if s := g.bucketVoucher(t, n, 0)[salestate.FieldStock]; s != "3" {
 		t.Fatalf("bucket 0 holds %s units, want the 15 less the 12 sold", s)
 	}
 }
@@ -239,13 +240,13 @@ func TestBucketsOfTwoGenerationsMakeNoSoldOut(t *testing.T) {
 	ctx := context.Background()
 	// Bucket 0 as before a rebuild (3 units, 5 received: net -2), buckets
 	// 1 and 2 as after one (empty, of the rebuild's generation).
-	b0 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 0).Voucher
-	g.r.Client.HSet(ctx, b0, gate.FieldStock, 3, gate.FieldReceived, 5)
+	b0 := salestate.BucketKeys(g.r.Prefix, g.voucher, n, 0).Voucher
+	g.r.Client.HSet(ctx, b0, salestate.FieldStock, 3, salestate.FieldReceived, 5)
 	for b := 1; b < n; b++ {
-		g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, b).Voucher, gate.FieldStock, 0, gate.FieldReconciled, "rebuild-1")
+		g.r.Client.HSet(ctx, salestate.BucketKeys(g.r.Prefix, g.voucher, n, b).Voucher, salestate.FieldStock, 0, salestate.FieldReconciled, "rebuild-1")
 	}
 	user := homedIn(n, 1, 1)[0]
-	d, err := g.store.Try(ctx, g.voucher, user, 1)
+	d, err := g.store.Gate.Try(ctx, g.voucher, user, 1)
 	if err != nil || errors.Is(d.Err, order.ErrSoldOut) {
 		t.Fatalf("a buyer of bucket 1 while bucket 0 holds 3 units: %+v %v, want no 'sold out'", d, err)
 	}
@@ -261,68 +262,19 @@ func TestSuspectBucketGetsNoUnits(t *testing.T) {
 	const n = 3
 	g := newBucketRig(t, 30, n)
 	ctx := context.Background()
-	b1 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher
-	g.r.Client.HSet(ctx, b1, gate.FieldStock, 0, gate.FieldEpoch, "a-replication-id-of-before")
-	d, err := g.store.Try(ctx, g.voucher, homedIn(n, 1, 1)[0], 1)
+	b1 := salestate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher
+	g.r.Client.HSet(ctx, b1, salestate.FieldStock, 0, salestate.FieldEpoch, "a-replication-id-of-before")
+	d, err := g.store.Gate.Try(ctx, g.voucher, homedIn(n, 1, 1)[0], 1)
 	if err != nil || !errors.Is(d.Err, order.ErrPaused) {
 		t.Fatalf("a buyer of the suspect bucket: %+v %v, want paused", d, err)
 	}
-	if s := g.bucketVoucher(t, n, 1)[gate.FieldStock]; s != "0" {
+	if s := g.bucketVoucher(t, n, 1)[salestate.FieldStock]; s != "0" {
 		t.Fatalf("the suspect bucket holds %s units, want none moved in", s)
 	}
 	// The other buckets' 20 units to their 20 buyers.
 	c := buy(t, g.store, g.voucher, append(homedIn(n, 0, 10), homedIn(n, 2, 10)...), 2)
 	if len(c.accepted) != 20 {
 		t.Fatalf("%d of the other buckets' 20 units sold", len(c.accepted))
-	}
-}
-
-// An API instance remembers a sale's layout; the sale is made anew under
-// the same id with one bucket. Its old buckets gone, the instance reads the
-// directory again at its next attempt a second on (it had answered "no
-// such voucher" for as long as it ran); its old buckets still there (an
-// ended sale's keys wait for their expiry), it sells the new sale once the
-// layout it remembers is older than the layout's time to live.
-func TestARememberedLayoutFollowsTheSaleMadeAnew(t *testing.T) {
-	r := testsupport.MustRedis(t)
-	ctx := context.Background()
-	api, admin := gate.NewStore(r.Client, r.Prefix), gate.NewStore(r.Client, r.Prefix)
-	var now atomic.Int64
-	now.Store(time.Now().UnixNano())
-	api.SetLayoutClock(func() time.Time { return time.Unix(0, now.Load()) })
-	begin, end := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-	for i, oldGone := range []bool{true, false} {
-		voucher := 1 + rand.Int64N(1<<40)
-		if err := admin.WarmBuckets(ctx, voucher, 30, 3, begin, end); err != nil {
-			t.Fatal(err)
-		}
-		if d, err := api.Try(ctx, voucher, 1, 1); err != nil || d.Err != nil {
-			t.Fatalf("the first sale: %+v %v", d, err)
-		}
-		if oldGone {
-			for b := range 3 {
-				k := gate.BucketKeys(r.Prefix, voucher, 3, b)
-				r.Client.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
-			}
-		}
-		if err := admin.WarmBuckets(ctx, voucher, 5, 1, begin, end); err != nil {
-			t.Fatal(err)
-		}
-		if oldGone {
-			// A lost bucket makes the gate read the directory at most once
-			// a second.
-			now.Add(int64(1100 * time.Millisecond))
-		} else {
-			now.Add(int64(11 * time.Second))
-		}
-		user := int64(100 + i)
-		d, err := api.Try(ctx, voucher, user, 2)
-		if err != nil || d.Err != nil {
-			t.Fatalf("old buckets gone %v: the sale made anew: %+v %v, want accepted", oldGone, d, err)
-		}
-		if s := r.Client.HGet(ctx, gate.BucketKeys(r.Prefix, voucher, 1, 0).Voucher, gate.FieldStock).Val(); s != "4" {
-			t.Fatalf("old buckets gone %v: the new sale holds %s units, want 4: the unit came from the old sale", oldGone, s)
-		}
 	}
 }
 
@@ -375,7 +327,7 @@ func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			g := newBucketRig(t, 30, n)
 			ctx := context.Background()
-			k2 := gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher
+			k2 := salestate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher
 			before := [n][2]string{}
 			for b := range n {
 				before[b] = g.window(t, n, b)
@@ -392,13 +344,13 @@ func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
 			}
 			client.AddHook(hook)
 			end := time.Now().Add(5 * time.Hour).Truncate(time.Millisecond)
-			_, err := gate.NewStore(client, g.r.Prefix).Adjust(ctx, g.voucher, -6, time.Time{}, end)
+			_, err := saletest.New(client, g.r.Prefix).Gate.Adjust(ctx, g.voucher, -6, time.Time{}, end)
 			if hook.lost.Load() == 0 {
 				t.Fatal("no reply of bucket 2's step was lost: the test did not inject its fault")
 			}
 			newEnd := strconv.FormatInt(end.UnixMilli(), 10)
 			stock := func(b int) int {
-				v, _ := strconv.Atoi(g.bucketVoucher(t, n, b)[gate.FieldStock])
+				v, _ := strconv.Atoi(g.bucketVoucher(t, n, b)[salestate.FieldStock])
 				return v
 			}
 			if !c.every {
@@ -444,28 +396,28 @@ func TestUnfreezeLeavesASuspectBucketOutOfTheGenerationCheck(t *testing.T) {
 		if b == 1 {
 			gen = "reconcile-1"
 		}
-		g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, b).Voucher, gate.FieldReconciled, gen)
+		g.r.Client.HSet(ctx, salestate.BucketKeys(g.r.Prefix, g.voucher, n, b).Voucher, salestate.FieldReconciled, gen)
 	}
-	g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher, gate.FieldEpoch, "a-replication-id-of-before")
-	if err := g.store.Freeze(ctx, g.voucher, 0); err != nil {
+	g.r.Client.HSet(ctx, salestate.BucketKeys(g.r.Prefix, g.voucher, n, 1).Voucher, salestate.FieldEpoch, "a-replication-id-of-before")
+	if err := g.store.Repair.Freeze(ctx, g.voucher, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.store.Unfreeze(ctx, g.voucher, 0); err != nil {
+	if err := g.store.Repair.Unfreeze(ctx, g.voucher, 0); err != nil {
 		t.Fatalf("unfreeze beside a suspect bucket of an older generation: %v", err)
 	}
 	c := buy(t, g.store, g.voucher, append(homedIn(n, 0, 10), homedIn(n, 2, 10)...), 2)
 	if len(c.accepted) != 20 {
 		t.Fatalf("%d of the other buckets' 20 units sold after the unfreeze", len(c.accepted))
 	}
-	if d, err := g.store.Try(ctx, g.voucher, homedIn(n, 1, 1)[0], 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
+	if d, err := g.store.Gate.Try(ctx, g.voucher, homedIn(n, 1, 1)[0], 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
 		t.Fatalf("a buyer of the suspect bucket: %+v %v, want paused", d, err)
 	}
 	// Healthy buckets of two generations still refuse the unfreeze.
-	g.r.Client.HSet(ctx, gate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher, gate.FieldReconciled, "reconcile-3")
-	if err := g.store.Freeze(ctx, g.voucher, 0); err != nil {
+	g.r.Client.HSet(ctx, salestate.BucketKeys(g.r.Prefix, g.voucher, n, 2).Voucher, salestate.FieldReconciled, "reconcile-3")
+	if err := g.store.Repair.Freeze(ctx, g.voucher, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.store.Unfreeze(ctx, g.voucher, 0); !errors.Is(err, gate.ErrPartlyRebuilt) {
+	if err := g.store.Repair.Unfreeze(ctx, g.voucher, 0); !errors.Is(err, salerepair.ErrPartlyRebuilt) {
 		t.Fatalf("unfreeze of healthy buckets of two generations: %v, want ErrPartlyRebuilt", err)
 	}
 }
@@ -486,23 +438,23 @@ func TestALostDirectoryDoesNotStopTheSale(t *testing.T) {
 	// an N whose bucket 0 is not the live sale's (a bucket's tag may not
 	// depend on N, and a warm of the new sale then replaced the old one).
 	m := n + 1
-	for gate.BucketKeys(r.Prefix, voucher, m, 0).Voucher == gate.BucketKeys(r.Prefix, voucher, n, 0).Voucher {
+	for salestate.BucketKeys(r.Prefix, voucher, m, 0).Voucher == salestate.BucketKeys(r.Prefix, voucher, n, 0).Voucher {
 		m++
 	}
 	old := earlierSale(t, r, voucher, m)
-	if err := r.Client.Del(ctx, gate.KeysFor(r.Prefix, voucher).Voucher).Err(); err != nil {
+	if err := r.Client.Del(ctx, salestate.KeysFor(r.Prefix, voucher).Voucher).Err(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := gate.NewStore(r.Client, r.Prefix)
-	if _, end, _, err := fresh.Window(ctx, voucher); err != nil || end.Before(time.Now()) {
+	fresh := saletest.New(r.Client, r.Prefix)
+	if _, end, _, err := fresh.Records.Window(ctx, voucher); err != nil || end.Before(time.Now()) {
 		t.Fatalf("the window of a sale whose directory is lost: ends %v, %v; want the live sale's", end, err)
 	}
 	for i, u := range homedIn(n, 1, 3) {
-		if d, err := fresh.Try(ctx, voucher, u, 100+int64(i)); err != nil || d.Err != nil {
+		if d, err := fresh.Gate.Try(ctx, voucher, u, 100+int64(i)); err != nil || d.Err != nil {
 			t.Fatalf("buyer %d of a sale whose directory is lost: %+v %v, want accepted", u, d, err)
 		}
 	}
-	if d, err := fresh.Try(ctx, voucher+1, 7, 200); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
+	if d, err := fresh.Gate.Try(ctx, voucher+1, 7, 200); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
 		t.Fatalf("a voucher with no sale: %+v %v, want unknown", d, err)
 	}
 	if ttl := r.Client.PTTL(ctx, old).Val(); ttl <= 0 {
@@ -514,10 +466,10 @@ func TestALostDirectoryDoesNotStopTheSale(t *testing.T) {
 // n buckets, ended and retired (its keys' expiry set), and returns its key.
 func earlierSale(t *testing.T, r *testsupport.Redis, voucher int64, n int) string {
 	t.Helper()
-	k := gate.BucketKeys(r.Prefix, voucher, n, 0).Voucher
+	k := salestate.BucketKeys(r.Prefix, voucher, n, 0).Voucher
 	ctx := context.Background()
 	ended := time.Now().Add(-time.Hour).UnixMilli()
-	if err := r.Client.HSet(ctx, k, gate.FieldStock, 0, gate.FieldBuckets, n, gate.FieldBegin, ended-1000, gate.FieldEnd, ended).Err(); err != nil {
+	if err := r.Client.HSet(ctx, k, salestate.FieldStock, 0, salestate.FieldBuckets, n, salestate.FieldBegin, ended-1000, salestate.FieldEnd, ended).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Client.PExpire(ctx, k, time.Hour).Err(); err != nil {

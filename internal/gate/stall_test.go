@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -24,16 +25,16 @@ const stall = 1500 * time.Millisecond
 // test's own, which the test may stall, and the gate on a client
 // configured as the programs configure theirs (timeouts, retries), with a
 // connection open as a serving program has.
-func stalledVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *gate.Store, int64) {
+func stalledVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *saletest.Sales, int64) {
 	return stalledVoucherOn(tb, clients[0].store, stock)
 }
 
 // stalledVoucherOn is stalledVoucher with the store newStore makes.
-func stalledVoucherOn(tb testing.TB, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store, stock int64) (*testsupport.Redis, *gate.Store, int64) {
+func stalledVoucherOn(tb testing.TB, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales, stock int64) (*testsupport.Redis, *saletest.Sales, int64) {
 	r, _ := testsupport.MustPrivateRedis(tb)
 	store := newStore(tb, testsupport.MustProductionClient(tb, r.Addr), "")
 	const voucher = 1
-	if err := store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := store.Gate.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		tb.Fatal(err)
 	}
 	return r, store, voucher
@@ -48,11 +49,11 @@ func TestGateDecidesOnceWhenRedisStalls(t *testing.T) {
 	}
 }
 
-func testGateDecidesOnceWhenRedisStalls(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store) {
+func testGateDecidesOnceWhenRedisStalls(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales) {
 	r, store, voucher := stalledVoucherOn(t, newStore, 5)
 	ctx := context.Background()
 	done := testsupport.StallRedis(t, r.Addr, stall)
-	d, err := store.Try(ctx, voucher, 7, 4242)
+	d, err := store.Gate.Try(ctx, voucher, 7, 4242)
 	<-done
 	if err != nil || d.Err != nil {
 		t.Fatalf("attempt during a stall: decision %v, error %v; want accepted", d.Err, err)
@@ -71,7 +72,7 @@ func TestStockChangeAppliesOnceWhenRedisStalls(t *testing.T) {
 	r, store, voucher := stalledVoucher(t, 5)
 	ctx := context.Background()
 	done := testsupport.StallRedis(t, r.Addr, stall)
-	stock, err := store.Adjust(ctx, voucher, 3, time.Time{}, time.Time{})
+	stock, err := store.Gate.Adjust(ctx, voucher, 3, time.Time{}, time.Time{})
 	<-done
 	if err != nil {
 		t.Fatal(err)
@@ -91,26 +92,26 @@ func TestStockChangeAppliesOnceWhenRedisStalls(t *testing.T) {
 func TestRebuildAppliesOnceWhenRedisStalls(t *testing.T) {
 	r, store, voucher := stalledVoucher(t, 5)
 	ctx := context.Background()
-	if err := store.Freeze(ctx, voucher, 0); err != nil {
+	if err := store.Repair.Freeze(ctx, voucher, 0); err != nil {
 		t.Fatal(err)
 	}
-	buyer := gate.NewStore(r.Client, "") // an API instance: its own connection
+	buyer := saletest.New(r.Client, "") // an API instance: its own connection
 	answered := make(chan error, 1)
 	var done <-chan struct{}
-	defer gate.SetBeforeRebuildScript(func(int) error {
+	store.Repair.BeforeRebuildScript = func(int) error {
 		done = testsupport.StallRedis(t, r.Addr, stall)
 		go func() {
 			time.Sleep(stall / 3)
-			d, err := buyer.Try(ctx, voucher, 99, 9999)
+			d, err := buyer.Gate.Try(ctx, voucher, 99, 9999)
 			if err == nil {
 				err = d.Err
 			}
 			answered <- err
 		}()
 		return nil
-	})()
+	}
 	plan := sale.Plan{Stock: 5, Buyers: map[int64]int64{}}
-	if err := store.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
+	if err := store.Repair.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	<-done
@@ -149,20 +150,20 @@ func (h *resends) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // The reconcile's last step sent again after an order was taken on the
 // sale it unfroze changes nothing: the order keeps its unit and its buyer.
 func TestRebuildAppliesOnceWhenResent(t *testing.T) {
-	r, store, voucher := warmedVoucher(t, 5)
+	r, store, voucher := saletest.Warmed(t, 5)
 	ctx := context.Background()
 	rec := &resends{}
 	client := r.NewClient(t)
 	client.AddHook(rec)
-	rebuilding := gate.NewStore(client, r.Prefix)
-	if err := rebuilding.Freeze(ctx, voucher, 0); err != nil {
+	rebuilding := saletest.New(client, r.Prefix)
+	if err := rebuilding.Repair.Freeze(ctx, voucher, 0); err != nil {
 		t.Fatal(err)
 	}
 	plan := sale.Plan{Stock: 5, Buyers: map[int64]int64{1: 11}}
-	if err := rebuilding.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
+	if err := rebuilding.Repair.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := store.Try(ctx, voucher, 99, 9999); err != nil || d.Err != nil {
+	if d, err := store.Gate.Try(ctx, voucher, 99, 9999); err != nil || d.Err != nil {
 		t.Fatalf("order after the rebuild: %+v %v", d, err)
 	}
 	last := rec.args[len(rec.args)-1]
@@ -203,7 +204,7 @@ func TestACrowdOnAStalledBucketIsDecidedOnce(t *testing.T) {
 	}
 }
 
-func testACrowdOnAStalledBucket(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *gate.Store, stall time.Duration) {
+func testACrowdOnAStalledBucket(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales, stall time.Duration) {
 	const buyers, stock = 50, 100
 	r, store, voucher := stalledVoucherOn(t, newStore, stock)
 	ctx := context.Background()
@@ -216,7 +217,7 @@ func testACrowdOnAStalledBucket(t *testing.T, newStore func(testing.TB, redis.Un
 	var wg sync.WaitGroup
 	for i := range buyers {
 		wg.Go(func() {
-			d, err := store.Try(ctx, voucher, int64(100+i), int64(5000+i))
+			d, err := store.Gate.Try(ctx, voucher, int64(100+i), int64(5000+i))
 			answers[i] = answer{d, err}
 		})
 	}
@@ -237,7 +238,7 @@ func testACrowdOnAStalledBucket(t *testing.T, newStore func(testing.TB, redis.Un
 	}
 	t.Logf("what %d buyers of one bucket were answered when Redis stalled %v: %v", buyers, stall, seen)
 	for i := range buyers {
-		d, err := store.Try(ctx, voucher, int64(100+i), int64(9000+i))
+		d, err := store.Gate.Try(ctx, voucher, int64(100+i), int64(9000+i))
 		first := answers[i].err == nil && answers[i].d.Err == nil
 		switch {
 		case err != nil:

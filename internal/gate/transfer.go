@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -32,81 +32,6 @@ import (
 // moments add up to no less than what remains at the last of them: a sum of
 // zero means sold out then.
 
-// afterTake is a test's seam: a mover that dies between its two steps.
-var afterTake = func() error { return nil }
-
-// bucketState is one bucket's stock as the mover reads it. A bucket that
-// could not be read (its master failing over) is not there to give, and
-// may hold units.
-type bucketState struct {
-	read, exists, frozen bool
-	// suspect: built under another replication id than its server's (it
-	// may have lost writes): it neither gives nor receives, and its count
-	// makes no "sold out".
-	suspect    bool
-	stock, net int64
-	gen        string // the generation: who built it (FieldReconciled)
-	begin, end int64  // the window, ms
-}
-
-// readBuckets reads every bucket of lay, each on its own master and all at
-// once: one that cannot be read is marked so, and the others are read all
-// the same.
-func (s *Store) readBuckets(ctx context.Context, lay Layout) ([]bucketState, error) {
-	states := make([]bucketState, lay.N())
-	errs := make([]error, lay.N())
-	var wg sync.WaitGroup
-	for b := range states {
-		wg.Go(func() { states[b], errs[b] = s.readBucket(ctx, lay, b) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err == nil {
-			return states, nil
-		}
-	}
-	return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, errors.Join(errs...))
-}
-
-// readBucket reads bucket b of lay (bucket_state.lua).
-func (s *Store) readBucket(ctx context.Context, lay Layout, b int) (bucketState, error) {
-	v, err := lua.BucketState.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list()).Slice()
-	if err != nil {
-		return bucketState{}, fmt.Errorf("bucket %d: %w", b, err)
-	}
-	if len(v) != 8 {
-		return bucketState{}, fmt.Errorf("bucket %d: unknown answer %v", b, v)
-	}
-	num := func(i int) int64 {
-		n, _ := v[i].(int64)
-		return n
-	}
-	st := bucketState{read: true, frozen: num(3) == 1, suspect: num(7) == 1, begin: num(5), end: num(6)}
-	st.gen, _ = v[4].(string)
-	if raw, ok := v[0].(string); ok {
-		st.exists = true
-		if st.stock, err = strconv.ParseInt(raw, 10, 64); err != nil {
-			return bucketState{}, fmt.Errorf("bucket %d: stock %q", b, raw)
-		}
-	}
-	st.net = st.stock + num(1) - num(2)
-	return st, nil
-}
-
-// readAllBuckets is readBuckets for a caller that needs every bucket.
-func (s *Store) readAllBuckets(ctx context.Context, lay Layout) ([]bucketState, error) {
-	states, err := s.readBuckets(ctx, lay)
-	if err != nil {
-		return nil, err
-	}
-	for b, st := range states {
-		if !st.read {
-			return nil, fmt.Errorf("stock of voucher %d's bucket %d: it could not be read", lay.VoucherID, b)
-		}
-	}
-	return states, nil
-}
-
 // refilled is what refill found.
 type refilled int
 
@@ -123,42 +48,42 @@ const (
 // read, none frozen or suspect, all of one generation (reads that straddle
 // a rebuild add up parts of two different sales), and their net stock adds
 // up to zero. A suspect home gets no units: it could not sell them.
-func (s *Store) refill(ctx context.Context, lay Layout, home int) (refilled, error) {
-	states, err := s.readBuckets(ctx, lay)
+func (s *Store) refill(ctx context.Context, lay salestate.Layout, home int) (refilled, error) {
+	states, err := s.ReadBuckets(ctx, lay)
 	if err != nil {
 		return refillMoving, err
 	}
-	if states[home].suspect {
+	if states[home].Suspect {
 		return refillPaused, nil
 	}
 	var net int64
 	whole := true
 	donor := -1
 	for b, st := range states {
-		if !st.read || !st.exists || st.frozen || st.suspect {
+		if !st.Read || !st.Exists || st.Frozen || st.Suspect {
 			// A bucket away, gone, being rebuilt or that may have lost
 			// writes may hold units, and cannot give them now.
 			whole = false
 			continue
 		}
-		if st.gen != states[home].gen {
+		if st.Gen != states[home].Gen {
 			whole = false
 		}
-		net += st.net
-		if b != home && st.stock > 0 && (donor < 0 || st.stock > states[donor].stock) {
+		net += st.Net
+		if b != home && st.Stock > 0 && (donor < 0 || st.Stock > states[donor].Stock) {
 			donor = b
 		}
 	}
 	switch {
 	case whole && net <= 0:
 		return refillSoldOut, nil
-	case states[home].stock > 0:
+	case states[home].Stock > 0:
 		// Another attempt refilled it meanwhile.
 		return refillDone, nil
 	case donor < 0:
 		return refillMoving, nil
 	}
-	moved, err := s.transfer(ctx, lay, donor, home, (states[donor].stock+1)/2, states[home].gen)
+	moved, err := s.transfer(ctx, lay, donor, home, (states[donor].Stock+1)/2, states[home].Gen)
 	if err != nil || moved == 0 {
 		return refillMoving, err
 	}
@@ -171,17 +96,19 @@ const transferMemory = 24 * time.Hour
 
 // transfer moves up to units from bucket from to bucket to, whose
 // generation was toGen when read, and returns how many arrived.
-func (s *Store) transfer(ctx context.Context, lay Layout, from, to int, units int64, toGen string) (int64, error) {
+func (s *Store) transfer(ctx context.Context, lay salestate.Layout, from, to int, units int64, toGen string) (int64, error) {
 	id := rand.Text()
-	taken, err := lua.BucketTake.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, from).list(), id, to, units, toGen).Int64()
+	taken, err := lua.BucketTake.Run(ctx, s.Redis(), s.Bucket(lay, from).List(), id, to, units, toGen).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("move units of voucher %d from bucket %d: %w", lay.VoucherID, from, err)
 	}
 	if taken == 0 {
 		return 0, nil
 	}
-	if err := afterTake(); err != nil {
-		return 0, err
+	if s.AfterTake != nil {
+		if err := s.AfterTake(); err != nil {
+			return 0, err
+		}
 	}
 	deposited, err := s.deposit(ctx, lay, from, to, id, taken, toGen)
 	switch {
@@ -201,22 +128,22 @@ var errNotNow = errors.New("the receiving bucket is frozen or gone: the transfer
 // the donor: deleted once the deposit is made (deposited), or with its
 // units given back when the deposit was void (bucket_refund.lua). toGen is
 // the receiver's generation as the mover read it.
-func (s *Store) deposit(ctx context.Context, lay Layout, from, to int, id string, units int64, toGen string) (deposited bool, err error) {
-	r, err := lua.BucketDeposit.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, to).list(), id, units, toGen, transferMemory.Milliseconds()).Int()
+func (s *Store) deposit(ctx context.Context, lay salestate.Layout, from, to int, id string, units int64, toGen string) (deposited bool, err error) {
+	r, err := lua.BucketDeposit.Run(ctx, s.Redis(), s.Bucket(lay, to).List(), id, units, toGen, transferMemory.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("move %d units of voucher %d to bucket %d: %w", units, lay.VoucherID, to, err)
 	}
 	if r < 0 {
 		return false, errNotNow
 	}
-	donor := lay.bucketKeys(s.prefix, from)
+	donor := s.Bucket(lay, from)
 	if r == 0 {
-		if err := lua.BucketRefund.Run(ctx, s.rdb, donor.list(), id).Err(); err != nil {
+		if err := lua.BucketRefund.Run(ctx, s.Redis(), donor.List(), id).Err(); err != nil {
 			return false, fmt.Errorf("move units of voucher %d: give transfer %s back: %w", lay.VoucherID, id, err)
 		}
 		return false, nil
 	}
-	if err := s.rdb.HDel(ctx, donor.Transfers, id).Err(); err != nil {
+	if err := s.Redis().HDel(ctx, donor.Transfers, id).Err(); err != nil {
 		return false, fmt.Errorf("move units of voucher %d: forget transfer %s: %w", lay.VoucherID, id, err)
 	}
 	return true, nil
@@ -235,7 +162,7 @@ func (s *Store) FinishTransfers(ctx context.Context, voucherID int64, cutoff tim
 	done := 0
 	var errs []error
 	for from := range lay.N() {
-		recs, err := s.rdb.HGetAll(ctx, lay.bucketKeys(s.prefix, from).Transfers).Result()
+		recs, err := s.Redis().HGetAll(ctx, s.Bucket(lay, from).Transfers).Result()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("transfers of voucher %d's bucket %d: %w", voucherID, from, err))
 			continue

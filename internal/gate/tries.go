@@ -10,13 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/lua"
 )
-
-// maxBatch bounds the attempts of one gate call: an accepted attempt costs
-// its master about 16 µs (docs/performance.md), so a full batch holds the
-// master's one thread about a millisecond.
-const maxBatch = 64
 
 // ErrNotSent is the error of an attempt that never reached Redis: the call
 // ahead of it failed without a reply from the bucket's master (a timeout, a
@@ -96,7 +92,7 @@ func (t *tries) try(ctx context.Context, rdb redis.Scripter, keys []string, n in
 	}
 	// Leading: a is at the head of the queue, so first in its batch.
 	t.mu.Lock()
-	batch := q.waiting[:min(len(q.waiting), maxBatch)]
+	batch := q.waiting[:min(len(q.waiting), salestate.MaxBatch)]
 	q.waiting = q.waiting[len(batch):]
 	t.mu.Unlock()
 	done := false

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -38,12 +39,12 @@ func (p *panicOnce) EvalSha(ctx context.Context, sha string, keys []string, args
 // decided.
 func TestTriesAfterAPanic(t *testing.T) {
 	r := testsupport.MustRedis(t)
-	s := NewStore(r.Client, r.Prefix)
+	s := New(salestate.New(r.Client, r.Prefix))
 	ctx := context.Background()
 	if err := s.Warm(ctx, 77, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	keys := LayoutOf(77, 1).bucketKeys(r.Prefix, 0).list()
+	keys := salestate.BucketKeys(r.Prefix, 77, 1, 0).List()
 	p := &panicOnce{Scripter: r.Client, entered: make(chan struct{}), queued: make(chan struct{})}
 	var tr tries
 	panicked := make(chan any, 1)

@@ -31,7 +31,7 @@ type SettledRecorder interface {
 	RecordSettled(ctx context.Context, statuses []Status) error
 }
 
-// EntryFinder finds a buyer's entry in a sale's draw (gate.Store).
+// EntryFinder finds a buyer's entry in a sale's draw (drawstate.Store).
 type EntryFinder interface {
 	FindEntry(ctx context.Context, voucherID, userID int64) (e DrawEntry, found bool, err error)
 }

@@ -12,7 +12,12 @@ import (
 var _ order.SettledFinder = (*Orders)(nil)
 
 // Orders finds settled orders in MySQL.
-type Orders struct{ DB *sql.DB }
+type Orders struct {
+	DB *sql.DB
+	// AfterFirstTruthRead, when set, is called between SaleTruth's
+	// reads: a test's seam.
+	AfterFirstTruthRead func()
+}
 
 // FindSettled is order orderID as MySQL settled it: a tb_voucher_order
 // row (confirmed) or a tb_voucher_order_failure row (failed, with its

@@ -10,9 +10,6 @@ import (
 	"github.com/seckill/seckill/internal/sale"
 )
 
-// afterFirstTruthRead is a test's seam between SaleTruth's reads.
-var afterFirstTruthRead = func() {}
-
 // SaleTruth is MySQL's record of a flash-sale voucher: its stock and
 // window, who holds an order, and which of the pending order ids MySQL has
 // settled (in either table). Every read is of one snapshot (a read-only
@@ -36,7 +33,9 @@ func (o *Orders) SaleTruth(ctx context.Context, voucherID int64, pending []int64
 		return t, false, fmt.Errorf("read voucher %d: %w", voucherID, err)
 	}
 	t.Draw = time.Duration(window) * time.Second
-	afterFirstTruthRead()
+	if o.AfterFirstTruthRead != nil {
+		o.AfterFirstTruthRead()
+	}
 	if err := tx.QueryRowContext(ctx, `SELECT GREATEST(COALESCE((SELECT MAX(id) FROM tb_voucher_order), 0),
 		COALESCE((SELECT MAX(order_id) FROM tb_voucher_order_failure), 0))`).Scan(&t.MaxOrderID); err != nil {
 		return t, false, fmt.Errorf("largest order id: %w", err)

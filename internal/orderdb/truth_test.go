@@ -19,12 +19,12 @@ func TestSaleTruthIsOneSnapshot(t *testing.T) {
 	ctx := context.Background()
 	m.MustSeedVoucher(t, 1, 10)
 	late := ev(21, 7, 1)
-	defer orderdb.SetAfterFirstTruthRead(func() {
+	orders := &orderdb.Orders{DB: m.DB, AfterFirstTruthRead: func() {
 		if _, err := orderdb.Apply(ctx, m.DB, []order.Event{late}); err != nil {
 			t.Error(err)
 		}
-	})()
-	truth, ok, err := (&orderdb.Orders{DB: m.DB}).SaleTruth(ctx, 1, []int64{late.OrderID})
+	}}
+	truth, ok, err := orders.SaleTruth(ctx, 1, []int64{late.OrderID})
 	if err != nil || !ok {
 		t.Fatalf("SaleTruth: %v %v", ok, err)
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/orderwriter"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -27,17 +27,17 @@ func TestSaleCheckDoesNotReportASaleBeingWarmed(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := saletest.New(r.Client, r.Prefix)
 	const warming, lost, ending = 70, 71, 73
 	for _, v := range []int64{warming, lost, ending} {
 		m.MustSeedVoucher(t, v, 5)
 	}
-	sizer := &changedAfterTheirFirstRead{SaleSizer: store, change: map[int64]func(context.Context) error{
+	sizer := &changedAfterTheirFirstRead{SaleSizer: store.Repair, change: map[int64]func(context.Context) error{
 		warming: func(ctx context.Context) error {
 			if _, err := m.DB.ExecContext(ctx, "UPDATE tb_seckill_voucher SET stock = 8 WHERE voucher_id = ?", warming); err != nil {
 				return err
 			}
-			return store.Warm(ctx, warming, 8, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+			return store.Gate.Warm(ctx, warming, 8, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 		},
 		ending: func(ctx context.Context) error {
 			_, err := m.DB.ExecContext(ctx, "UPDATE tb_seckill_voucher SET end_time = NOW() - INTERVAL 1 SECOND WHERE voucher_id = ?", ending)
@@ -72,8 +72,8 @@ func TestSaleCheckStoppedDuringItsRecheck(t *testing.T) {
 	m.MustSeedVoucher(t, 72, 5)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := gate.NewStore(r.Client, r.Prefix)
-	sizer := &changedAfterTheirFirstRead{SaleSizer: store, change: map[int64]func(context.Context) error{
+	store := saletest.New(r.Client, r.Prefix)
+	sizer := &changedAfterTheirFirstRead{SaleSizer: store.Repair, change: map[int64]func(context.Context) error{
 		72: func(context.Context) error { cancel(); return nil },
 	}}
 	found := &violations{}
@@ -139,13 +139,13 @@ func TestANewReplicationIDCutsAStuckCheck(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := saletest.New(r.Client, r.Prefix)
 	const voucher = 80
 	m.MustSeedVoucher(t, voucher, 5)
-	if err := store.Warm(ctx, voucher, 5, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
+	if err := store.Gate.Warm(ctx, voucher, 5, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	sizer := &stuckOnce{SaleSizer: store, stuck: make(chan struct{}), release: make(chan struct{}), reads: make(chan struct{}, 10)}
+	sizer := &stuckOnce{SaleSizer: store.Repair, stuck: make(chan struct{}), release: make(chan struct{}), reads: make(chan struct{}, 10)}
 	checks := &orderwriter.SaleChecks{DB: m.DB, Sale: sizer, Guard: &violations{}, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
 	done := make(chan error, 1)
 	go func() { done <- checks.Run(ctx) }()

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -33,7 +34,7 @@ func TestWriterReconcilesWhenRedisLostWrites(t *testing.T) {
 	p.r.Client.HDel(ctx, k.Buyers, "1", "2", "3", "4", "5")
 	p.r.Client.HIncrBy(ctx, k.Voucher, "stock", 5)
 
-	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store, Publisher: p.pub, Logger: p.logger}
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store.Gate, Publisher: p.pub, Logger: p.logger}
 	if _, err := svc.Place(ctx, 21, voucher); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestWriterRebuildsAVoucherWhoseKeysVanished(t *testing.T) {
 	ctx := context.Background()
 	k := p.store.KeysOf(voucher)
 	p.r.Client.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
-	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store, Publisher: p.pub, Logger: p.logger}
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store.Gate, Publisher: p.pub, Logger: p.logger}
 	placeOnceResumed(t, svc, 4, voucher, order.ErrUnknownVoucher, order.ErrPaused)
 	if _, err := svc.Place(ctx, 2, voucher); !errors.Is(err, order.ErrAlreadyBought) {
 		t.Fatalf("an earlier buyer after the rebuild: %v, want already bought", err)
@@ -101,8 +102,8 @@ func TestWriterReconcilesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 	// What a replica that missed the three orders looks like, under its
 	// old master's id.
 	p.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789", "stock", stock)
-	store := gate.NewStore(p.r.Client, p.r.Prefix)
-	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: store, Publisher: p.pub, Logger: p.logger}
+	store := saletest.New(p.r.Client, p.r.Prefix)
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: store.Gate, Publisher: p.pub, Logger: p.logger}
 	if refused := placeOnceResumed(t, svc, 4, voucher, order.ErrPaused); refused == 0 {
 		t.Fatal("the stale sale sold at once: the gate did not check the replication id")
 	}
@@ -110,7 +111,7 @@ func TestWriterReconcilesASaleBuiltUnderAnotherReplicationID(t *testing.T) {
 	if redisStock, _ := p.r.Client.HGet(ctx, k.Voucher, "stock").Int64(); redisStock != stock-4 {
 		t.Fatalf("Redis stock %d after the reconcile and one more order, want %d", redisStock, stock-4)
 	}
-	size, err := store.Size(ctx, voucher)
+	size, err := store.Repair.Size(ctx, voucher)
 	if err != nil || size.Epoch != size.RedisNow {
 		t.Fatalf("the sale after the reconcile: %+v, %v; want stamped with its server's id", size, err)
 	}
@@ -179,7 +180,7 @@ func TestWriterMigratesASaleOfThePreviousRelease(t *testing.T) {
 	p.waitOrders(t, other, 2)
 	p.r.Client.HSet(ctx, p.store.KeysOf(other).Voucher, "stock", stock)
 
-	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store, Publisher: p.pub, Logger: p.logger}
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store.Gate, Publisher: p.pub, Logger: p.logger}
 	placeOnceResumed(t, svc, 4, old, order.ErrPaused)
 	testsupport.Wait(t, 30*time.Second, "the other voucher's stock reconciled to MySQL's", func() bool {
 		n, _ := p.r.Client.HGet(ctx, p.store.KeysOf(other).Voucher, "stock").Int64()
@@ -230,7 +231,7 @@ func TestWriterReconcilesABucketBuiltUnderAnotherReplicationID(t *testing.T) {
 	p := newPipeline(t)
 	p.m.MustSeedVoucherIn(t, voucher, stock, n)
 	ctx := context.Background()
-	if err := p.store.WarmBuckets(ctx, voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := p.store.Gate.WarmBuckets(ctx, voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	p.writerEnv = map[string]string{"SECKILL_SALE_CHECK_INTERVAL": "200ms"}
@@ -239,17 +240,17 @@ func TestWriterReconcilesABucketBuiltUnderAnotherReplicationID(t *testing.T) {
 	p.waitOrders(t, voucher, 6)
 
 	const user = 7
-	k := gate.BucketKeys(p.r.Prefix, voucher, n, gate.Home(user, n))
+	k := salestate.BucketKeys(p.r.Prefix, voucher, n, salestate.Home(user, n))
 	p.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789")
-	p.r.Client.HIncrBy(ctx, k.Voucher, gate.FieldStock, 2)
-	store := gate.NewStore(p.r.Client, p.r.Prefix)
-	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: store, Publisher: p.pub, Logger: p.logger}
+	p.r.Client.HIncrBy(ctx, k.Voucher, salestate.FieldStock, 2)
+	store := saletest.New(p.r.Client, p.r.Prefix)
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: store.Gate, Publisher: p.pub, Logger: p.logger}
 	if refused := placeOnceResumed(t, svc, user, voucher, order.ErrPaused); refused == 0 {
 		t.Fatal("the stale bucket sold at once: the gate did not check its replication id")
 	}
 	p.waitOrders(t, voucher, 7)
 	testsupport.Wait(t, 10*time.Second, "the sale's net stock is MySQL's", func() bool {
-		size, err := store.Size(ctx, voucher)
+		size, err := store.Repair.Size(ctx, voucher)
 		return err == nil && size.Epoch == size.RedisNow && size.Stock == stock-7
 	})
 }

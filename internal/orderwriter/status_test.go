@@ -18,7 +18,7 @@ import (
 // them, from 32 buyers at a time, and returns their ids by user (1..n).
 func (p *pipeline) acceptOrders(t *testing.T, voucher int64, n int) map[int64]int64 {
 	t.Helper()
-	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store, Publisher: p.pub, Logger: p.logger}
+	svc := &order.Service{IDs: idgen.New(p.r.Client, p.r.Key("order"), 100), Gate: p.store.Gate, Publisher: p.pub, Logger: p.logger}
 	ids := make(map[int64]int64, n)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -53,7 +53,7 @@ func TestOrderStatusNeverMissesWhileTheWriterDrains(t *testing.T) {
 	const voucher, n = 61, 1000
 	p.warm(t, voucher, n)
 	ids := p.acceptOrders(t, voucher, n)
-	lookup := &order.Lookup{Settled: &orderdb.Orders{DB: p.m.DB}, Sales: p.store}
+	lookup := &order.Lookup{Settled: &orderdb.Orders{DB: p.m.DB}, Sales: p.store.Records}
 
 	var confirmed, misses atomic.Int64
 	var wg sync.WaitGroup
@@ -127,7 +127,7 @@ func TestOrderStatusWhenSettledBetweenTheReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lookup := &order.Lookup{Settled: &settlingFinder{SettledFinder: &orderdb.Orders{DB: p.m.DB}, settle: settle}, Sales: p.store}
+	lookup := &order.Lookup{Settled: &settlingFinder{SettledFinder: &orderdb.Orders{DB: p.m.DB}, settle: settle}, Sales: p.store.Records}
 	s, err := lookup.Find(context.Background(), e.OrderID, 1)
 	if err != nil {
 		t.Fatalf("order settled during its lookup: %v", err)
@@ -151,7 +151,7 @@ func TestOrderOfVoucherAfterTheSaleLeftRedis(t *testing.T) {
 	}
 	k := p.store.KeysOf(voucher)
 	p.r.Client.Del(ctx, k.Voucher, k.Buyers, k.Pending, k.PendingAt)
-	lookup := &order.Lookup{Settled: &orderdb.Orders{DB: p.m.DB}, Sales: p.store}
+	lookup := &order.Lookup{Settled: &orderdb.Orders{DB: p.m.DB}, Sales: p.store.Records}
 	for _, tt := range []struct {
 		user   int64
 		id     int64

@@ -18,10 +18,10 @@ import (
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderwriter"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -29,7 +29,7 @@ type pipeline struct {
 	m      *testsupport.MySQL
 	r      *testsupport.Redis
 	k      *testsupport.Kafka
-	store  *gate.Store
+	store  *saletest.Sales
 	topic  string
 	dlq    string
 	group  string
@@ -42,7 +42,7 @@ type pipeline struct {
 
 func newPipeline(t *testing.T) *pipeline {
 	p := &pipeline{m: testsupport.MustMySQL(t), r: testsupport.MustRedis(t), k: testsupport.MustKafka(t), logger: slog.New(slog.DiscardHandler)}
-	p.store = gate.NewStore(p.r.Client, p.r.Prefix)
+	p.store = saletest.New(p.r.Client, p.r.Prefix)
 	p.topic, p.dlq, p.group = p.k.MustTopic(t, 3), p.k.MustTopic(t, 1), testsupport.Group(t)
 	p.pub = broker.NewOrderPublisher(broker.NewProducer(p.k.Brokers, p.topic, 0), 5*time.Second)
 	t.Cleanup(func() { _ = p.pub.Close() })
@@ -109,7 +109,7 @@ func (p *pipeline) waitConfirmed(t *testing.T, voucher int64) {
 
 func (p *pipeline) warm(t *testing.T, voucher, stock int64) {
 	p.m.MustSeedVoucher(t, voucher, stock)
-	if err := p.store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := p.store.Gate.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -122,7 +122,7 @@ func TestWriterSettlesBatchesAndDeadLetters(t *testing.T) {
 	ctx := context.Background()
 	voucher := 1 + rand.Int64N(1<<30)
 	p.warm(t, voucher, 10)
-	svc := &order.Service{Gate: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
+	svc := &order.Service{Gate: p.store.Gate, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
 	for u := range int64(5) {
 		if _, err := svc.Place(ctx, u+1, voucher); err != nil {
 			t.Fatal(err)
@@ -165,7 +165,7 @@ func TestWriterDeadLettersAnOrderIDCollision(t *testing.T) {
 	ctx := context.Background()
 	voucher := 1 + rand.Int64N(1<<30)
 	p.warm(t, voucher, 10)
-	svc := &order.Service{Gate: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
+	svc := &order.Service{Gate: p.store.Gate, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
 	held, err := svc.Place(ctx, 1, voucher)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestWriterDeadLettersAnOrderIDCollision(t *testing.T) {
 	defer stop()
 	p.waitOrders(t, voucher, 2)
 
-	d, err := p.store.Try(ctx, voucher, 3, held)
+	d, err := p.store.Gate.Try(ctx, voucher, 3, held)
 	if err != nil || d.Err != nil {
 		t.Fatalf("gate for the repeated id: %+v %v", d, err)
 	}
@@ -260,7 +260,7 @@ func TestWriterIsolatesAnEventMySQLRefuses(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, p)
 			}
-			svc := &order.Service{Gate: p.store, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
+			svc := &order.Service{Gate: p.store.Gate, IDs: idgen.New(p.r.Client, p.r.Key("order"), 10), Publisher: p.pub, Logger: p.logger}
 			place := func(users ...int64) {
 				for _, u := range users {
 					if _, err := svc.Place(ctx, u, voucher); err != nil {
@@ -302,18 +302,18 @@ func TestWriterIsolatesAnEventMySQLRefuses(t *testing.T) {
 func TestABatchGoesOnPastAFrozenRedis(t *testing.T) {
 	m := testsupport.MustMySQL(t)
 	r, proc := testsupport.MustPrivateRedis(t)
-	store := gate.NewStore(testsupport.MustProductionClient(t, r.Addr), "")
+	store := saletest.New(testsupport.MustProductionClient(t, r.Addr), "")
 	ctx := context.Background()
 	voucher := 1 + rand.Int64N(1<<30)
 	m.MustSeedVoucher(t, voucher, 10)
-	if err := store.Warm(ctx, voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := store.Gate.Warm(ctx, voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	const orderID, user = 7001, 42
-	if d, err := store.Try(ctx, voucher, user, orderID); err != nil || d.Err != nil {
+	if d, err := store.Gate.Try(ctx, voucher, user, orderID); err != nil || d.Err != nil {
 		t.Fatalf("the order's reservation: %v, %v", d.Err, err)
 	}
-	w := &orderwriter.Writer{DB: m.DB, Reservations: store, Records: store, Sale: store, Logger: slog.New(slog.DiscardHandler)}
+	w := &orderwriter.Writer{DB: m.DB, Reservations: store, Records: store.Records, Sale: store.Repair, Logger: slog.New(slog.DiscardHandler)}
 	msg := kafka.Message{Topic: "orders", Key: []byte(strconv.FormatInt(voucher, 10)),
 		Value: fmt.Appendf(nil, `{"orderId":"%d","userId":%d,"voucherId":%d,"acceptedAt":%d}`, orderID, user, voucher, time.Now().UnixMilli())}
 

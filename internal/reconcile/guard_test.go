@@ -90,7 +90,7 @@ func TestGuardStoppedByTheShutdownLogsNoError(t *testing.T) {
 	if !strings.Contains(infos, "stopped by the shutdown; the next start redoes it") {
 		t.Fatalf("INFO records %q; want the stop said there", infos)
 	}
-	if d, err := g.store.Try(ctx, v, 2, 2); err != nil || d.Err != nil {
+	if d, err := g.store.Gate.Try(ctx, v, 2, 2); err != nil || d.Err != nil {
 		t.Fatalf("the sale after the stopped reconcile: %v %v; want it selling as it was", d.Err, err)
 	}
 }
@@ -115,7 +115,7 @@ func TestGuardRetriesAFailedReconcile(t *testing.T) {
 	const v = 61
 	g.onSale(t, v, 7, 9) // Redis above MySQL: what the reconcile repairs
 	log := &logged{}
-	g.rec.Sale, g.rec.Logger = &flakySale{Sale: g.store}, slog.New(log)
+	g.rec.Sale, g.rec.Logger = &flakySale{Sale: g.store.Repair}, slog.New(log)
 	guard := reconcile.NewGuard(g.rec, time.Minute, prometheus.NewRegistry())
 	guard.RetryMin = 100 * time.Millisecond
 	defer guard.Close()
@@ -132,7 +132,7 @@ func TestGuardCloseDuringTheRetryWait(t *testing.T) {
 	const v = 62
 	g.onSale(t, v, 7, 9)
 	log := &logged{}
-	g.rec.Sale, g.rec.Logger = &flakySale{Sale: g.store}, slog.New(log)
+	g.rec.Sale, g.rec.Logger = &flakySale{Sale: g.store.Repair}, slog.New(log)
 	guard := reconcile.NewGuard(g.rec, time.Minute, prometheus.NewRegistry())
 	guard.RetryMin, guard.RetryFor = time.Hour, 2*time.Hour
 	guard.Violated(v, sale.CheckStockAboveMySQL)
@@ -159,7 +159,7 @@ func TestGuardGivesUpAfterRetryFor(t *testing.T) {
 	const v = 63
 	g.onSale(t, v, 7, 9)
 	log := &logged{}
-	g.rec.Sale, g.rec.Logger = &failingSale{Sale: g.store, takes: 250 * time.Millisecond}, slog.New(log)
+	g.rec.Sale, g.rec.Logger = &failingSale{Sale: g.store.Repair, takes: 250 * time.Millisecond}, slog.New(log)
 	guard := reconcile.NewGuard(g.rec, time.Minute, prometheus.NewRegistry())
 	guard.RetryMin, guard.RetryFor = 10*time.Millisecond, 200*time.Millisecond
 	defer guard.Close()

@@ -89,10 +89,6 @@ type Locks interface {
 	RaiseFence(ctx context.Context, name string, floor int64) error
 }
 
-// beforeFreezeAll is a test's seam: the moment the suspect part of a sale
-// is frozen and the writer has caught up, before the rest is frozen.
-var beforeFreezeAll = func() {}
-
 // Reconciler rebuilds sales from MySQL.
 type Reconciler struct {
 	Sale    Sale
@@ -112,6 +108,10 @@ type Reconciler struct {
 	Wait   time.Duration // for the writer to catch up
 	Poll   time.Duration
 	Logger *slog.Logger
+	// BeforeFreezeAll, when set, is called once the suspect part of a
+	// sale is frozen and the writer has caught up, before the rest is
+	// frozen: a test's seam.
+	BeforeFreezeAll func()
 }
 
 // Report is what a reconcile did.
@@ -202,7 +202,9 @@ func (r *Reconciler) Run(ctx context.Context, voucherID int64) (rep Report, err 
 		return rep, err
 	}
 	rep.Waited, rep.FrozenWait = time.Since(start), time.Since(frozen)
-	beforeFreezeAll()
+	if r.BeforeFreezeAll != nil {
+		r.BeforeFreezeAll()
+	}
 	if err := r.Sale.Freeze(ctx, voucherID, fence); err != nil {
 		return rep, fmt.Errorf("reconcile voucher %d: freeze: %w", voucherID, err)
 	}

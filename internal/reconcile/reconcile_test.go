@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/broker"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/reconcile"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -25,7 +26,7 @@ type rig struct {
 	r     *testsupport.Redis
 	m     *testsupport.MySQL
 	k     *testsupport.Kafka
-	store *gate.Store
+	store *saletest.Sales
 	topic string
 	ids   *idgen.Generator
 	rec   *reconcile.Reconciler
@@ -33,10 +34,10 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	g := &rig{r: testsupport.MustRedis(t), m: testsupport.MustMySQL(t), k: testsupport.MustKafka(t)}
-	g.store = gate.NewStore(g.r.Client, g.r.Prefix)
+	g.store = saletest.New(g.r.Client, g.r.Prefix)
 	g.topic = g.k.MustTopic(t, 2)
 	g.ids = idgen.New(g.r.Client, g.r.Key("order"), 100).From(0)
-	g.rec = &reconcile.Reconciler{Sale: g.store, Records: &orderdb.Orders{DB: g.m.DB}, IDs: g.ids,
+	g.rec = &reconcile.Reconciler{Sale: g.store.Repair, Records: &orderdb.Orders{DB: g.m.DB}, IDs: g.ids,
 		Backlog: &broker.Progress{Brokers: g.k.Brokers, Group: testsupport.Group(t), Topic: g.topic},
 		Wait:    20 * time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	return g
@@ -47,7 +48,7 @@ func newRig(t *testing.T) *rig {
 func (g *rig) onSaleIn(t *testing.T, v, stock int64, n int) {
 	t.Helper()
 	g.m.MustSeedVoucherIn(t, v, stock, n)
-	if err := g.store.WarmBuckets(context.Background(), v, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := g.store.Gate.WarmBuckets(context.Background(), v, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,7 +58,7 @@ func (g *rig) onSaleIn(t *testing.T, v, stock int64, n int) {
 func (g *rig) onSale(t *testing.T, v, mysqlStock, redisStock int64) {
 	t.Helper()
 	g.m.MustSeedVoucher(t, v, mysqlStock)
-	if err := g.store.Warm(context.Background(), v, redisStock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := g.store.Gate.Warm(context.Background(), v, redisStock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -76,13 +77,13 @@ func TestReconcileWarmsAVoucherWhoseWarmUpFailed(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	g.m.MustSeedVoucher(t, 3, 5)
-	if d, err := g.store.Try(ctx, 3, 1, 101); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
+	if d, err := g.store.Gate.Try(ctx, 3, 1, 101); err != nil || !errors.Is(d.Err, order.ErrUnknownVoucher) {
 		t.Fatalf("before: %v %v, want unknown", d.Err, err)
 	}
 	if _, err := g.rec.Run(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := g.store.Try(ctx, 3, 1, 101); err != nil || d.Err != nil || d.StockLeft != 4 {
+	if d, err := g.store.Gate.Try(ctx, 3, 1, 101); err != nil || d.Err != nil || d.StockLeft != 4 {
 		t.Fatalf("after the reconcile: %+v %v, want accepted with 4 left", d, err)
 	}
 	if _, err := g.rec.Run(ctx, 424242); !errors.Is(err, reconcile.ErrNoSuchVoucher) {
@@ -101,7 +102,7 @@ func TestReconcileRebuildsFromMySQL(t *testing.T) {
 	g.onSale(t, v, 10, 10)
 	var accepted []order.Event
 	for u := int64(1); u <= 4; u++ {
-		d, err := g.store.Try(ctx, v, u, 100+u)
+		d, err := g.store.Gate.Try(ctx, v, u, 100+u)
 		if err != nil || d.Err != nil {
 			t.Fatal(d.Err, err)
 		}
@@ -139,7 +140,7 @@ func TestReconcileRebuildsFromMySQL(t *testing.T) {
 	if pending := g.r.Client.HKeys(ctx, k.Pending).Val(); len(pending) != 1 || pending[0] != "104" {
 		t.Fatalf("reservations %v, want only order 104's", pending)
 	}
-	if d, _ := g.store.Try(ctx, v, 1, 999); !errors.Is(d.Err, order.ErrAlreadyBought) {
+	if d, _ := g.store.Gate.Try(ctx, v, 1, 999); !errors.Is(d.Err, order.ErrAlreadyBought) {
 		t.Fatalf("user 1 again after the reconcile: %v, want already bought", d.Err)
 	}
 	// Twice is the same as once.
@@ -153,25 +154,25 @@ func TestFrozenSaleTakesNothing(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
 	const v = 5
-	if err := g.store.Warm(ctx, v, 3, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := g.store.Gate.Warm(ctx, v, 3, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.store.Freeze(ctx, v, 0); err != nil {
+	if err := g.store.Repair.Freeze(ctx, v, 0); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := g.store.Try(ctx, v, 1, 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
+	if d, err := g.store.Gate.Try(ctx, v, 1, 1); err != nil || !errors.Is(d.Err, order.ErrPaused) {
 		t.Fatalf("frozen: %v %v, want paused", d.Err, err)
 	}
-	if _, err := g.store.Adjust(ctx, v, 2, time.Time{}, time.Time{}); !errors.Is(err, sale.ErrFrozen) {
+	if _, err := g.store.Gate.Adjust(ctx, v, 2, time.Time{}, time.Time{}); !errors.Is(err, sale.ErrFrozen) {
 		t.Fatalf("a stock change while frozen: %v", err)
 	}
 	if g.stock(t, v) != 3 {
 		t.Fatalf("stock %d while frozen, want 3", g.stock(t, v))
 	}
-	if err := g.store.Unfreeze(ctx, v, 0); err != nil {
+	if err := g.store.Repair.Unfreeze(ctx, v, 0); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := g.store.Try(ctx, v, 1, 1); err != nil || d.Err != nil {
+	if d, err := g.store.Gate.Try(ctx, v, 1, 1); err != nil || d.Err != nil {
 		t.Fatalf("unfrozen: %v %v", d.Err, err)
 	}
 }
@@ -192,7 +193,7 @@ func TestReconcileWaitsForTheWriter(t *testing.T) {
 	if _, err := g.rec.Run(ctx, v); !errors.Is(err, reconcile.ErrWriterBehind) {
 		t.Fatalf("reconcile with an unconsumed event: %v, want ErrWriterBehind", err)
 	}
-	if d, err := g.store.Try(ctx, v, 2, 2); err != nil || d.Err != nil || g.stock(t, v) != 1 {
+	if d, err := g.store.Gate.Try(ctx, v, 2, 2); err != nil || d.Err != nil || g.stock(t, v) != 1 {
 		t.Fatalf("after a reconcile that gave up: %v %v, stock %d; want the sale as it was", d.Err, err, g.stock(t, v))
 	}
 }
@@ -211,7 +212,7 @@ func TestReconcileRaisesTheIDCounter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := g.store.Try(ctx, v, u, id)
+		d, err := g.store.Gate.Try(ctx, v, u, id)
 		if err != nil || d.Err != nil {
 			t.Fatal(d.Err, err)
 		}
@@ -283,7 +284,7 @@ func TestReconcilesOfOneVoucherTakeTurns(t *testing.T) {
 	ctx := context.Background()
 	const v = 8
 	g.onSale(t, v, 10, 10)
-	sale := &turns{Sale: g.store}
+	sale := &turns{Sale: g.store.Repair}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {
@@ -388,7 +389,7 @@ func TestReconcileRebuildsEveryBucket(t *testing.T) {
 	g.onSaleIn(t, v, 30, n)
 	var accepted []order.Event
 	for u := int64(1); u <= 9; u++ {
-		d, err := g.store.Try(ctx, v, u, 100+u)
+		d, err := g.store.Gate.Try(ctx, v, u, 100+u)
 		if err != nil || d.Err != nil {
 			t.Fatal(d.Err, err)
 		}
@@ -402,9 +403,9 @@ func TestReconcileRebuildsEveryBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := accepted[0].UserID
-	k := gate.BucketKeys(g.r.Prefix, v, n, gate.Home(lost, n))
+	k := salestate.BucketKeys(g.r.Prefix, v, n, salestate.Home(lost, n))
 	g.r.Client.HDel(ctx, k.Buyers, "1")
-	g.r.Client.HIncrBy(ctx, k.Voucher, gate.FieldStock, 5)
+	g.r.Client.HIncrBy(ctx, k.Voucher, salestate.FieldStock, 5)
 
 	rep, err := g.rec.Run(ctx, v)
 	if err != nil {
@@ -416,11 +417,11 @@ func TestReconcileRebuildsEveryBucket(t *testing.T) {
 	}
 	var buyers, pending int64
 	for b := range n {
-		k := gate.BucketKeys(g.r.Prefix, v, n, b)
+		k := salestate.BucketKeys(g.r.Prefix, v, n, b)
 		for u := range g.r.Client.HGetAll(ctx, k.Buyers).Val() {
 			uid, _ := strconv.ParseInt(u, 10, 64)
-			if gate.Home(uid, n) != b {
-				t.Errorf("buyer %d in bucket %d, home %d", uid, b, gate.Home(uid, n))
+			if salestate.Home(uid, n) != b {
+				t.Errorf("buyer %d in bucket %d, home %d", uid, b, salestate.Home(uid, n))
 			}
 			buyers++
 		}
@@ -429,13 +430,13 @@ func TestReconcileRebuildsEveryBucket(t *testing.T) {
 	if buyers != 9 || pending != 3 {
 		t.Fatalf("%d buyers and %d reservations after the reconcile, want 9 and the 3 on their way", buyers, pending)
 	}
-	if d, _ := g.store.Try(ctx, v, lost, 999); !errors.Is(d.Err, order.ErrAlreadyBought) {
+	if d, _ := g.store.Gate.Try(ctx, v, lost, 999); !errors.Is(d.Err, order.ErrAlreadyBought) {
 		t.Fatalf("the forgotten buyer again: %v, want already bought", d.Err)
 	}
 	sold := 0
 	for u := int64(1000); u < 1060; u++ {
 		for {
-			d, err := g.store.Try(ctx, v, u, 10000+u)
+			d, err := g.store.Gate.Try(ctx, v, u, 10000+u)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -463,31 +464,31 @@ func TestReconcileFreezesOnlyTheSuspectBucketWhileTheWriterCatchesUp(t *testing.
 	const v, n, stock = 9, 3, 30
 	g.onSaleIn(t, v, stock, n)
 	const suspect = 1
-	k := gate.BucketKeys(g.r.Prefix, v, n, suspect)
+	k := salestate.BucketKeys(g.r.Prefix, v, n, suspect)
 	g.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789")
 	users := func(b int) []int64 {
 		var us []int64
 		for u := int64(1); len(us) < 3; u++ {
-			if gate.Home(u, n) == b {
+			if salestate.Home(u, n) == b {
 				us = append(us, u)
 			}
 		}
 		return us
 	}
 	var during []int64
-	defer reconcile.SetBeforeFreezeAll(func() {
-		if d, err := g.store.Try(ctx, v, users(suspect)[0], 500); err != nil || !errors.Is(d.Err, order.ErrPaused) {
+	g.rec.BeforeFreezeAll = func() {
+		if d, err := g.store.Gate.Try(ctx, v, users(suspect)[0], 500); err != nil || !errors.Is(d.Err, order.ErrPaused) {
 			t.Errorf("a buyer of the suspect bucket during the reconcile: %+v %v, want paused", d, err)
 		}
 		for _, b := range []int{0, 2} {
 			u := users(b)[0]
-			if d, err := g.store.Try(ctx, v, u, 600+u); err != nil || d.Err != nil {
+			if d, err := g.store.Gate.Try(ctx, v, u, 600+u); err != nil || d.Err != nil {
 				t.Errorf("a buyer of bucket %d during the reconcile: %+v %v, want accepted", b, d, err)
 				continue
 			}
 			during = append(during, u)
 		}
-	})()
+	}
 	rep, err := g.rec.Run(ctx, v)
 	if err != nil {
 		t.Fatal(err)
@@ -496,11 +497,11 @@ func TestReconcileFreezesOnlyTheSuspectBucketWhileTheWriterCatchesUp(t *testing.
 		t.Fatalf("%d sold while the suspect bucket was frozen; plan: stock %d, %d unsettled; want 2, %d, 2", len(during), rep.Plan.Stock, rep.Plan.Unsettled, stock-2)
 	}
 	for _, u := range during {
-		if d, _ := g.store.Try(ctx, v, u, 900+u); !errors.Is(d.Err, order.ErrAlreadyBought) {
+		if d, _ := g.store.Gate.Try(ctx, v, u, 900+u); !errors.Is(d.Err, order.ErrAlreadyBought) {
 			t.Fatalf("user %d, who bought during the reconcile, again: %v; want already bought", u, d.Err)
 		}
 	}
-	size, err := g.store.Size(ctx, v)
+	size, err := g.store.Repair.Size(ctx, v)
 	if err != nil || size.Epoch != size.RedisNow || size.Stock != stock-2 {
 		t.Fatalf("the sale after the reconcile: %+v %v; want every bucket under its server's id, %d units", size, err, stock-2)
 	}
@@ -521,14 +522,14 @@ func TestReconcileOfAnUnknownVoucherLeavesNothing(t *testing.T) {
 	if _, err := g.rec.Run(ctx, v); !errors.Is(err, reconcile.ErrNoSuchVoucher) {
 		t.Fatalf("reconcile of a voucher no store has: %v, want ErrNoSuchVoucher", err)
 	}
-	k := gate.KeysFor(g.r.Prefix, v)
-	for _, key := range k.Ordered() {
+	k := salestate.KeysFor(g.r.Prefix, v)
+	for _, key := range k.List() {
 		if ttl := g.r.Client.PTTL(ctx, key).Val(); ttl == -1 {
 			t.Fatalf("%s of the unknown voucher left behind for ever: %v", key, g.r.Client.HGetAll(ctx, key).Val())
 		}
 	}
 	failed := order.Status{ID: 1, UserID: 2, VoucherID: v, Status: order.StatusFailed, Reason: order.ReasonUnknownVoucher, CreateTime: time.Now().UTC()}
-	if err := g.store.RecordSettled(ctx, []order.Status{failed}); err != nil {
+	if err := g.store.Records.RecordSettled(ctx, []order.Status{failed}); err != nil {
 		t.Fatal(err)
 	}
 	if n := g.r.Client.Exists(ctx, k.Settled).Val(); n != 0 {
@@ -547,14 +548,14 @@ func TestReconcileFindsTheBucketsWhenTheDirectoryIsLost(t *testing.T) {
 	const v, n, stock = 10, 3, 30
 	g.onSaleIn(t, v, stock, n)
 	for u := int64(1); u <= 6; u++ {
-		if d, err := g.store.Try(ctx, v, u, 100+u); err != nil || d.Err != nil {
+		if d, err := g.store.Gate.Try(ctx, v, u, 100+u); err != nil || d.Err != nil {
 			t.Fatal(d.Err, err)
 		}
 	}
-	if err := g.r.Client.Del(ctx, gate.KeysFor(g.r.Prefix, v).Voucher).Err(); err != nil {
+	if err := g.r.Client.Del(ctx, salestate.KeysFor(g.r.Prefix, v).Voucher).Err(); err != nil {
 		t.Fatal(err)
 	}
-	g.rec.Sale = gate.NewStore(g.r.Client, g.r.Prefix)
+	g.rec.Sale = saletest.New(g.r.Client, g.r.Prefix).Repair
 	rep, err := g.rec.Run(ctx, v)
 	if err != nil {
 		t.Fatal(err)
@@ -562,7 +563,7 @@ func TestReconcileFindsTheBucketsWhenTheDirectoryIsLost(t *testing.T) {
 	if rep.Plan.Unsettled != 6 || rep.Plan.Stock != stock-6 {
 		t.Fatalf("plan: %d unsettled, stock %d; want the 6 orders on their way counted, %d left", rep.Plan.Unsettled, rep.Plan.Stock, stock-6)
 	}
-	size, err := g.store.Size(ctx, v)
+	size, err := g.store.Repair.Size(ctx, v)
 	if err != nil || size.Stock != stock-6 || size.Buyers != 6 {
 		t.Fatalf("the sale after the reconcile: %+v %v; want %d units and the 6 buyers", size, err, stock-6)
 	}
@@ -579,15 +580,15 @@ func TestReconcileOfABucketedSaleAfterTheLockMasterLostWrites(t *testing.T) {
 	ctx := t.Context()
 	const v, n = 9102, 3
 	g.onSaleIn(t, v, 30, n)
-	g.reconcilesLostWithTheLockMaster(t, locks, v, g.store.KeysOf(v).Voucher, gate.BucketKeys(g.r.Prefix, v, n, 0).Voucher,
-		gate.BucketKeys(g.r.Prefix, v, n, 1).Voucher, gate.BucketKeys(g.r.Prefix, v, n, 2).Voucher)
+	g.reconcilesLostWithTheLockMaster(t, locks, v, g.store.KeysOf(v).Voucher, salestate.BucketKeys(g.r.Prefix, v, n, 0).Voucher,
+		salestate.BucketKeys(g.r.Prefix, v, n, 1).Voucher, salestate.BucketKeys(g.r.Prefix, v, n, 2).Voucher)
 	if _, err := g.rec.Run(ctx, v); err != nil {
 		t.Fatalf("a reconcile after the lock's master lost writes: %v", err)
 	}
 	sold := 0
 	for u := int64(1); u <= 40; u++ {
 		for tries := 0; ; tries++ {
-			d, err := g.store.Try(ctx, v, u, 1000+u)
+			d, err := g.store.Gate.Try(ctx, v, u, 1000+u)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -655,7 +656,7 @@ func TestReconcileOfAStoppedSaleWaitsForTheWriterOnce(t *testing.T) {
 			for _, b := range c.stale {
 				k := g.store.KeysOf(v)
 				if c.buckets > 1 {
-					k = gate.BucketKeys(g.r.Prefix, v, c.buckets, b)
+					k = salestate.BucketKeys(g.r.Prefix, v, c.buckets, b)
 				}
 				g.r.Client.HSet(ctx, k.Voucher, "epoch", "0123456789012345678901234567890123456789")
 			}
@@ -667,10 +668,10 @@ func TestReconcileOfAStoppedSaleWaitsForTheWriterOnce(t *testing.T) {
 			if backlog.waits != c.wantWaits {
 				t.Fatalf("the reconcile waited for the writer %d times; want %d", backlog.waits, c.wantWaits)
 			}
-			if size, err := g.store.Size(ctx, v); err != nil || size.Epoch != size.RedisNow || size.Stock != 30 || size.FrozenFor != 0 {
+			if size, err := g.store.Repair.Size(ctx, v); err != nil || size.Epoch != size.RedisNow || size.Stock != 30 || size.FrozenFor != 0 {
 				t.Fatalf("the sale after the reconcile: %+v %v; want it rebuilt under its server's id, 30 units, not frozen", size, err)
 			}
-			if d, err := g.store.Try(ctx, v, 7, 7); err != nil || d.Err != nil {
+			if d, err := g.store.Gate.Try(ctx, v, 7, 7); err != nil || d.Err != nil {
 				t.Fatalf("a buyer after the reconcile: %v %v; want accepted", d.Err, err)
 			}
 		})
@@ -691,7 +692,7 @@ func TestReconcileKeepsADrawSalesWindow(t *testing.T) {
 	if _, err := g.rec.Run(ctx, v); err != nil {
 		t.Fatal(err)
 	}
-	d, err := g.store.Try(ctx, v, 1, 101)
+	d, err := g.store.Gate.Try(ctx, v, 1, 101)
 	if err != nil || !errors.Is(d.Err, order.ErrEntered) || d.OrderID != 101 {
 		t.Fatalf("an attempt in the rebuilt sale's window: %+v %v, want an entry", d, err)
 	}

@@ -2,8 +2,9 @@
 // order-writer: it republishes the reservations whose order events never
 // reached Kafka, finishes the stock transfers whose mover stopped half
 // way, and retires the sales that ended with every order settled. The
-// sale's state it works on is the gate's (internal/gate); it reads and
-// writes it only through the Store it is given.
+// sale's state it works on is the outbox's (internal/outbox) and the
+// gate's transfers; it reads and writes it only through the interfaces it
+// is given.
 package relay
 
 import (
@@ -44,7 +45,9 @@ import (
 // republished and settled again as a redelivery; the freeze that slows the
 // confirmation slows the relay's read of the same master too.
 type Relay struct {
-	Store     Store
+	Store Store
+	// Transfers finishes the stock transfers of sales in buckets.
+	Transfers Transfers
 	Publisher order.Publisher
 	Backlog   Backlog
 	// Locks hands out the relay's lease: every order-writer runs a relay,
@@ -68,22 +71,26 @@ type Relay struct {
 	base *baseline
 }
 
-// Store is the sale state the relay works on (gate.Store).
+// Store is the sale state the relay works on (outbox.Store).
 type Store interface {
 	// Active are the vouchers whose sales may hold a reservation.
 	Active(ctx context.Context) ([]int64, error)
 	// Retire lets an ended, settled sale's keys expire; it reports
 	// whether the sale left the active vouchers.
 	Retire(ctx context.Context, voucherID int64, keep time.Duration) (bool, error)
-	// FinishTransfers deposits the stock transfers taken before cutoff
-	// whose mover stopped between its two steps.
-	FinishTransfers(ctx context.Context, voucherID int64, cutoff time.Time) (int, error)
 	// Now is the clock reservations are stamped by.
 	Now(ctx context.Context) (time.Time, error)
 	// Due are up to limit reservations accepted before cutoff.
 	Due(ctx context.Context, voucherID int64, cutoff time.Time, limit int64) ([]order.Event, error)
 	// Reschedule makes events due again only after at.
 	Reschedule(ctx context.Context, voucherID int64, at time.Time, events []order.Event) error
+}
+
+// Transfers are the stock moves between a sale's buckets (gate.Store).
+type Transfers interface {
+	// FinishTransfers deposits the stock transfers taken before cutoff
+	// whose mover stopped between its two steps.
+	FinishTransfers(ctx context.Context, voucherID int64, cutoff time.Time) (int, error)
 }
 
 var tracer = otel.Tracer("github.com/seckill/seckill/internal/relay")
@@ -193,7 +200,7 @@ func (r *Relay) sweep(ctx context.Context, ids []int64) (live []int64, errs []er
 }
 
 // finishTransfers deposits the stock transfers among ids' buckets whose
-// mover died between its two steps (Store.FinishTransfers): those taken
+// mover died between its two steps (Transfers.FinishTransfers): those taken
 // more than Age ago, far longer than a live mover takes.
 func (r *Relay) finishTransfers(ctx context.Context, ids []int64) (errs []error) {
 	now, err := r.now(ctx)
@@ -201,7 +208,7 @@ func (r *Relay) finishTransfers(ctx context.Context, ids []int64) (errs []error)
 		return []error{err}
 	}
 	for _, id := range ids {
-		n, err := r.Store.FinishTransfers(ctx, id, now.Add(-r.Age))
+		n, err := r.Transfers.FinishTransfers(ctx, id, now.Add(-r.Age))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("relay: %w", err))
 		}

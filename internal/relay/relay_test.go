@@ -17,11 +17,12 @@ import (
 
 	"github.com/seckill/seckill/internal/apperr"
 	"github.com/seckill/seckill/internal/broker"
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/relay"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/lua"
 )
@@ -34,7 +35,7 @@ func (failingPublisher) Publish(context.Context, ...order.Event) error {
 
 type relayRig struct {
 	r     *testsupport.Redis
-	store *gate.Store
+	store *saletest.Sales
 	topic string
 	group string // the order-writer's, whose progress the relay follows
 	k     *testsupport.Kafka
@@ -48,20 +49,20 @@ func newRelayRig(t *testing.T, stock int64) (*relayRig, int64) {
 	rig := &relayRig{k: k, topic: k.MustTopic(t, 1), group: testsupport.Group(t)}
 	var voucher int64
 	rig.r = testsupport.MustRedis(t)
-	rig.store = gate.NewStore(rig.r.Client, rig.r.Prefix)
+	rig.store = saletest.New(rig.r.Client, rig.r.Prefix)
 	voucher = 1 + rand.Int64N(1<<40)
-	if err := rig.store.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := rig.store.Gate.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	rig.pub = broker.NewOrderPublisher(broker.NewProducer(k.Brokers, rig.topic, 0), 5*time.Second)
 	t.Cleanup(func() { _ = rig.pub.Close() })
-	rig.svc = &order.Service{Gate: rig.store, IDs: idgen.New(rig.r.Client, rig.r.Key("order"), 100), Publisher: failingPublisher{},
+	rig.svc = &order.Service{Gate: rig.store.Gate, IDs: idgen.New(rig.r.Client, rig.r.Key("order"), 100), Publisher: failingPublisher{},
 		Logger: slog.New(slog.DiscardHandler)}
 	return rig, voucher
 }
 
 func (rig *relayRig) relay(age time.Duration) *relay.Relay {
-	return &relay.Relay{Store: rig.store, Publisher: rig.pub, Age: age, Interval: time.Hour, Batch: 100,
+	return &relay.Relay{Store: rig.store.Outbox, Transfers: rig.store.Gate, Publisher: rig.pub, Age: age, Interval: time.Hour, Batch: 100,
 		Backlog: &broker.Progress{Brokers: rig.k.Brokers, Group: rig.group, Topic: rig.topic},
 		Locks:   lock.New(rig.r.Client, rig.r.Prefix), LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)}
 }
@@ -127,7 +128,7 @@ func TestRelayPublishesAnUnpublishedOrder(t *testing.T) {
 	if err != nil || got.OrderID != orderID || got.UserID != 42 || got.VoucherID != voucher {
 		t.Fatalf("relayed %+v (%v), want order %d of user 42", got, err, orderID)
 	}
-	st, ok, err := rig.store.FindInSales(ctx, orderID)
+	st, ok, err := rig.store.Records.FindInSales(ctx, orderID)
 	if err != nil || !ok || st.Status != order.StatusPending || st.UserID != got.UserID || st.VoucherID != got.VoucherID ||
 		st.CreateTime.UnixMilli() != got.AcceptedAt {
 		t.Fatalf("reservation after the relay: %+v %v %v; want it kept, pending, until the writer confirms %+v", st, ok, err, got)
@@ -321,7 +322,7 @@ func TestRelayRetiresEndedSales(t *testing.T) {
 	ctx := context.Background()
 	warm := func(begin, end time.Time) int64 {
 		v := 1 + rand.Int64N(1<<40)
-		if err := rig.store.Warm(ctx, v, 5, begin, end); err != nil {
+		if err := rig.store.Gate.Warm(ctx, v, 5, begin, end); err != nil {
 			t.Fatal(err)
 		}
 		return v
@@ -336,7 +337,7 @@ func TestRelayRetiresEndedSales(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Its order taken, the sale ends (an admin closes it).
-	if _, err := rig.store.Adjust(ctx, endedPending, 0, time.Time{}, now.Add(-time.Second)); err != nil {
+	if _, err := rig.store.Gate.Adjust(ctx, endedPending, 0, time.Time{}, now.Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	relay := rig.relay(time.Hour)
@@ -359,7 +360,7 @@ func TestRelayRetiresEndedSales(t *testing.T) {
 			}
 		}
 	}
-	if _, err := rig.store.Adjust(ctx, ended, 0, time.Time{}, now.Add(time.Hour)); err != nil {
+	if _, err := rig.store.Gate.Adjust(ctx, ended, 0, time.Time{}, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if ttl := expiry(ended); ttl != -1 || !active(ended) {
@@ -376,7 +377,7 @@ func TestRelayScansEveryBucket(t *testing.T) {
 	rig, _ := newRelayRig(t, 1)
 	ctx := context.Background()
 	voucher := 1 + rand.Int64N(1<<40)
-	if err := rig.store.WarmBuckets(ctx, voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := rig.store.Gate.WarmBuckets(ctx, voucher, stock, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	homes := map[int]int{}
@@ -384,7 +385,7 @@ func TestRelayScansEveryBucket(t *testing.T) {
 		if _, err := rig.svc.Place(ctx, u+1, voucher); !errors.Is(err, order.ErrNotPublished) {
 			t.Fatalf("order with a failing publisher: %v", err)
 		}
-		homes[gate.Home(u+1, n)]++
+		homes[salestate.Home(u+1, n)]++
 	}
 	if len(homes) != n {
 		t.Fatalf("the buyers live in %d buckets, want all %d", len(homes), n)
@@ -430,22 +431,22 @@ func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
 		t.Fatalf("order with a failing publisher: %v", err)
 	}
 	voucher := 1 + rand.Int64N(1<<40)
-	if err := rig.store.WarmBuckets(ctx, voucher, 30, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := rig.store.Gate.WarmBuckets(ctx, voucher, 30, n, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	// Bucket 1's units sold, and a transfer of 5 from bucket 0 to it cut
 	// half way.
 	for i, u := range homedIn(n, 1, 10) {
-		if d, err := rig.store.Try(ctx, voucher, u, int64(i+1)); err != nil || d.Err != nil {
+		if d, err := rig.store.Gate.Try(ctx, voucher, u, int64(i+1)); err != nil || d.Err != nil {
 			t.Fatal(d.Err, err)
 		}
 	}
 	cutTransfer(t, rig, voucher, n, 0, 1, 5)
-	donor := gate.BucketKeys(rig.r.Prefix, voucher, n, 0)
+	donor := salestate.BucketKeys(rig.r.Prefix, voucher, n, 0)
 	if x := rig.r.Client.HLen(ctx, donor.Transfers).Val(); x != 1 {
 		t.Fatalf("bucket 0 records %d transfers, want the cut one", x)
 	}
-	broken := gate.BucketKeys(rig.r.Prefix, voucher, n, 2)
+	broken := salestate.BucketKeys(rig.r.Prefix, voucher, n, 2)
 	for _, k := range []string{broken.Transfers, broken.PendingAt} {
 		if err := rig.r.Client.Set(ctx, k, "unreadable", 0).Err(); err != nil {
 			t.Fatal(err)
@@ -455,7 +456,7 @@ func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
 	relay := rig.relay(age)
 	rig.withClock(relay).pass(age + 100*time.Millisecond)
 	_, _ = relay.Scan(ctx) // the baseline
-	readable := rig.r.Client.HLen(ctx, donor.Pending).Val() + rig.r.Client.HLen(ctx, gate.BucketKeys(rig.r.Prefix, voucher, n, 1).Pending).Val()
+	readable := rig.r.Client.HLen(ctx, donor.Pending).Val() + rig.r.Client.HLen(ctx, salestate.BucketKeys(rig.r.Prefix, voucher, n, 1).Pending).Val()
 	republished, err := relay.Scan(ctx)
 	if want := 1 + int(readable); republished != want {
 		t.Fatalf("republished %d (%v), want %d: the other voucher's order and the readable buckets' %d", republished, err, want, readable)
@@ -463,8 +464,8 @@ func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bucket 2") {
 		t.Fatalf("the scan's error %v, want it to name the unreadable bucket", err)
 	}
-	receiver := gate.BucketKeys(rig.r.Prefix, voucher, n, 1)
-	if x, stock := rig.r.Client.HLen(ctx, donor.Transfers).Val(), rig.r.Client.HGet(ctx, receiver.Voucher, gate.FieldStock).Val(); x != 0 || stock != "5" {
+	receiver := salestate.BucketKeys(rig.r.Prefix, voucher, n, 1)
+	if x, stock := rig.r.Client.HLen(ctx, donor.Transfers).Val(), rig.r.Client.HGet(ctx, receiver.Voucher, salestate.FieldStock).Val(); x != 0 || stock != "5" {
 		t.Fatalf("after the scan bucket 0 records %d transfers and bucket 1 holds %s units; want the transfer finished, its 5 units there", x, stock)
 	}
 }
@@ -475,7 +476,7 @@ func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
 // deposited in bucket to.
 func cutTransfer(t *testing.T, rig *relayRig, voucher int64, n, from, to int, units int64) {
 	t.Helper()
-	k := gate.BucketKeys(rig.r.Prefix, voucher, n, from)
+	k := salestate.BucketKeys(rig.r.Prefix, voucher, n, from)
 	keys := []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled, k.Transfers}
 	taken, err := lua.BucketTake.Run(context.Background(), rig.r.Client, keys, "cut-"+strconv.Itoa(from), to, units, "").Int64()
 	if err != nil || taken != units {
@@ -487,7 +488,7 @@ func cutTransfer(t *testing.T, rig *relayRig, voucher int64, n, from, to int, un
 func homedIn(n, b, count int) []int64 {
 	var users []int64
 	for u := int64(1 << 30); len(users) < count; u++ {
-		if gate.Home(u, n) == b {
+		if salestate.Home(u, n) == b {
 			users = append(users, u)
 		}
 	}

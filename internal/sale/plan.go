@@ -11,7 +11,7 @@ import (
 // Truth is MySQL's record of one flash-sale voucher.
 type Truth struct {
 	Stock      int64 // units MySQL still allows
-	Buckets    int   // the stock buckets the sale is sold from (gate/buckets.go)
+	Buckets    int   // the stock buckets the sale is sold from (salestate/layout.go)
 	Begin, End time.Time
 	Draw       time.Duration   // the draw's window; zero for a first-come sale
 	Holders    map[int64]int64 // user id -> confirmed order id

@@ -1,5 +1,5 @@
 // Package sale is the vocabulary of a flash sale that the stores
-// (internal/gate in Redis, internal/orderdb in MySQL) and the services
+// (internal/salestate in Redis, internal/orderdb in MySQL) and the services
 // above them (internal/voucher, internal/reconcile) share: what a sale may
 // be refused for, its bounds, MySQL's truth and the plan Redis is rebuilt
 // to, and the invariants a sale in Redis keeps against MySQL. It imports

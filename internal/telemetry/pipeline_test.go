@@ -24,7 +24,7 @@ import (
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/broker"
 	"github.com/seckill/seckill/internal/config"
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 // and MySQL database of the test's own, as the programs run them.
 type sale struct {
 	api     string
-	store   *gate.Store
+	store   *saletest.Sales
 	mysql   *testsupport.MySQL
 	topic   string
 	codes   *codes
@@ -64,7 +64,7 @@ func (c *codes) SendCode(_ context.Context, phone, code string) error {
 func startSale(t *testing.T, apiEnv, writerEnv map[string]string) *sale {
 	t.Helper()
 	r, m, k := testsupport.MustRedis(t), testsupport.MustMySQL(t), testsupport.MustKafka(t)
-	s := &sale{store: gate.NewStore(r.Client, r.Prefix), mysql: m, topic: k.MustTopic(t, 3),
+	s := &sale{store: saletest.New(r.Client, r.Prefix), mysql: m, topic: k.MustTopic(t, 3),
 		codes: &codes{last: map[string]string{}}, voucher: 7}
 	common := map[string]string{
 		"SECKILL_MYSQL_DSN": m.DSN, "SECKILL_KAFKA_BROKERS": strings.Join(k.Brokers, ","),
@@ -95,7 +95,7 @@ func startSale(t *testing.T, apiEnv, writerEnv map[string]string) *sale {
 	// check, finding the voucher in MySQL and not yet in Redis, would
 	// reconcile it and pause the sale under the test's order.
 	m.MustSeedVoucher(t, s.voucher, 10)
-	if err := s.store.Warm(t.Context(), s.voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+	if err := s.store.Gate.Warm(t.Context(), s.voucher, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	writerVars := maps.Clone(common)
@@ -379,7 +379,7 @@ func TestRelayedOrderKeepsItsLink(t *testing.T) {
 
 	ctx, request := otel.Tracer("test").Start(t.Context(), "POST /voucher-order/seckill/:id", trace.WithSpanKind(trace.SpanKindServer))
 	const orderID = 900001
-	d, err := s.store.Try(ctx, s.voucher, 42, orderID)
+	d, err := s.store.Gate.Try(ctx, s.voucher, 42, orderID)
 	request.End()
 	if err != nil || d.Err != nil {
 		t.Fatalf("gate: %v %v", err, d.Err)

@@ -12,6 +12,8 @@ import (
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/orderdb"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -55,7 +57,7 @@ func TestRestockReachesMySQLBeforeRedis(t *testing.T) {
 	ctx := context.Background()
 	const id = 5
 	m.MustSeedVoucher(t, id, 0)
-	store := gate.NewStore(r.Client, r.Prefix)
+	store := gate.New(salestate.New(r.Client, r.Prefix))
 	if err := store.Warm(ctx, id, 0, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +79,8 @@ func TestRestockReachesMySQLBeforeRedis(t *testing.T) {
 func TestHalfDoneChangesAreUndone(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	ctx := context.Background()
-	store := gate.NewStore(r.Client, r.Prefix)
-	vs := &voucher.Vouchers{DB: m.DB, Sale: store}
+	store := saletest.New(r.Client, r.Prefix)
+	vs := &voucher.Vouchers{DB: m.DB, Sale: store.Gate}
 
 	t.Run("RestockRedisRefuses", func(t *testing.T) {
 		m.MustSeedVoucher(t, 7, 4) // its warm-up never happened
@@ -92,7 +94,7 @@ func TestHalfDoneChangesAreUndone(t *testing.T) {
 
 	t.Run("ReductionMySQLRefuses", func(t *testing.T) {
 		m.MustSeedVoucher(t, 8, 1) // MySQL has fewer than Redis
-		if err := store.Warm(ctx, 8, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		if err := store.Gate.Warm(ctx, 8, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := vs.ChangeSale(ctx, 8, voucher.Change{AddStock: -3}); err == nil {
@@ -114,8 +116,8 @@ func TestChangesWhoseAnswerIsLostNeverLeaveRedisAbove(t *testing.T) {
 	ctx := context.Background()
 	tap := testsupport.MustQueryTap(t, m.Addr)
 	db := m.MustOpenThrough(t, tap)
-	store := gate.NewStore(r.Client, r.Prefix)
-	vs := &voucher.Vouchers{DB: db, Sale: store}
+	store := saletest.New(r.Client, r.Prefix)
+	vs := &voucher.Vouchers{DB: db, Sale: store.Gate}
 	update := func(q string) bool { return strings.HasPrefix(strings.TrimSpace(q), "UPDATE tb_seckill_voucher") }
 	for _, tc := range []struct {
 		name         string
@@ -127,7 +129,7 @@ func TestChangesWhoseAnswerIsLostNeverLeaveRedisAbove(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m.MustSeedVoucher(t, tc.id, 5)
-			if err := store.Warm(ctx, tc.id, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+			if err := store.Gate.Warm(ctx, tc.id, 5, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
 			var lost atomic.Bool

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -21,8 +21,8 @@ func TestCreateWhoseCommitAnswerIsLostIsComplete(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	tap := testsupport.MustQueryTap(t, m.Addr)
 	db := m.MustOpenThrough(t, tap)
-	store := gate.NewStore(r.Client, r.Prefix)
-	vs := &voucher.Vouchers{DB: db, Sale: store}
+	store := saletest.New(r.Client, r.Prefix)
+	vs := &voucher.Vouchers{DB: db, Sale: store.Gate}
 	var lost atomic.Bool
 	tap.LoseNextCommitAnswer(func([]string) { lost.Store(true) })
 	stock := int64(7)
@@ -54,8 +54,8 @@ func TestCreateWhoseCommitNeverArrivedIsRefused(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	tap := testsupport.MustQueryTap(t, m.Addr)
 	db := m.MustOpenThrough(t, tap)
-	store := gate.NewStore(r.Client, r.Prefix)
-	vs := &voucher.Vouchers{DB: db, Sale: store}
+	store := saletest.New(r.Client, r.Prefix)
+	vs := &voucher.Vouchers{DB: db, Sale: store.Gate}
 	var lost atomic.Bool
 	tap.LoseNextCommit(func([]string) { lost.Store(true) })
 	stock := int64(7)
@@ -87,8 +87,8 @@ func TestCreateWhoseCommitNeverArrivedIsRefused(t *testing.T) {
 func TestACreationRetriedWithItsKeyIsMadeOnce(t *testing.T) {
 	r, m := testsupport.MustRedis(t), testsupport.MustMySQL(t)
 	tap := testsupport.MustQueryTap(t, m.Addr)
-	store := gate.NewStore(r.Client, r.Prefix)
-	vs := &voucher.Vouchers{DB: m.MustOpenThrough(t, tap), Sale: store}
+	store := saletest.New(r.Client, r.Prefix)
+	vs := &voucher.Vouchers{DB: m.MustOpenThrough(t, tap), Sale: store.Gate}
 	ctx := context.Background()
 	stock := int64(7)
 	begin, end := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
@@ -136,7 +136,7 @@ func TestACreationRetriedWithItsKeyIsMadeOnce(t *testing.T) {
 			}
 			// The sale changes (as a sale that sells does), then a third
 			// try with the key: the sale is left as it is, not warmed anew.
-			if _, err := store.Adjust(ctx, retried, -2, begin, end); err != nil {
+			if _, err := store.Gate.Adjust(ctx, retried, -2, begin, end); err != nil {
 				t.Fatal(err)
 			}
 			if again, err := vs.Create(ctx, v, c.key); err != nil || again != retried {

@@ -37,6 +37,7 @@ import (
 	"github.com/seckill/seckill/internal/daemon"
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/mysqldb"
+	"github.com/seckill/seckill/internal/salestate"
 )
 
 const usage = "usage: loadgen login|seckill|drain|bench|spread|buckets|multinode|fixedrate|floor|ceiling|sessions|tracing|botcheck|draw|otlp-sink [flags] (loadgen CMD -h lists them)"
@@ -110,7 +111,7 @@ func run(cmd string, args []string) error {
 	}
 	defer db.Close()
 	sale := &loadgen.Sale{API: *apiURL, AdminToken: *adminToken, Redis: rdb, DB: db,
-		Store: gate.NewStore(rdb, sk.KeyPrefix), KeyPrefix: sk.KeyPrefix, WriterMetrics: *writerMetrics}
+		Store: gate.New(salestate.New(rdb, sk.KeyPrefix)), KeyPrefix: sk.KeyPrefix, WriterMetrics: *writerMetrics}
 	switch cmd {
 	case "seckill":
 		tokens, err := sale.Sessions(ctx, time.Now().UnixNano()%1_000_000_000*1000, *users)

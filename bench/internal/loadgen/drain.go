@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/mysqldb"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/schema"
 )
 
@@ -90,7 +91,7 @@ func Drain(ctx context.Context, rdb redis.UniversalClient, dsn string, brokers [
 			fmt.Fprintf(os.Stderr, "drain: the keys under %s are left in Redis: %v\n", prefix, err)
 		}
 	}()
-	events, err := take(ctx, gate.NewStore(rdb, prefix), voucher, n)
+	events, err := take(ctx, gate.New(salestate.New(rdb, prefix)), voucher, n)
 	if err != nil {
 		return rep, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -17,7 +18,7 @@ func TestDrainBacklogIsTakenByTheGateUnderItsOwnPrefix(t *testing.T) {
 	ctx := context.Background()
 	own := r.Prefix + "bench:drain:1:"
 	const n = 500
-	events, err := take(ctx, gate.NewStore(r.Client, own), 1, n)
+	events, err := take(ctx, gate.New(salestate.New(r.Client, own)), 1, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func TestDrainBacklogIsTakenByTheGateUnderItsOwnPrefix(t *testing.T) {
 		}
 		orders[e.OrderID], users[e.UserID] = true, true
 	}
-	tot, err := gate.NewStore(r.Client, own).Totals(ctx, 1)
+	tot, err := gate.New(salestate.New(r.Client, own)).Totals(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

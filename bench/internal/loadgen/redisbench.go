@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/redisconn"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -41,7 +41,7 @@ func (s *Sale) RedisBench(ctx context.Context, buckets, requests, clients int) (
 	prefix := s.KeyPrefix
 	defer func() {
 		for b := range buckets {
-			s.Redis.Del(context.Background(), gate.BucketKeys(prefix, voucher, buckets, b).Ordered()...)
+			s.Redis.Del(context.Background(), salestate.BucketKeys(prefix, voucher, buckets, b).List()...)
 		}
 		s.Redis.Del(context.Background(), s.Store.KeysOf(voucher).Voucher)
 		s.Redis.SRem(context.Background(), s.Store.ActiveVouchers(), voucher)
@@ -54,7 +54,7 @@ func (s *Sale) RedisBench(ctx context.Context, buckets, requests, clients int) (
 	masters := map[string]bool{}
 	var g errgroup.Group
 	for b := range buckets {
-		keys := gate.BucketKeys(prefix, voucher, buckets, b).Ordered()
+		keys := salestate.BucketKeys(prefix, voucher, buckets, b).List()
 		addr, err := redisconn.MasterFor(ctx, s.Redis, keys[0])
 		if err != nil {
 			return c, err

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/internal/user"
 )
 
@@ -168,7 +169,7 @@ func (s *Sale) AuditSale(ctx context.Context, voucher int64, want Expect, runEnd
 	}
 	a.LastOrderAfter = time.Since(runEnd)
 	// Orders whose clients hung up land too; the reservations tell when.
-	totals := func() (gate.Totals, error) {
+	totals := func() (salestate.Totals, error) {
 		t, err := s.Store.Totals(ctx, voucher)
 		if err != nil {
 			return t, fmt.Errorf("audit: %w", err)

@@ -20,7 +20,7 @@
 --          kept with the reservation, so that a republished order links
 --          back to the request that took it
 -- ARGV[4]  how many stock buckets the caller takes the sale to have: a
---          bucket that records another number answers outcome 7
+--          bucket that records another number answers OTHER_LAYOUT
 --
 -- A sale is stamped with the replication id of the server its state was
 -- built under. Under another one (a restart, a restore, a failover: on
@@ -50,10 +50,10 @@ local v = redis.call('HMGET', VOUCHER, 'stock', 'begin', 'end', 'frozen', 'epoch
 -- as a sale of one bucket is: the order-writer's check rebuilds it.
 local n = tonumber(v[6] or '1')
 if (v[1] or v[6]) and n ~= tonumber(ARGV[4]) then
-  return {7, n, 0, 0}
+  return {OUTCOME.OTHER_LAYOUT, n, 0, 0}
 end
 if not v[1] then
-  return {1, 0, 0, 0}
+  return {OUTCOME.UNKNOWN_VOUCHER, 0, 0, 0}
 end
 -- The server's clock, not the caller's: one clock for every API instance.
 local now = now_ms()
@@ -62,25 +62,25 @@ local bought = redis.call('HGET', BUYERS, ARGV[1])
 if bought == ARGV[2] then
   local r = redis.call('HGET', PENDING, ARGV[2])
   local at = r and tonumber(string.match(r, '^%d+:(%d+)')) or now
-  return {0, stock, at, bought}
+  return {OUTCOME.ACCEPTED, stock, at, bought}
 end
 if v[4] then
-  return {6, stock, now, 0}
+  return {OUTCOME.PAUSED, stock, now, 0}
 end
 if now < tonumber(v[2]) then
-  return {2, stock, now, 0}
+  return {OUTCOME.NOT_STARTED, stock, now, 0}
 end
 if now >= tonumber(v[3]) then
-  return {3, stock, now, 0}
+  return {OUTCOME.ENDED, stock, now, 0}
 end
 if bought then
-  return {4, stock, now, bought}
+  return {OUTCOME.ALREADY_BOUGHT, stock, now, bought}
 end
 if stock <= 0 then
-  return {5, 0, now, 0}
+  return {OUTCOME.SOLD_OUT, 0, now, 0}
 end
 if v[5] and v[5] ~= replid() then
-  return {6, stock, now, 0}
+  return {OUTCOME.PAUSED, stock, now, 0}
 end
 redis.call('HINCRBY', VOUCHER, 'stock', -1)
 redis.call('HSET', BUYERS, ARGV[1], ARGV[2])
@@ -90,4 +90,4 @@ if ARGV[3] and ARGV[3] ~= '' then
 end
 redis.call('HSET', PENDING, ARGV[2], reservation)
 redis.call('ZADD', PENDING_AT, now, ARGV[2])
-return {0, stock - 1, now, ARGV[2]}
+return {OUTCOME.ACCEPTED, stock - 1, now, ARGV[2]}

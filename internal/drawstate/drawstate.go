@@ -1,4 +1,7 @@
-package gate
+// Package drawstate is a draw's side of the sale's state in Redis: its
+// entries, where it stands, and its steps under the drawer's fencing
+// token (lua/draw.lua), the winners served through the gate script.
+package drawstate
 
 import (
 	"context"
@@ -11,8 +14,15 @@ import (
 
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/lua"
 )
+
+// Store is the draw's side of the sale's state.
+type Store struct{ *salestate.Store }
+
+// New is the draws of base's sales.
+func New(base *salestate.Store) *Store { return &Store{base} }
 
 // A draw's sale is in one bucket (voucher.Validate): its keys are the
 // voucher's own.
@@ -35,9 +45,9 @@ func (s *Store) DrawState(ctx context.Context, voucherID int64) (sale.DrawState,
 func (s *Store) DrawStates(ctx context.Context, voucherIDs []int64) ([]sale.DrawState, error) {
 	fields := make([]*redis.SliceCmd, len(voucherIDs))
 	var now *redis.TimeCmd
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = s.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range voucherIDs {
-			fields[i] = p.HMGet(ctx, s.KeysOf(id).Voucher, FieldBegin, FieldDraw, FieldDrawn)
+			fields[i] = p.HMGet(ctx, s.KeysOf(id).Voucher, salestate.FieldBegin, salestate.FieldDraw, salestate.FieldDrawn)
 		}
 		now = p.Time(ctx)
 		return nil
@@ -87,7 +97,7 @@ func msField(v any) (int64, bool) {
 // that a crowd's entries do not hold Redis in one reply.
 func (s *Store) Entrants(ctx context.Context, voucherID int64) ([]sale.Entrant, error) {
 	var out []sale.Entrant
-	iter := s.rdb.HScan(ctx, s.KeysOf(voucherID).Entrants, 0, "", 1000).Iterator()
+	iter := s.Redis().HScan(ctx, s.KeysOf(voucherID).Entrants, 0, "", 1000).Iterator()
 	for iter.Next(ctx) {
 		user := iter.Val()
 		if !iter.Next(ctx) {
@@ -135,7 +145,7 @@ func (s *Store) EndDraw(ctx context.Context, voucherID, fence int64) error {
 }
 
 func (s *Store) drawStep(ctx context.Context, voucherID int64, step string, fence int64, seed string) (made bool, err error) {
-	res, err := lua.Draw.Run(ctx, s.rdb, s.KeysOf(voucherID).list(), step, fence, seed).Int64Slice()
+	res, err := lua.Draw.Run(ctx, s.Redis(), s.KeysOf(voucherID).List(), step, fence, seed).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("draw of voucher %d, %s: %w", voucherID, step, err)
 	}
@@ -163,14 +173,14 @@ func (s *Store) drawStep(ctx context.Context, voucherID int64, step string, fenc
 func (s *Store) Admit(ctx context.Context, voucherID, fence int64, entrants []sale.Entrant) ([]order.Decision, error) {
 	keys := s.KeysOf(voucherID)
 	out := make([]order.Decision, 0, len(entrants))
-	for start := 0; start < len(entrants); start += maxBatch {
-		batch := entrants[start:min(len(entrants), start+maxBatch)]
+	for start := 0; start < len(entrants); start += salestate.MaxBatch {
+		batch := entrants[start:min(len(entrants), start+salestate.MaxBatch)]
 		args := make([]any, 0, 1+3*len(batch))
 		args = append(args, "1:"+strconv.FormatInt(fence, 10))
 		for _, e := range batch {
 			args = append(args, e.UserID, e.OrderID, "")
 		}
-		res, err := lua.Seckill.Run(ctx, s.rdb, keys.list(keys.Entrants), args...).Int64Slice()
+		res, err := lua.Seckill.Run(ctx, s.Redis(), keys.List(keys.Entrants), args...).Int64Slice()
 		if err != nil {
 			return out, fmt.Errorf("admit the draw's entrants of voucher %d: %w", voucherID, err)
 		}
@@ -179,10 +189,10 @@ func (s *Store) Admit(ctx context.Context, voucherID, fence int64, entrants []sa
 		}
 		for i := range batch {
 			r := res[4*i : 4*i+4]
-			if r[0] < 0 || int(r[0]) >= len(outcomes) || r[0] == outcomeLayout {
+			if o := salestate.Outcome(r[0]); !o.Known() || o == salestate.OtherLayout {
 				return out, fmt.Errorf("admit the draw's entrants of voucher %d: unknown answer %v", voucherID, r)
 			}
-			out = append(out, order.Decision{Err: outcomes[r[0]], StockLeft: r[1], AcceptedAt: time.UnixMilli(r[2]), OrderID: r[3]})
+			out = append(out, order.Decision{Err: salestate.Outcome(r[0]).Err(), StockLeft: r[1], AcceptedAt: time.UnixMilli(r[2]), OrderID: r[3]})
 		}
 	}
 	return out, nil
@@ -195,9 +205,9 @@ func (s *Store) FindEntry(ctx context.Context, voucherID, userID int64) (order.D
 	keys := s.KeysOf(voucherID)
 	var entry *redis.StringCmd
 	var fields *redis.SliceCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
 		entry = p.HGet(ctx, keys.Entrants, strconv.FormatInt(userID, 10))
-		fields = p.HMGet(ctx, keys.Voucher, FieldBegin, FieldDraw, FieldDrawn)
+		fields = p.HMGet(ctx, keys.Voucher, salestate.FieldBegin, salestate.FieldDraw, salestate.FieldDrawn)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -220,7 +230,7 @@ func (s *Store) FindEntry(ctx context.Context, voucherID, userID int64) (order.D
 // all and is left as it is.
 func (s *Store) RestoreEntrants(ctx context.Context, voucherID int64, es []sale.Entrant) error {
 	key := s.KeysOf(voucherID).Entrants
-	n, err := s.rdb.HLen(ctx, key).Result()
+	n, err := s.Redis().HLen(ctx, key).Result()
 	if err != nil {
 		return fmt.Errorf("entrants of voucher %d: %w", voucherID, err)
 	}
@@ -229,7 +239,7 @@ func (s *Store) RestoreEntrants(ctx context.Context, voucherID int64, es []sale.
 	}
 	const chunk = 1000
 	for start := 0; start < len(es); start += chunk {
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := s.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, e := range es[start:min(len(es), start+chunk)] {
 				p.HSetNX(ctx, key, strconv.FormatInt(e.UserID, 10), e.OrderID)
 			}

@@ -1,4 +1,4 @@
-package gate
+package salestate
 
 import (
 	"context"
@@ -69,13 +69,13 @@ func Home(userID int64, n int) int {
 	return int(x % uint64(n))
 }
 
-// bucketKeys are bucket b's keys under prefix.
-func (l Layout) bucketKeys(prefix string, b int) Keys { return keysWithTag(prefix, l.Tags[b]) }
+// keys are bucket b's keys under prefix.
+func (l Layout) keys(prefix string, b int) Keys { return keysWithTag(prefix, l.Tags[b]) }
 
 // layouts remembers the layout of each voucher the store has met, tags
 // computed: the gate reads it on every attempt. A sale's N is fixed for its
 // life, and the gate script checks the caller's N against the bucket's on
-// every attempt (outcome 7). What a bucket cannot tell is that the sale it
+// every attempt (OtherLayout). What a bucket cannot tell is that the sale it
 // belonged to was made anew under the same id with fewer buckets: it
 // answers "no such voucher" if it is gone (the gate then reads the
 // directory again at once), and sells the old sale's units if it is still
@@ -136,6 +136,23 @@ func (c *layouts) readWithin(voucherID int64, d time.Duration) bool {
 // forget drops voucherID's remembered layout.
 func (c *layouts) forget(voucherID int64) { c.m.Delete(voucherID) }
 
+// Remembered is voucherID's layout as the store remembers it, if read
+// within the last ten seconds: the gate's way to a bucket without a read.
+func (s *Store) Remembered(voucherID int64) (Layout, bool) { return s.layouts.get(voucherID) }
+
+// Remember remembers voucherID's sale in n buckets, as of now, and returns
+// its layout.
+func (s *Store) Remember(voucherID int64, n int) Layout { return s.layouts.put(voucherID, n) }
+
+// ReadWithin reports whether voucherID's layout was read from Redis within
+// d.
+func (s *Store) ReadWithin(voucherID int64, d time.Duration) bool {
+	return s.layouts.readWithin(voucherID, d)
+}
+
+// Forget drops voucherID's remembered layout.
+func (s *Store) Forget(voucherID int64) { s.layouts.forget(voucherID) }
+
 // LayoutOf is voucherID's layout as Redis has it: the directory's N, or 1
 // when there is none (a sale in one bucket, or none at all).
 func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
@@ -153,7 +170,7 @@ func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
 			return Layout{}, fmt.Errorf("layout of voucher %d: %d buckets", voucherID, n)
 		}
 	case v[1] == nil:
-		if l, ok := s.directoryLost(ctx, voucherID); ok {
+		if l, ok := s.DirectoryLost(ctx, voucherID); ok {
 			return l, nil
 		}
 		// No sale: not remembered, as one warmed later may have buckets.
@@ -162,12 +179,12 @@ func (s *Store) LayoutOf(ctx context.Context, voucherID int64) (Layout, error) {
 	return s.layouts.put(voucherID, n), nil
 }
 
-// layoutToRepair is voucherID's layout for a reconcile. It is the
+// LayoutToRepair is voucherID's layout for a reconcile. It is the
 // directory's, or, when Redis lost the directory while buckets survived (a
 // failover of the master of the voucher's own tag), the N that bucket 0 of
 // some layout records: a reconcile must freeze and read the buckets that
 // hold reservations, not take the sale for one bucket.
-func (s *Store) layoutToRepair(ctx context.Context, voucherID int64) (Layout, error) {
+func (s *Store) LayoutToRepair(ctx context.Context, voucherID int64) (Layout, error) {
 	lay, err := s.LayoutOf(ctx, voucherID)
 	if err != nil || lay.N() > 1 {
 		return lay, err
@@ -221,7 +238,7 @@ func (s *Store) bucketsRecorded(ctx context.Context, voucherID int64) (live, ret
 	return live, retired, nil
 }
 
-// directoryLost looks for the buckets of a sale whose directory is gone
+// DirectoryLost looks for the buckets of a sale whose directory is gone
 // (a failover of its master lost the write) and remembers their layout:
 // the buckets sell on until a reconcile rewrites the directory. Only one
 // live layout is taken: beside a sale made anew, or none, the voucher
@@ -229,7 +246,7 @@ func (s *Store) bucketsRecorded(ctx context.Context, voucherID int64) (live, ret
 // probe of MaxBuckets-1 keys, which a crowd of made-up ids could turn into
 // a load on Redis: the probes are limited per instance, and concurrent
 // ones of a voucher share one.
-func (s *Store) directoryLost(ctx context.Context, voucherID int64) (Layout, bool) {
+func (s *Store) DirectoryLost(ctx context.Context, voucherID int64) (Layout, bool) {
 	v, _, _ := s.probing.Do(strconv.FormatInt(voucherID, 10), func() (any, error) {
 		if l, ok := s.layouts.get(voucherID); ok {
 			return l, nil
@@ -245,44 +262,4 @@ func (s *Store) directoryLost(ctx context.Context, voucherID int64) (Layout, boo
 	})
 	l, ok := v.(Layout)
 	return l, ok
-}
-
-// Totals are a sale's counts added up over its buckets, for audits (the
-// tests', the bench's) that look at a sale from outside the store.
-type Totals struct {
-	Buckets                     int
-	Stock, Pending, Buyers, Net int64 // Net: stock + units in transit
-	Transfers                   int64 // transfers recorded and not yet seen deposited
-}
-
-// Totals reads voucherID's sale in every bucket.
-func (s *Store) Totals(ctx context.Context, voucherID int64) (Totals, error) {
-	lay, err := s.LayoutOf(ctx, voucherID)
-	if err != nil {
-		return Totals{}, err
-	}
-	states, err := s.readAllBuckets(ctx, lay)
-	if err != nil {
-		return Totals{}, err
-	}
-	t := Totals{Buckets: lay.N()}
-	lens := make([][3]*redis.IntCmd, lay.N())
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for b := range lens {
-			k := lay.bucketKeys(s.prefix, b)
-			lens[b] = [3]*redis.IntCmd{p.HLen(ctx, k.Pending), p.HLen(ctx, k.Buyers), p.HLen(ctx, k.Transfers)}
-		}
-		return nil
-	})
-	if err != nil {
-		return Totals{}, fmt.Errorf("totals of voucher %d: %w", voucherID, err)
-	}
-	for b, st := range states {
-		t.Stock += st.stock
-		t.Net += st.net
-		t.Pending += lens[b][0].Val()
-		t.Buyers += lens[b][1].Val()
-		t.Transfers += lens[b][2].Val()
-	}
-	return t, nil
 }

@@ -1,4 +1,4 @@
-package gate_test
+package salerecords_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/saletest"
 )
 
 // While a sale's state is in Redis, it answers lookups of every order it
@@ -13,12 +14,12 @@ import (
 // the reason) from the writer's record; a user it knows nothing of has no
 // order; a failed buyer's order is still found by the voucher.
 func TestSaleRecordsAnswerLookups(t *testing.T) {
-	r, store, voucher := warmedVoucher(t, 5)
+	r, store, voucher := saletest.Warmed(t, 5)
 	ctx := context.Background()
-	lookup := &order.Lookup{Sales: store, Settled: unreachable{t}}
+	lookup := &order.Lookup{Sales: store.Records, Settled: saletest.NoMySQL{TB: t}}
 	at := time.Now().Truncate(time.Second).UTC()
 	for user, id := range map[int64]int64{1: 101, 2: 102, 3: 103} {
-		if d, err := store.Try(ctx, voucher, user, id); err != nil || d.Err != nil {
+		if d, err := store.Gate.Try(ctx, voucher, user, id); err != nil || d.Err != nil {
 			t.Fatalf("user %d: %+v %v", user, d, err)
 		}
 	}
@@ -30,7 +31,7 @@ func TestSaleRecordsAnswerLookups(t *testing.T) {
 		{ID: 101, UserID: 1, VoucherID: voucher, Status: order.StatusConfirmed, CreateTime: at},
 		{ID: 102, UserID: 2, VoucherID: voucher, Status: order.StatusFailed, Reason: order.ReasonSoldOut, CreateTime: at},
 	}
-	if err := store.RecordSettled(ctx, settled); err != nil {
+	if err := store.Records.RecordSettled(ctx, settled); err != nil {
 		t.Fatal(err)
 	}
 	events := []order.Event{{OrderID: 101, UserID: 1, VoucherID: voucher}, {OrderID: 102, UserID: 2, VoucherID: voucher}}
@@ -83,23 +84,10 @@ func TestSaleRecordsAnswerLookups(t *testing.T) {
 
 	// A sale whose state is gone records nothing: no key without expiry.
 	gone := voucher + 1
-	if err := store.RecordSettled(ctx, []order.Status{{ID: 9, UserID: 1, VoucherID: gone, Status: order.StatusConfirmed, CreateTime: at}}); err != nil {
+	if err := store.Records.RecordSettled(ctx, []order.Status{{ID: 9, UserID: 1, VoucherID: gone, Status: order.StatusConfirmed, CreateTime: at}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := r.Client.Exists(ctx, store.KeysOf(gone).Settled).Val(); n != 0 {
 		t.Fatal("a sale not in Redis got a record of settled orders")
 	}
-}
-
-// unreachable is MySQL for lookups that must not reach it.
-type unreachable struct{ t *testing.T }
-
-func (u unreachable) FindSettled(context.Context, int64) (order.Status, bool, error) {
-	u.t.Error("a lookup of a live sale read MySQL")
-	return order.Status{}, false, nil
-}
-
-func (u unreachable) FindSettledOf(context.Context, int64, int64) (order.Status, bool, error) {
-	u.t.Error("a lookup of a live sale read MySQL")
-	return order.Status{}, false, nil
 }

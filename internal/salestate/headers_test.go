@@ -1,4 +1,4 @@
-package gate_test
+package salestate_test
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill/seckill/internal/gate"
+	"github.com/seckill/seckill/internal/salestate"
 )
 
 var voucherHash = regexp.MustCompile(`seckill:voucher:\{id\}\s+hash \{([^}]*)\}`)
@@ -22,7 +22,7 @@ func TestScriptHeadersNameEveryVoucherField(t *testing.T) {
 	if err != nil || len(scripts) == 0 {
 		t.Fatalf("no scripts: %v", err)
 	}
-	want := slices.Sorted(slices.Values(gate.VoucherFields))
+	want := slices.Sorted(slices.Values(salestate.VoucherFields))
 	described := 0
 	for _, path := range scripts {
 		src, err := os.ReadFile(path)
@@ -37,7 +37,7 @@ func TestScriptHeadersNameEveryVoucherField(t *testing.T) {
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, want) {
-				t.Errorf("%s: the voucher hash {%s}, want the fields %v", filepath.Base(path), m[1], gate.VoucherFields)
+				t.Errorf("%s: the voucher hash {%s}, want the fields %v", filepath.Base(path), m[1], salestate.VoucherFields)
 			}
 		}
 	}
@@ -95,8 +95,8 @@ func TestScriptHeadersNameWhatTheyWrite(t *testing.T) {
 			t.Errorf("%s: the header says it writes the voucher fields %v, the script writes %v", name, saidFields, fields)
 		}
 		for _, f := range fields {
-			if !slices.Contains(gate.VoucherFields, f) {
-				t.Errorf("%s: writes the voucher field %q, which gate.VoucherFields does not name", name, f)
+			if !slices.Contains(salestate.VoucherFields, f) {
+				t.Errorf("%s: writes the voucher field %q, which salestate.VoucherFields does not name", name, f)
 			}
 		}
 	}
@@ -314,7 +314,7 @@ func designRows(t *testing.T) map[string]string {
 // every script whose header says it writes it.
 func TestDesignTableNamesEveryWriter(t *testing.T) {
 	rows := designRows(t)
-	for _, f := range gate.VoucherFields {
+	for _, f := range salestate.VoucherFields {
 		if _, ok := rows["VOUCHER."+f]; !ok {
 			t.Errorf("docs/design.md has no row for the voucher field %s", f)
 		}

@@ -1,4 +1,4 @@
-package gate_test
+package outbox_test
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
@@ -19,40 +19,40 @@ import (
 func TestRevivedSaleKeepsEveryKey(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		revive func(ctx context.Context, s *gate.Store, voucher int64, end time.Time) error
+		revive func(ctx context.Context, s *saletest.Sales, voucher int64, end time.Time) error
 	}{
-		{"stock change", func(ctx context.Context, s *gate.Store, voucher int64, end time.Time) error {
-			_, err := s.Adjust(ctx, voucher, 1, time.Time{}, end)
+		{"stock change", func(ctx context.Context, s *saletest.Sales, voucher int64, end time.Time) error {
+			_, err := s.Gate.Adjust(ctx, voucher, 1, time.Time{}, end)
 			return err
 		}},
-		{"reconcile", func(ctx context.Context, s *gate.Store, voucher int64, end time.Time) error {
-			return s.Rebuild(ctx, voucher, sale.Plan{Stock: 5, Buyers: map[int64]int64{2: 102}}, time.Now().Add(-3*time.Hour), end, 0)
+		{"reconcile", func(ctx context.Context, s *saletest.Sales, voucher int64, end time.Time) error {
+			return s.Repair.Rebuild(ctx, voucher, sale.Plan{Stock: 5, Buyers: map[int64]int64{2: 102}}, time.Now().Add(-3*time.Hour), end, 0)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := testsupport.MustRedis(t)
-			store := clients[0].store(t, r.Client, r.Prefix)
+			store := saletest.New(r.Client, r.Prefix)
 			ctx := t.Context()
 			voucher := 1 + rand.Int64N(1<<40)
-			if err := store.Warm(ctx, voucher, 5, time.Now().Add(-3*time.Hour), time.Now().Add(time.Hour)); err != nil {
+			if err := store.Gate.Warm(ctx, voucher, 5, time.Now().Add(-3*time.Hour), time.Now().Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
-			if d, err := store.Try(ctx, voucher, 2, 102); err != nil || d.Err != nil {
+			if d, err := store.Gate.Try(ctx, voucher, 2, 102); err != nil || d.Err != nil {
 				t.Fatalf("the buyer: %+v %v", d, err)
 			}
 			failed := order.Status{ID: 102, UserID: 2, VoucherID: voucher, Status: order.StatusFailed, Reason: order.ReasonSoldOut,
 				CreateTime: time.Now().Truncate(time.Second).UTC()}
-			if err := store.RecordSettled(ctx, []order.Status{failed}); err != nil {
+			if err := store.Records.RecordSettled(ctx, []order.Status{failed}); err != nil {
 				t.Fatal(err)
 			}
 			if err := store.Confirm(ctx, []order.Event{{OrderID: 102, UserID: 2, VoucherID: voucher}}); err != nil {
 				t.Fatal(err)
 			}
 			// The sale ended; retired with a short keep.
-			if _, err := store.Adjust(ctx, voucher, 0, time.Time{}, time.Now().Add(-time.Hour)); err != nil {
+			if _, err := store.Gate.Adjust(ctx, voucher, 0, time.Time{}, time.Now().Add(-time.Hour)); err != nil {
 				t.Fatal(err)
 			}
-			if retired, err := store.Retire(ctx, voucher, 300*time.Millisecond); err != nil || !retired {
+			if retired, err := store.Outbox.Retire(ctx, voucher, 300*time.Millisecond); err != nil || !retired {
 				t.Fatalf("retire: %v %v", retired, err)
 			}
 			if err := tc.revive(ctx, store, voucher, time.Now().Add(time.Hour)); err != nil {
@@ -65,7 +65,7 @@ func TestRevivedSaleKeepsEveryKey(t *testing.T) {
 				}
 			}
 			time.Sleep(400 * time.Millisecond) // past the retirement's keep
-			lookup := &order.Lookup{Sales: store, Settled: unreachable{t}}
+			lookup := &order.Lookup{Sales: store.Records, Settled: saletest.NoMySQL{TB: t}}
 			if s, err := lookup.FindOf(ctx, 2, voucher); err != nil || s != failed {
 				t.Fatalf("the failed buyer's order after the retirement's keep: %+v %v, want %+v", s, err, failed)
 			}

@@ -1,4 +1,4 @@
-package gate
+package salestate
 
 import (
 	"testing"
@@ -20,9 +20,9 @@ func TestParseReservation(t *testing.T) {
 		{value: "42:soon:" + tp, bad: true},
 		{value: "", bad: true},
 	} {
-		got, err := parseReservation(7, 9, tc.value)
+		got, err := ParseReservation(7, 9, tc.value)
 		if tc.bad != (err != nil) || !tc.bad && got != tc.want {
-			t.Errorf("parseReservation(%q) = %+v, %v; want %+v (malformed: %v)", tc.value, got, err, tc.want, tc.bad)
+			t.Errorf("ParseReservation(%q) = %+v, %v; want %+v (malformed: %v)", tc.value, got, err, tc.want, tc.bad)
 		}
 	}
 }

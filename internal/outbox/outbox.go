@@ -1,4 +1,8 @@
-package gate
+// Package outbox is the sale's state in Redis as the outbox of accepted
+// orders: the reservations the relay republishes when they are late, and
+// the sale's retirement once every order is settled. The order-writer
+// confirms reservations through salestate.Store.Confirm.
+package outbox
 
 import (
 	"context"
@@ -10,32 +14,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/salestate"
+	"github.com/seckill/seckill/lua"
 )
 
-// Active is every voucher listed among the active sales (ActiveVouchers):
-// those whose state may hold a reservation.
-func (s *Store) Active(ctx context.Context) ([]int64, error) {
-	members, err := s.rdb.SMembers(ctx, s.ActiveVouchers()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("active vouchers: %w", err)
-	}
-	ids := make([]int64, 0, len(members))
-	for _, m := range members {
-		if id, err := strconv.ParseInt(m, 10, 64); err == nil {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
-}
+// Store is the outbox's side of the sale's state.
+type Store struct{ *salestate.Store }
 
-// Now is Redis's clock, the one that stamps reservations.
-func (s *Store) Now(ctx context.Context) (time.Time, error) {
-	t, err := s.rdb.Time(ctx).Result()
-	if err != nil {
-		return time.Time{}, fmt.Errorf("redis time: %w", err)
-	}
-	return t, nil
-}
+// New is the outbox of base's sales.
+func New(base *salestate.Store) *Store { return &Store{base} }
 
 // Due is up to limit of voucherID's reservations scheduled at or before
 // cutoff, oldest first in each bucket, bucket after bucket. A schedule entry
@@ -49,7 +36,7 @@ func (s *Store) Due(ctx context.Context, voucherID int64, cutoff time.Time, limi
 	var events []order.Event
 	var errs []error
 	for b := 0; b < lay.N() && int64(len(events)) < limit; b++ {
-		due, err := s.dueIn(ctx, voucherID, lay.bucketKeys(s.prefix, b), cutoff, limit-int64(len(events)))
+		due, err := s.dueIn(ctx, voucherID, s.Bucket(lay, b), cutoff, limit-int64(len(events)))
 		if err != nil {
 			// The other buckets' reservations are due all the same.
 			errs = append(errs, fmt.Errorf("bucket %d: %w", b, err))
@@ -60,16 +47,16 @@ func (s *Store) Due(ctx context.Context, voucherID int64, cutoff time.Time, limi
 	return events, errors.Join(errs...)
 }
 
-func (s *Store) dueIn(ctx context.Context, voucherID int64, k Keys, cutoff time.Time, limit int64) ([]order.Event, error) {
+func (s *Store) dueIn(ctx context.Context, voucherID int64, k salestate.Keys, cutoff time.Time, limit int64) ([]order.Event, error) {
 	max := strconv.FormatInt(cutoff.UnixMilli(), 10)
-	orderIDs, err := s.rdb.ZRangeByScore(ctx, k.PendingAt, &redis.ZRangeBy{Min: "-inf", Max: max, Count: limit}).Result()
+	orderIDs, err := s.Redis().ZRangeByScore(ctx, k.PendingAt, &redis.ZRangeBy{Min: "-inf", Max: max, Count: limit}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reservations due of voucher %d: %w", voucherID, err)
 	}
 	if len(orderIDs) == 0 {
 		return nil, nil
 	}
-	vals, err := s.rdb.HMGet(ctx, k.Pending, orderIDs...).Result()
+	vals, err := s.Redis().HMGet(ctx, k.Pending, orderIDs...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reservations of voucher %d: %w", voucherID, err)
 	}
@@ -82,7 +69,7 @@ func (s *Store) dueIn(ctx context.Context, voucherID int64, k Keys, cutoff time.
 			stale = append(stale, orderIDs[i])
 			continue
 		}
-		e, err := parseReservation(voucherID, oid, r)
+		e, err := salestate.ParseReservation(voucherID, oid, r)
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +77,7 @@ func (s *Store) dueIn(ctx context.Context, voucherID int64, k Keys, cutoff time.
 	}
 	if len(stale) > 0 {
 		// Best effort: an entry left over is read, and dropped, again.
-		s.rdb.ZRem(ctx, k.PendingAt, stale...)
+		s.Redis().ZRem(ctx, k.PendingAt, stale...)
 	}
 	return events, nil
 }
@@ -109,10 +96,41 @@ func (s *Store) Reschedule(ctx context.Context, voucherID int64, at time.Time, e
 		byBucket[b] = append(byBucket[b], redis.Z{Score: float64(at.UnixMilli()), Member: strconv.FormatInt(e.OrderID, 10)})
 	}
 	for b, members := range byBucket {
-		err := s.rdb.ZAddXX(ctx, lay.bucketKeys(s.prefix, b).PendingAt, members...).Err()
+		err := s.Redis().ZAddXX(ctx, s.Bucket(lay, b).PendingAt, members...).Err()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return fmt.Errorf("reschedule the reservations of voucher %d: %w", voucherID, err)
 		}
 	}
 	return nil
+}
+
+// Retire puts an expiry of keep on the keys of voucherID's sale once it has
+// ended with every order settled, and drops it from the active vouchers; a
+// sale whose keys are gone is dropped too. It reports whether the voucher
+// left the active set. A sale of several buckets leaves it once every
+// bucket is retired, its directory last.
+func (s *Store) Retire(ctx context.Context, voucherID int64, keep time.Duration) (bool, error) {
+	lay, err := s.LayoutOf(ctx, voucherID)
+	if err != nil {
+		return false, err
+	}
+	for b := range lay.N() {
+		keys := s.Bucket(lay, b)
+		res, err := lua.RetireSale.Run(ctx, s.Redis(), keys.List(keys.Entrants), keep.Milliseconds()).Int()
+		if err != nil {
+			return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
+		}
+		if res == 0 {
+			return false, nil
+		}
+	}
+	if lay.N() > 1 {
+		if err := s.Redis().PExpire(ctx, s.KeysOf(voucherID).Voucher, keep).Err(); err != nil {
+			return false, fmt.Errorf("retire voucher %d: its directory: %w", voucherID, err)
+		}
+	}
+	if err := s.Redis().SRem(ctx, s.ActiveVouchers(), voucherID).Err(); err != nil {
+		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
+	}
+	return true, nil
 }

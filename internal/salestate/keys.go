@@ -1,48 +1,6 @@
-// Package gate is the flash sale's state in Redis: the gate script that
-// decides every attempt, each voucher's stock and window, and the
-// reservations that make Redis the outbox of accepted orders, with the
-// relay that republishes the ones left behind.
-package gate
+package salestate
 
-import (
-	"strconv"
-
-	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
-	"golang.org/x/time/rate"
-
-	"github.com/seckill/seckill/internal/redisconn"
-)
-
-// Store is the flash sale's state in Redis. Every key starts with prefix,
-// so that deployments (and tests) can share one Redis.
-type Store struct {
-	rdb     redis.UniversalClient
-	gate    redis.Scripter
-	prefix  string
-	layouts layouts
-	tries   tries
-	probes  *rate.Limiter // of unknown vouchers' buckets (directoryLost)
-	probing singleflight.Group
-}
-
-// NewStore keeps the flash sale under prefix ("" in production).
-func NewStore(rdb redis.UniversalClient, prefix string) *Store {
-	return &Store{rdb: rdb, gate: rdb, prefix: prefix, probes: rate.NewLimiter(probeRate, probeRate)}
-}
-
-// probeRate is how many unknown vouchers an instance looks for lost
-// directories of, a second.
-const probeRate = 20
-
-// WithAutoPipeline sends the gate's decisions through ap (the client's
-// autopipeliner): concurrent attempts share one write and one read instead
-// of a round trip each, the cost that bounds both the API and Redis under
-// a crowd.
-func (s *Store) WithAutoPipeline(ap *redisconn.Pipeliner) *Store {
-	s.gate = ap
-	return s
-}
+import "strconv"
 
 // The fields of a voucher's hash (Keys.Voucher; VOUCHER in the scripts).
 // docs/design.md has the table of who writes each.
@@ -91,10 +49,6 @@ type Keys struct {
 	Entrants string
 }
 
-// KeysOf is the keys under voucher id's own tag: the sale's, when it has
-// one bucket; its directory's (the Voucher key), when it has more.
-func (s *Store) KeysOf(voucherID int64) Keys { return KeysFor(s.prefix, voucherID) }
-
 // KeysFor is voucher id's keys under prefix: the store's layout, for the
 // tests and tools that look at a sale's state from outside the store.
 func KeysFor(prefix string, voucherID int64) Keys {
@@ -104,7 +58,7 @@ func KeysFor(prefix string, voucherID int64) Keys {
 // BucketKeys are bucket b's keys of voucher id's sale in n buckets, under
 // prefix: for tests and tools, as KeysFor.
 func BucketKeys(prefix string, voucherID int64, n, b int) Keys {
-	return LayoutOf(voucherID, n).bucketKeys(prefix, b)
+	return LayoutOf(voucherID, n).keys(prefix, b)
 }
 
 func keysWithTag(prefix, tag string) Keys {
@@ -125,17 +79,9 @@ func keysWithTag(prefix, tag string) Keys {
 // a SCAN's MATCH.
 func VoucherPattern(prefix string) string { return prefix + "seckill:voucher:{*}" }
 
-// Ordered is the sale's keys in the order every script of the sale
-// receives them, for a tool that runs one (the bench's redis-benchmark).
-func (k Keys) Ordered() []string { return k.list() }
-
-// list is the sale's keys in the one order every script of the sale
-// receives them (lua/sale.lua), then a script's own keys.
-func (k Keys) list(own ...string) []string {
+// List is the keys a script of the sale receives: the shared ones in the
+// one order lua/sale.lua declares (TestSharedKeysAgreeWithThePrelude),
+// then the script's own.
+func (k Keys) List(own ...string) []string {
 	return append([]string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled, k.Transfers}, own...)
 }
-
-// ActiveVouchers is the set of voucher ids warmed in Redis: where the relay
-// and order lookups look for reservations. It is one key of its own, read
-// apart from the scripts, so it needs no hash tag.
-func (s *Store) ActiveVouchers() string { return s.prefix + "seckill:vouchers" }

@@ -1,4 +1,7 @@
-package gate
+// Package salerepair is the sale's state in Redis as a reconcile repairs
+// it from MySQL: frozen, read, rebuilt and unfrozen under the reconcile's
+// fencing token, and sized for the order-writer's checks.
+package salerepair
 
 import (
 	"context"
@@ -13,12 +16,22 @@ import (
 
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/sale"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/lua"
 )
 
-// beforeRebuildScript is a test's seam: what happens to Redis just before
-// a rebuild's last step.
-var beforeRebuildScript = func(bucket int) error { return nil }
+// Store is the repair's side of the sale's state.
+type Store struct {
+	*salestate.Store
+
+	// BeforeRebuildScript, when set, is called just before the last step
+	// of each bucket's rebuild, and an error stops the rebuild there: a
+	// test's seam.
+	BeforeRebuildScript func(bucket int) error
+}
+
+// New is the repair of base's sales.
+func New(base *salestate.Store) *Store { return &Store{Store: base} }
 
 // Freeze makes the gate answer "paused" for voucherID, taking nothing,
 // and stock changes wait; a voucher with no sale in Redis stays unknown.
@@ -39,7 +52,7 @@ func (s *Store) Unfreeze(ctx context.Context, voucherID, fence int64) error {
 // reconcile has another reason: Redis's stock above MySQL's, a buyer lost)
 // it freezes every bucket, as Freeze. Fenced as Freeze.
 func (s *Store) FreezeSuspect(ctx context.Context, voucherID, fence int64) error {
-	lay, err := s.layoutToRepair(ctx, voucherID)
+	lay, err := s.LayoutToRepair(ctx, voucherID)
 	if err != nil {
 		return fmt.Errorf("freeze voucher %d: %w", voucherID, err)
 	}
@@ -62,7 +75,7 @@ func (s *Store) FreezeSuspect(ctx context.Context, voucherID, fence int64) error
 // own. False when FreezeSuspect would freeze a part that sells (no part
 // is suspect, or one is for another reason).
 func (s *Store) Stopped(ctx context.Context, voucherID int64) (bool, error) {
-	lay, err := s.layoutToRepair(ctx, voucherID)
+	lay, err := s.LayoutToRepair(ctx, voucherID)
 	if err != nil {
 		return false, fmt.Errorf("voucher %d: %w", voucherID, err)
 	}
@@ -77,10 +90,10 @@ func (s *Store) Stopped(ctx context.Context, voucherID int64) (bool, error) {
 // outdated layout, or built under another replication id than their
 // server's. stopped: each of them is gone or of another replication id,
 // so sells nothing until it is rebuilt.
-func (s *Store) suspects(ctx context.Context, lay Layout) (suspect []int, stopped bool, err error) {
+func (s *Store) suspects(ctx context.Context, lay salestate.Layout) (suspect []int, stopped bool, err error) {
 	stopped = true
 	for b := range lay.N() {
-		size, err := s.bucketSize(ctx, lay.VoucherID, lay.bucketKeys(s.prefix, b))
+		size, err := s.bucketSize(ctx, lay.VoucherID, s.Bucket(lay, b))
 		if err != nil {
 			return nil, false, err
 		}
@@ -96,20 +109,20 @@ func (s *Store) suspects(ctx context.Context, lay Layout) (suspect []int, stoppe
 // SeenFence is the largest fencing token voucherID's sale has seen, in
 // its directory or any bucket.
 func (s *Store) SeenFence(ctx context.Context, voucherID int64) (int64, error) {
-	lay, err := s.layoutToRepair(ctx, voucherID)
+	lay, err := s.LayoutToRepair(ctx, voucherID)
 	if err != nil {
 		return 0, fmt.Errorf("fence of voucher %d: %w", voucherID, err)
 	}
 	keys := []string{s.KeysOf(voucherID).Voucher}
 	for b := range lay.N() {
-		keys = append(keys, lay.bucketKeys(s.prefix, b).Voucher)
+		keys = append(keys, s.Bucket(lay, b).Voucher)
 	}
 	cmds := make([]*redis.StringCmd, len(keys))
 	// Each command's own error is read below: Pipelined returns only the
 	// first, which may be a field that is not there.
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = s.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			cmds[i] = p.HGet(ctx, k, FieldFence)
+			cmds[i] = p.HGet(ctx, k, salestate.FieldFence)
 		}
 		return nil
 	})
@@ -129,7 +142,7 @@ func (s *Store) SeenFence(ctx context.Context, voucherID int64) (int64, error) {
 
 // freeze freezes or unfreezes every bucket of the sale.
 func (s *Store) freeze(ctx context.Context, voucherID, fence int64, on string) error {
-	lay, err := s.layoutToRepair(ctx, voucherID)
+	lay, err := s.LayoutToRepair(ctx, voucherID)
 	if err != nil {
 		return fmt.Errorf("%s voucher %d: %w", freezeVerb[on], voucherID, err)
 	}
@@ -153,26 +166,26 @@ var ErrPartlyRebuilt = errors.New("the sale's buckets are part rebuilt: it stays
 // failover may have lost its reconcile's write, leaving it a generation
 // behind) sells nothing until a reconcile rebuilds it, so it cannot add a
 // stale part to what the others sell, and it must not keep them frozen.
-func (s *Store) wholeGeneration(ctx context.Context, lay Layout) error {
-	states, err := s.readAllBuckets(ctx, lay)
+func (s *Store) wholeGeneration(ctx context.Context, lay salestate.Layout) error {
+	states, err := s.ReadAllBuckets(ctx, lay)
 	if err != nil {
 		return fmt.Errorf("unfreeze voucher %d: %w", lay.VoucherID, err)
 	}
 	gen, seen := "", false
 	for _, st := range states {
-		if !st.exists || st.suspect {
+		if !st.Exists || st.Suspect {
 			continue
 		}
-		if seen && st.gen != gen {
+		if seen && st.Gen != gen {
 			return fmt.Errorf("unfreeze voucher %d: %w", lay.VoucherID, ErrPartlyRebuilt)
 		}
-		gen, seen = st.gen, true
+		gen, seen = st.Gen, true
 	}
 	return nil
 }
 
 // all is every bucket of lay.
-func all(lay Layout) []int {
+func all(lay salestate.Layout) []int {
 	b := make([]int, lay.N())
 	for i := range b {
 		b[i] = i
@@ -182,9 +195,9 @@ func all(lay Layout) []int {
 
 var freezeVerb = map[string]string{"1": "freeze", "0": "unfreeze"}
 
-func (s *Store) freezeBuckets(ctx context.Context, lay Layout, buckets []int, fence int64, on string) error {
+func (s *Store) freezeBuckets(ctx context.Context, lay salestate.Layout, buckets []int, fence int64, on string) error {
 	for _, b := range buckets {
-		res, err := lua.FreezeSale.Run(ctx, s.rdb, lay.bucketKeys(s.prefix, b).list(), fence, on, rebuiltTTL.Milliseconds()).Int()
+		res, err := lua.FreezeSale.Run(ctx, s.Redis(), s.Bucket(lay, b).List(), fence, on, rebuiltTTL.Milliseconds()).Int()
 		if err != nil {
 			return fmt.Errorf("%s voucher %d: %w", freezeVerb[on], lay.VoucherID, err)
 		}
@@ -197,13 +210,13 @@ func (s *Store) freezeBuckets(ctx context.Context, lay Layout, buckets []int, fe
 
 // Pending are voucherID's reservations, of every bucket.
 func (s *Store) Pending(ctx context.Context, voucherID int64) ([]order.Event, error) {
-	lay, err := s.layoutToRepair(ctx, voucherID)
+	lay, err := s.LayoutToRepair(ctx, voucherID)
 	if err != nil {
 		return nil, err
 	}
 	all := map[string]string{}
 	for b := range lay.N() {
-		in, err := s.rdb.HGetAll(ctx, lay.bucketKeys(s.prefix, b).Pending).Result()
+		in, err := s.Redis().HGetAll(ctx, s.Bucket(lay, b).Pending).Result()
 		if err != nil {
 			return nil, fmt.Errorf("reservations of voucher %d: %w", voucherID, err)
 		}
@@ -215,7 +228,7 @@ func (s *Store) Pending(ctx context.Context, voucherID int64) ([]order.Event, er
 		if err != nil {
 			return nil, fmt.Errorf("reservations of voucher %d: order id %q", voucherID, id)
 		}
-		e, err := parseReservation(voucherID, oid, v)
+		e, err := salestate.ParseReservation(voucherID, oid, v)
 		if err != nil {
 			return nil, err
 		}
@@ -247,7 +260,7 @@ const rebuiltTTL = 10 * time.Minute
 // than the sale's, in either direction.
 func (s *Store) Rebuild(ctx context.Context, voucherID int64, p sale.Plan, begin, end time.Time, fence int64) error {
 	n := max(p.Buckets, 1)
-	lay := LayoutOf(voucherID, n)
+	lay := salestate.LayoutOf(voucherID, n)
 	buyers := make([]map[int64]int64, n)
 	for b := range buyers {
 		buyers[b] = map[int64]int64{}
@@ -282,18 +295,18 @@ func (s *Store) Rebuild(ctx context.Context, voucherID int64, p sale.Plan, begin
 		}
 	}
 	// The directory may be what Redis lost.
-	if err := s.open(ctx, voucherID, n); err != nil {
+	if err := s.Open(ctx, voucherID, n); err != nil {
 		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
 	}
 	return nil
 }
 
-func (s *Store) rebuildBucket(ctx context.Context, lay Layout, b int, buyers map[int64]int64, stock int64, n int,
+func (s *Store) rebuildBucket(ctx context.Context, lay salestate.Layout, b int, buyers map[int64]int64, stock int64, n int,
 	begin, end time.Time, draw time.Duration, id string, fence int64) error {
 	voucherID := lay.VoucherID
-	k := lay.bucketKeys(s.prefix, b)
-	rebuilt := s.prefix + "seckill:buyers-rebuilt:{" + lay.Tags[b] + "}:" + id
-	_, err := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+	k := s.Bucket(lay, b)
+	rebuilt := s.Prefix() + "seckill:buyers-rebuilt:{" + lay.Tags[b] + "}:" + id
+	_, err := s.Redis().Pipelined(ctx, func(pl redis.Pipeliner) error {
 		chunk := make([]any, 0, 2*rebuildChunk)
 		for u, o := range buyers {
 			chunk = append(chunk, u, o)
@@ -315,10 +328,12 @@ func (s *Store) rebuildBucket(ctx context.Context, lay Layout, b int, buyers map
 	if len(buyers) == 0 {
 		none = "1"
 	}
-	if err := beforeRebuildScript(b); err != nil {
-		return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+	if s.BeforeRebuildScript != nil {
+		if err := s.BeforeRebuildScript(b); err != nil {
+			return fmt.Errorf("rebuild voucher %d: %w", voucherID, err)
+		}
 	}
-	res, err := lua.ReconcileSale.Run(ctx, s.rdb, k.list(rebuilt),
+	res, err := lua.ReconcileSale.Run(ctx, s.Redis(), k.List(rebuilt),
 		stock, begin.UnixMilli(), end.UnixMilli(), none, id, fence, n, draw.Milliseconds()).Int()
 	switch {
 	case err != nil:
@@ -347,21 +362,21 @@ func (s *Store) Inspect(ctx context.Context, voucherID int64, users []int64) (ex
 		fields[b] = append(fields[b], strconv.FormatInt(u, 10))
 		who[b] = append(who[b], u)
 	}
-	states, err := s.readAllBuckets(ctx, lay)
+	states, err := s.ReadAllBuckets(ctx, lay)
 	if err != nil {
 		return false, 0, nil, fmt.Errorf("inspect voucher %d: %w", voucherID, err)
 	}
 	for _, st := range states {
-		if !st.exists {
+		if !st.Exists {
 			return false, 0, nil, nil
 		}
-		stock += st.net
+		stock += st.Net
 	}
 	buyers := make([]*redis.SliceCmd, lay.N())
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b, f := range fields {
 			if len(f) > 0 {
-				buyers[b] = p.HMGet(ctx, lay.bucketKeys(s.prefix, b).Buyers, f...)
+				buyers[b] = p.HMGet(ctx, s.Bucket(lay, b).Buyers, f...)
 			}
 		}
 		return nil
@@ -393,7 +408,7 @@ func (s *Store) Size(ctx context.Context, voucherID int64) (sale.Size, error) {
 	}
 	var total sale.Size
 	for b := range lay.N() {
-		one, err := s.bucketSize(ctx, voucherID, lay.bucketKeys(s.prefix, b))
+		one, err := s.bucketSize(ctx, voucherID, s.Bucket(lay, b))
 		if err != nil || !one.Exists || one.Outdated {
 			return one, err
 		}
@@ -408,9 +423,9 @@ func (s *Store) Size(ctx context.Context, voucherID int64) (sale.Size, error) {
 	return total, nil
 }
 
-func (s *Store) bucketSize(ctx context.Context, voucherID int64, k Keys) (sale.Size, error) {
-	v, err := lua.SaleSize.Run(ctx, s.rdb, k.list()).Slice()
-	if isOutdatedLayout(err) {
+func (s *Store) bucketSize(ctx context.Context, voucherID int64, k salestate.Keys) (sale.Size, error) {
+	v, err := lua.SaleSize.Run(ctx, s.Redis(), k.List()).Slice()
+	if salestate.IsOutdatedLayout(err) {
 		return sale.Size{Exists: true, Outdated: true}, nil
 	}
 	if err != nil {

@@ -1,4 +1,6 @@
-package gate
+// Package salerecords answers order lookups while a sale runs from its
+// state in Redis, and keeps there what the order-writer settled.
+package salerecords
 
 import (
 	"context"
@@ -11,8 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/salestate"
 	"github.com/seckill/seckill/lua"
 )
+
+// Store is the records' side of the sale's state.
+type Store struct{ *salestate.Store }
+
+// New is the records of base's sales.
+func New(base *salestate.Store) *Store { return &Store{base} }
 
 // Order lookups while a sale runs are answered from its state in Redis: a
 // buyer's order from the buyer hash, a pending one from its reservation, a
@@ -68,7 +77,7 @@ func userField(userID int64) string   { return "u:" + strconv.FormatInt(userID, 
 func (s *Store) RecordSettled(ctx context.Context, statuses []order.Status) error {
 	type bucket struct {
 		voucher int64
-		keys    Keys
+		keys    salestate.Keys
 	}
 	fields := map[bucket][]any{}
 	for _, st := range statuses {
@@ -76,14 +85,14 @@ func (s *Store) RecordSettled(ctx context.Context, statuses []order.Status) erro
 		if err != nil {
 			return err
 		}
-		b := bucket{st.VoucherID, lay.bucketKeys(s.prefix, lay.Home(st.UserID))}
+		b := bucket{st.VoucherID, s.Bucket(lay, lay.Home(st.UserID))}
 		fields[b] = append(fields[b], orderField(st.ID), encodeStatus(st))
 		if st.Status == order.StatusFailed {
 			fields[b] = append(fields[b], userField(st.UserID), st.ID)
 		}
 	}
 	for b, f := range fields {
-		if err := lua.RecordSettled.Run(ctx, s.rdb, b.keys.list(), f...).Err(); err != nil {
+		if err := lua.RecordSettled.Run(ctx, s.Redis(), b.keys.List(), f...).Err(); err != nil {
 			return fmt.Errorf("record %d settled orders of voucher %d: %w", len(f)/2, b.voucher, err)
 		}
 	}
@@ -107,7 +116,7 @@ func (s *Store) FindInSales(ctx context.Context, orderID int64) (order.Status, b
 		voucher          int64
 		pending, settled *redis.StringCmd
 	}
-	var keys []Keys
+	var keys []salestate.Keys
 	var vouchers []int64
 	for _, v := range ids {
 		lay, err := s.LayoutOf(ctx, v)
@@ -115,12 +124,12 @@ func (s *Store) FindInSales(ctx context.Context, orderID int64) (order.Status, b
 			return order.Status{}, false, err
 		}
 		for b := range lay.N() {
-			keys = append(keys, lay.bucketKeys(s.prefix, b))
+			keys = append(keys, s.Bucket(lay, b))
 			vouchers = append(vouchers, v)
 		}
 	}
 	rs := make([]reads, len(keys))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			rs[i].voucher = vouchers[i]
 			rs[i].pending = p.HGet(ctx, k.Pending, id)
@@ -133,7 +142,7 @@ func (s *Store) FindInSales(ctx context.Context, orderID int64) (order.Status, b
 	}
 	for _, r := range rs {
 		if v, err := r.pending.Result(); err == nil {
-			e, err := parseReservation(r.voucher, orderID, v)
+			e, err := salestate.ParseReservation(r.voucher, orderID, v)
 			if err != nil {
 				return order.Status{}, false, err
 			}
@@ -158,10 +167,10 @@ func (s *Store) FindBuyerOrder(ctx context.Context, voucherID, userID int64) (or
 	if err != nil {
 		return 0, false, false, err
 	}
-	k := lay.bucketKeys(s.prefix, lay.Home(userID))
+	k := s.Bucket(lay, lay.Home(userID))
 	var bought, failed *redis.StringCmd
 	var exists *redis.IntCmd
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.Redis().Pipelined(ctx, func(p redis.Pipeliner) error {
 		bought = p.HGet(ctx, k.Buyers, strconv.FormatInt(userID, 10))
 		failed = p.HGet(ctx, k.Settled, userField(userID))
 		exists = p.Exists(ctx, k.Voucher)
@@ -188,7 +197,7 @@ func (s *Store) Window(ctx context.Context, voucherID int64) (begin, end, now ti
 	if err != nil {
 		return time.Time{}, time.Time{}, time.Time{}, err
 	}
-	v, err := lua.SaleWindow.Run(ctx, s.rdb, []string{lay.bucketKeys(s.prefix, 0).Voucher}).Slice()
+	v, err := lua.SaleWindow.Run(ctx, s.Redis(), []string{s.Bucket(lay, 0).Voucher}).Slice()
 	if err != nil || len(v) != 3 {
 		return time.Time{}, time.Time{}, time.Time{}, fmt.Errorf("window of voucher %d: %v %w", voucherID, v, err)
 	}

@@ -1,0 +1,163 @@
+package salestate_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/seckill/seckill/internal/salestate"
+)
+
+// prelude is lua/sale.lua, the head of every script of a sale's state.
+func prelude(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile("../../lua/sale.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(src)
+}
+
+// luaName is a Go name as the scripts spell it: PendingAt is PENDING_AT.
+func luaName(goName string) string {
+	var b strings.Builder
+	for i, r := range goName {
+		if i > 0 && unicode.IsUpper(r) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
+}
+
+// goOutcomes are the names of outcome.go's Outcome constants, in their
+// order: the numbers iota gives them.
+func goOutcomes(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "outcome.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for i, spec := range g.Specs {
+			v := spec.(*ast.ValueSpec)
+			if i == 0 && (v.Type == nil || v.Type.(*ast.Ident).Name != "Outcome") {
+				break
+			}
+			for _, n := range v.Names {
+				if n.IsExported() {
+					names = append(names, n.Name)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// The gate's outcomes are declared once in each language, by name: the
+// prelude's OUTCOME table and Go's Outcome constants. A new outcome, or
+// two renumbered, in one and not the other fails here.
+func TestOutcomesAgreeWithThePrelude(t *testing.T) {
+	m := regexp.MustCompile(`(?s)local OUTCOME = \{(.*?)\n\}`).FindStringSubmatch(prelude(t))
+	if m == nil {
+		t.Fatal("lua/sale.lua declares no OUTCOME table")
+	}
+	lua := map[int]string{}
+	for _, kv := range regexp.MustCompile(`(\w+) = (\d+)`).FindAllStringSubmatch(m[1], -1) {
+		n, _ := strconv.Atoi(kv[2])
+		if prev, dup := lua[n]; dup {
+			t.Errorf("OUTCOME gives %d to %s and %s", n, prev, kv[1])
+		}
+		lua[n] = kv[1]
+	}
+	names := goOutcomes(t)
+	if len(names) < 11 {
+		t.Fatalf("outcome.go declares the outcomes %v: the parse missed some", names)
+	}
+	for i, name := range names {
+		if lua[i] != luaName(name) {
+			t.Errorf("outcome %d is %s in Go and %q in OUTCOME", i, name, lua[i])
+		}
+		if !salestate.Outcome(i).Known() {
+			t.Errorf("outcome %d (%s) is not Known", i, name)
+		}
+	}
+	if len(lua) != len(names) {
+		t.Errorf("OUTCOME has %d outcomes, Go %d", len(lua), len(names))
+	}
+	if salestate.Outcome(len(names)).Known() {
+		t.Errorf("outcome %d, past the last, is Known", len(names))
+	}
+}
+
+// Every script of a sale's state receives the shared keys in one order,
+// declared once in each language: the prelude's names over
+// unpack(KEYS, 1, SHARED), and Keys.List. A script's own keys come after
+// them, named from SHARED, never by a number.
+func TestSharedKeysAgreeWithThePrelude(t *testing.T) {
+	src := prelude(t)
+	shared := regexp.MustCompile(`(?m)^local SHARED = (\d+)$`).FindStringSubmatch(src)
+	names := regexp.MustCompile(`(?m)^local ([A-Z_, ]+) = unpack\(KEYS, 1, SHARED\)$`).FindStringSubmatch(src)
+	if shared == nil || names == nil {
+		t.Fatal("lua/sale.lua declares no SHARED count or no names over unpack(KEYS, 1, SHARED)")
+	}
+	var lua []string
+	for _, n := range strings.Split(names[1], ",") {
+		lua = append(lua, strings.TrimSpace(n))
+	}
+	k := salestate.KeysFor("", 1)
+	field := map[string]string{}
+	v := reflect.ValueOf(k)
+	for i := range v.NumField() {
+		field[v.Field(i).String()] = v.Type().Field(i).Name
+	}
+	var goOrder []string
+	for _, key := range k.List() {
+		goOrder = append(goOrder, luaName(field[key]))
+	}
+	if !slices.Equal(goOrder, lua) {
+		t.Errorf("the shared keys are %v in Keys.List and %v in lua/sale.lua", goOrder, lua)
+	}
+	if n, _ := strconv.Atoi(shared[1]); n != len(lua) {
+		t.Errorf("SHARED is %d, and the prelude names %d keys", n, len(lua))
+	}
+
+	scripts, err := filepath.Glob("../../lua/*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byNumber := regexp.MustCompile(`KEYS\[\d+\]`)
+	sale := 0
+	for _, path := range scripts {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(raw), "-- KEYS     the sale's keys (sale.lua)") {
+			continue
+		}
+		sale++
+		for _, line := range strings.Split(string(raw), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(line), "--") && byNumber.MatchString(line) {
+				t.Errorf("%s: %q names a key by its number: own keys are KEYS[SHARED + i]", filepath.Base(path), line)
+			}
+		}
+	}
+	if sale < 10 {
+		t.Errorf("%d scripts of a sale's state found; they say \"-- KEYS     the sale's keys (sale.lua)\"", sale)
+	}
+}
