@@ -50,7 +50,7 @@ func benchGate(b *testing.B, stock int64, users int64, want func(int64) error) {
 	var next atomic.Int64
 	master := masterOf(b, r.Client, store.KeysOf(voucher).Voucher)
 	idleFrom, idle0 := time.Now(), redisCPU(b, master)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the idle CPU is measured over a second
 	idleRate := float64(redisCPU(b, master)-idle0) / float64(time.Since(idleFrom))
 	cpu0, calls0 := redisCPU(b, master), store.Gate.GateCalls()
 	b.SetParallelism(32)

@@ -92,7 +92,8 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 		keys := s.Bucket(lay, home)
 		res, err := s.tries.try(ctx, s.gate, keys.List(keys.Entrants), n,
 			strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), telemetry.TraceParent(ctx))
-		if err == nil && len(res) == 4 && salestate.Outcome(res[0]) == salestate.UnknownVoucher && n > 1 && turns == 0 && !s.ReadWithin(voucherID, time.Second) {
+		unknown := err == nil && len(res) == 4 && salestate.Outcome(res[0]) == salestate.UnknownVoucher
+		if unknown && n > 1 && turns == 0 && !s.ReadWithin(voucherID, time.Second) {
 			// The bucket is gone: the sale may have been made anew with
 			// another N. The directory says; asked at most once a second,
 			// since a bucket lost with its master answers so to every
@@ -104,7 +105,7 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 				continue
 			}
 		}
-		if err == nil && len(res) == 4 && salestate.Outcome(res[0]) == salestate.UnknownVoucher && n == 1 && !known && turns == 0 {
+		if unknown && n == 1 && !known && turns == 0 {
 			// No directory and no sale in one bucket: the directory may be
 			// the part a failover lost.
 			if found, ok := s.DirectoryLost(ctx, voucherID); ok {
@@ -123,18 +124,19 @@ func (s *Store) Try(ctx context.Context, voucherID, userID, orderID int64) (d or
 		if len(res) != 4 || !salestate.Outcome(res[0]).Known() {
 			return order.Decision{}, fmt.Errorf("seckill gate: unknown answer %v", res)
 		}
-		if salestate.Outcome(res[0]) == salestate.OtherLayout {
+		out := salestate.Outcome(res[0])
+		if out == salestate.OtherLayout {
 			if turns > 0 || res[1] < 1 || res[1] > sale.MaxBuckets {
 				return order.Decision{}, fmt.Errorf("seckill gate: voucher %d has %d buckets, and its bucket said %d", voucherID, n, res[1])
 			}
 			lay = s.Remember(voucherID, int(res[1]))
 			continue
 		}
-		if !known && salestate.Outcome(res[0]) != salestate.UnknownVoucher {
+		if !known && out != salestate.UnknownVoucher {
 			s.Remember(voucherID, n)
 			known = true
 		}
-		d := order.Decision{Err: salestate.Outcome(res[0]).Err(), StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3], Share: n > 1}
+		d := order.Decision{Err: out.Err(), StockLeft: res[1], AcceptedAt: time.UnixMilli(res[2]), OrderID: res[3], Share: n > 1}
 		if n == 1 || !errors.Is(d.Err, order.ErrSoldOut) {
 			return d, nil
 		}

@@ -101,7 +101,7 @@ func TestRebuildAppliesOnceWhenRedisStalls(t *testing.T) {
 	store.Repair.BeforeRebuildScript = func(int) error {
 		done = testsupport.StallRedis(t, r.Addr, stall)
 		go func() {
-			time.Sleep(stall / 3)
+			time.Sleep(stall / 3) // the buyer comes while the master stalls
 			d, err := buyer.Gate.Try(ctx, voucher, 99, 9999)
 			if err == nil {
 				err = d.Err

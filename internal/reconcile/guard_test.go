@@ -182,6 +182,6 @@ type failingSale struct {
 }
 
 func (f failingSale) FreezeSuspect(context.Context, int64, int64) error {
-	time.Sleep(f.takes)
+	time.Sleep(f.takes) // the test is about a dependency that answers slowly
 	return errors.New("injected: CLUSTERDOWN for good")
 }

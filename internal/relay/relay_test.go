@@ -240,13 +240,7 @@ func TestOneRelayWorksAtATime(t *testing.T) {
 	if _, err := rig.svc.Place(ctx, 2, voucher); !errors.Is(err, order.ErrNotPublished) {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for counts[1-holder].Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no relay took over when the lease holder stopped")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Wait(t, 20*time.Second, "a relay taking over when the lease holder stopped", func() bool { return counts[1-holder].Load() > 0 })
 }
 
 // countingBacklog counts a relay's scans: each asks the topic's ends (a
@@ -300,12 +294,8 @@ func (rig *relayRig) settle(t *testing.T) {
 // returns which relay did.
 func waitRelayed(t *testing.T, counts *[2]atomic.Int64, want int64) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for counts[0].Load()+counts[1].Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("relays republished %d, %d; want %d", counts[0].Load(), counts[1].Load(), want)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testsupport.Poll(20*time.Second, func() bool { return counts[0].Load()+counts[1].Load() >= want }) {
+		t.Fatalf("relays republished %d, %d; want %d", counts[0].Load(), counts[1].Load(), want)
 	}
 	if counts[0].Load() > 0 {
 		return 0
