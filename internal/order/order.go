@@ -2,9 +2,10 @@
 // the accepted order (the event the API publishes, the reservation Redis
 // keeps until MySQL has it), its status, the reasons MySQL can refuse it,
 // and the outcomes a buyer reads. It also takes orders and looks them up,
-// through small interfaces that the Redis gate (internal/gate), the Kafka
-// adapter (internal/broker) and the MySQL adapter (internal/orderdb)
-// implement. It imports none of them.
+// through small interfaces that the sale's state in Redis (internal/gate
+// and the other jobs on internal/salestate), the Kafka adapter
+// (internal/broker) and the MySQL adapter (internal/orderdb) implement. It
+// imports none of them.
 package order
 
 import (
