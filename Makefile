@@ -45,9 +45,10 @@ CONTAINER_ENV := -u SECKILL_TEST_REDIS_ADDR -u SECKILL_TEST_REDIS_CLUSTER -u SEC
 	-u SECKILL_TEST_MYSQL_CLUSTER -u SECKILL_TEST_KAFKA_BROKERS -u SECKILL_TEST_KAFKA_CLUSTER -u SECKILL_TEST_STACK
 STACK_PACKAGES = $(shell $(GO) list ./... | grep -v -e '/internal/binlog$$' -e '/internal/orderwriter$$')
 # The local stack's Redis Cluster (stack.sh up --redis-cluster): its seeds,
-# and the packages whose tests use Redis, which make test runs on it too.
+# and the packages whose tests use Redis (directly, or through saletest, whose
+# sales are in Redis), which make test runs on it too.
 REDIS_CLUSTER_SEEDS ?= $(shell p=$(REDIS_CLUSTER_PORT); echo 127.0.0.1:$$p,127.0.0.1:$$((p + 1)),127.0.0.1:$$((p + 2)))
-REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b\|saletest\.Warmed\b' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
+REDIS_PACKAGES = $(shell grep -rl --include='*_test.go' 'testsupport\.\(MustRedis\|RedisCluster\)\b\|saletest\.' internal lua | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # What the cluster's pass leaves to the first, among the heaviest of the
 # suite on two cores: tests that start a Redis or a Redis Cluster of their
 # own (the same in both passes), and whole-stack tests whose subject is

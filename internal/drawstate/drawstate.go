@@ -24,6 +24,8 @@ type Store struct{ *salestate.Store }
 // New is the draws of base's sales.
 func New(base *salestate.Store) *Store { return &Store{base} }
 
+var _ order.EntryFinder = (*Store)(nil)
+
 // A draw's sale is in one bucket (voucher.Validate): its keys are the
 // voucher's own.
 

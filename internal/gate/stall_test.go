@@ -3,7 +3,6 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/seckill/seckill/internal/gate"
 	"github.com/seckill/seckill/internal/order"
-	"github.com/seckill/seckill/internal/sale"
 	"github.com/seckill/seckill/internal/saletest"
 	"github.com/seckill/seckill/internal/testsupport"
 )
@@ -20,25 +18,6 @@ import (
 // stall is longer than the production client's read timeout, so go-redis
 // gives up on the reply and sends the command again: both then run.
 const stall = 1500 * time.Millisecond
-
-// stalledVoucher is a voucher on sale with stock units in a Redis of the
-// test's own, which the test may stall, and the gate on a client
-// configured as the programs configure theirs (timeouts, retries), with a
-// connection open as a serving program has.
-func stalledVoucher(tb testing.TB, stock int64) (*testsupport.Redis, *saletest.Sales, int64) {
-	return stalledVoucherOn(tb, clients[0].store, stock)
-}
-
-// stalledVoucherOn is stalledVoucher with the store newStore makes.
-func stalledVoucherOn(tb testing.TB, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales, stock int64) (*testsupport.Redis, *saletest.Sales, int64) {
-	r, _ := testsupport.MustPrivateRedis(tb)
-	store := newStore(tb, testsupport.MustProductionClient(tb, r.Addr), "")
-	const voucher = 1
-	if err := store.Gate.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
-		tb.Fatal(err)
-	}
-	return r, store, voucher
-}
 
 // A stall past the client's read timeout must not make the gate decide
 // twice: the buyer is told "accepted" with the order id the gate recorded,
@@ -50,7 +29,7 @@ func TestGateDecidesOnceWhenRedisStalls(t *testing.T) {
 }
 
 func testGateDecidesOnceWhenRedisStalls(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales) {
-	r, store, voucher := stalledVoucherOn(t, newStore, 5)
+	r, store, voucher := saletest.Stallable(t, 5, newStore)
 	ctx := context.Background()
 	done := testsupport.StallRedis(t, r.Addr, stall)
 	d, err := store.Gate.Try(ctx, voucher, 7, 4242)
@@ -69,7 +48,7 @@ func testGateDecidesOnceWhenRedisStalls(t *testing.T, newStore func(testing.TB, 
 
 // A stock change that Redis runs twice would leave Redis and MySQL apart.
 func TestStockChangeAppliesOnceWhenRedisStalls(t *testing.T) {
-	r, store, voucher := stalledVoucher(t, 5)
+	r, store, voucher := saletest.Stallable(t, 5, nil)
 	ctx := context.Background()
 	done := testsupport.StallRedis(t, r.Addr, stall)
 	stock, err := store.Gate.Adjust(ctx, voucher, 3, time.Time{}, time.Time{})
@@ -80,104 +59,6 @@ func TestStockChangeAppliesOnceWhenRedisStalls(t *testing.T) {
 	got, _ := r.Client.HGet(ctx, store.KeysOf(voucher).Voucher, "stock").Int64()
 	if stock != 8 || got != 8 {
 		t.Fatalf("after +3 on 5: answered %d, Redis holds %d; want 8 and 8", stock, got)
-	}
-}
-
-// The reconcile's last step, resent after a stall (go-redis sends a
-// command again when its reply times out), runs twice. An order the gate
-// takes during the stall, paused or accepted depending on which of the
-// runs Redis reads first, keeps its unit: the stock afterwards is the
-// plan's less the orders taken. (Which run comes first is Redis's choice;
-// TestRebuildAppliesOnceWhenResent pins the order down.)
-func TestRebuildAppliesOnceWhenRedisStalls(t *testing.T) {
-	r, store, voucher := stalledVoucher(t, 5)
-	ctx := context.Background()
-	if err := store.Repair.Freeze(ctx, voucher, 0); err != nil {
-		t.Fatal(err)
-	}
-	buyer := saletest.New(r.Client, "") // an API instance: its own connection
-	answered := make(chan error, 1)
-	var done <-chan struct{}
-	store.Repair.BeforeRebuildScript = func(int) error {
-		done = testsupport.StallRedis(t, r.Addr, stall)
-		go func() {
-			time.Sleep(stall / 3) // the buyer comes while the master stalls
-			d, err := buyer.Gate.Try(ctx, voucher, 99, 9999)
-			if err == nil {
-				err = d.Err
-			}
-			answered <- err
-		}()
-		return nil
-	}
-	plan := sale.Plan{Stock: 5, Buyers: map[int64]int64{}}
-	if err := store.Repair.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	taken := 1
-	if err := <-answered; errors.Is(err, order.ErrPaused) {
-		taken = 0
-	} else if err != nil {
-		t.Fatalf("the order sent during the stall: %v", err)
-	}
-	k := store.KeysOf(voucher)
-	if stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int(); stock != 5-taken {
-		t.Fatalf("stock %d after the rebuild (5) and %d order taken, want %d", stock, taken, 5-taken)
-	}
-	if r.Client.HExists(ctx, k.Voucher, "frozen").Val() {
-		t.Fatal("still frozen after the rebuild")
-	}
-}
-
-// resends records the arguments of every EVALSHA a client sends, so that
-// a test can send one again as go-redis does after a timed-out reply.
-type resends struct{ args [][]any }
-
-func (h *resends) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *resends) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *resends) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "evalsha" {
-			h.args = append(h.args, slices.Clone(cmd.Args()))
-		}
-		return next(ctx, cmd)
-	}
-}
-
-// The reconcile's last step sent again after an order was taken on the
-// sale it unfroze changes nothing: the order keeps its unit and its buyer.
-func TestRebuildAppliesOnceWhenResent(t *testing.T) {
-	r, store, voucher := saletest.Warmed(t, 5)
-	ctx := context.Background()
-	rec := &resends{}
-	client := r.NewClient(t)
-	client.AddHook(rec)
-	rebuilding := saletest.New(client, r.Prefix)
-	if err := rebuilding.Repair.Freeze(ctx, voucher, 0); err != nil {
-		t.Fatal(err)
-	}
-	plan := sale.Plan{Stock: 5, Buyers: map[int64]int64{1: 11}}
-	if err := rebuilding.Repair.Rebuild(ctx, voucher, plan, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := store.Gate.Try(ctx, voucher, 99, 9999); err != nil || d.Err != nil {
-		t.Fatalf("order after the rebuild: %+v %v", d, err)
-	}
-	last := rec.args[len(rec.args)-1]
-	if err := r.Client.Do(ctx, last...).Err(); err != nil {
-		t.Fatalf("the rebuild's last step sent again: %v", err)
-	}
-	k := store.KeysOf(voucher)
-	if stock, _ := r.Client.HGet(ctx, k.Voucher, "stock").Int(); stock != 4 {
-		t.Fatalf("stock %d after the rebuild (5), one order and the resend, want 4", stock)
-	}
-	for _, u := range []string{"1", "99"} {
-		if !r.Client.HExists(ctx, k.Buyers, u).Val() {
-			t.Fatalf("buyer %s lost by the resend", u)
-		}
 	}
 }
 
@@ -206,7 +87,7 @@ func TestACrowdOnAStalledBucketIsDecidedOnce(t *testing.T) {
 
 func testACrowdOnAStalledBucket(t *testing.T, newStore func(testing.TB, redis.UniversalClient, string) *saletest.Sales, stall time.Duration) {
 	const buyers, stock = 50, 100
-	r, store, voucher := stalledVoucherOn(t, newStore, stock)
+	r, store, voucher := saletest.Stallable(t, stock, newStore)
 	ctx := context.Background()
 	type answer struct {
 		d   order.Decision

@@ -23,6 +23,11 @@ type Store struct{ *salestate.Store }
 // New is the records of base's sales.
 func New(base *salestate.Store) *Store { return &Store{base} }
 
+var (
+	_ order.SaleRecords     = (*Store)(nil)
+	_ order.SettledRecorder = (*Store)(nil)
+)
+
 // Order lookups while a sale runs are answered from its state in Redis: a
 // buyer's order from the buyer hash, a pending one from its reservation, a
 // settled one from what the order-writer recorded in the sale's Settled

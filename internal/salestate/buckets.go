@@ -34,7 +34,7 @@ func (s *Store) ReadBuckets(ctx context.Context, lay Layout) ([]BucketState, err
 	errs := make([]error, lay.N())
 	var wg sync.WaitGroup
 	for b := range states {
-		wg.Go(func() { states[b], errs[b] = s.ReadBucket(ctx, lay, b) })
+		wg.Go(func() { states[b], errs[b] = s.readBucket(ctx, lay, b) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -45,8 +45,8 @@ func (s *Store) ReadBuckets(ctx context.Context, lay Layout) ([]BucketState, err
 	return nil, fmt.Errorf("stock of voucher %d's buckets: %w", lay.VoucherID, errors.Join(errs...))
 }
 
-// ReadBucket reads bucket b of lay (bucket_state.lua).
-func (s *Store) ReadBucket(ctx context.Context, lay Layout, b int) (BucketState, error) {
+// readBucket reads bucket b of lay (bucket_state.lua).
+func (s *Store) readBucket(ctx context.Context, lay Layout, b int) (BucketState, error) {
 	v, err := lua.BucketState.Run(ctx, s.rdb, s.Bucket(lay, b).List()).Slice()
 	if err != nil {
 		return BucketState{}, fmt.Errorf("bucket %d: %w", b, err)

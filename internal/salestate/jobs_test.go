@@ -1,6 +1,8 @@
 package salestate_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,17 +19,22 @@ const module = "github.com/seckill/seckill/internal/"
 // Each job depends on the base and on no other job, and stays readable: no
 // file of it, or of the base, over 500 lines.
 func TestEachJobStandsOnTheBaseAlone(t *testing.T) {
+	args := []string{"list", "-deps", "-f", "{{.ImportPath}}"}
 	for _, job := range jobs {
-		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "../"+job).Output()
+		deps, err := exec.Command("go", append(args, "../"+job)...).Output()
 		if err != nil {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				err = fmt.Errorf("%w: %s", err, exit.Stderr)
+			}
 			t.Fatalf("go list -deps %s: %v", job, err)
 		}
-		deps := strings.Fields(string(out))
-		if !slices.Contains(deps, module+"salestate") {
+		imported := strings.Fields(string(deps))
+		if !slices.Contains(imported, module+"salestate") {
 			t.Errorf("%s does not depend on the base", job)
 		}
 		for _, other := range jobs {
-			if other != job && slices.Contains(deps, module+other) {
+			if other != job && slices.Contains(imported, module+other) {
 				t.Errorf("%s depends on %s", job, other)
 			}
 		}

@@ -39,33 +39,49 @@ func luaName(goName string) string {
 	return b.String()
 }
 
-// goOutcomes are the names of outcome.go's Outcome constants, in their
-// order: the numbers iota gives them.
+// goOutcomes are the names of outcome.go's Outcome constants by their
+// values: the first is iota, and each after it takes the next (a blank
+// one too). A block written otherwise fails the test rather than being
+// misread.
 func goOutcomes(t *testing.T) []string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "outcome.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
 	for _, d := range f.Decls {
 		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
+		if !ok || g.Tok != token.CONST || len(g.Specs) == 0 {
 			continue
 		}
+		first := g.Specs[0].(*ast.ValueSpec)
+		if typ, ok := first.Type.(*ast.Ident); !ok || typ.Name != "Outcome" {
+			continue
+		}
+		var names []string
 		for i, spec := range g.Specs {
 			v := spec.(*ast.ValueSpec)
-			if i == 0 && (v.Type == nil || v.Type.(*ast.Ident).Name != "Outcome") {
-				break
-			}
-			for _, n := range v.Names {
-				if n.IsExported() {
-					names = append(names, n.Name)
+			iota, isIota := func() (*ast.Ident, bool) {
+				if len(v.Values) != 1 {
+					return nil, false
 				}
+				id, ok := v.Values[0].(*ast.Ident)
+				return id, ok
+			}()
+			switch {
+			case len(v.Names) != 1:
+				t.Fatalf("outcome.go: %d names in one line of the Outcome block", len(v.Names))
+			case i == 0 && (!isIota || iota.Name != "iota"):
+				t.Fatal("outcome.go: the Outcome block does not start at iota")
+			case i > 0 && (v.Type != nil || len(v.Values) > 0):
+				t.Fatalf("outcome.go: %s has a value of its own; the outcomes are numbered by iota", v.Names[0].Name)
 			}
+			names = append(names, v.Names[0].Name)
 		}
+		return names
 	}
-	return names
+	t.Fatal("outcome.go declares no Outcome block")
+	return nil
 }
 
 // The gate's outcomes are declared once in each language, by name: the
@@ -84,7 +100,13 @@ func TestOutcomesAgreeWithThePrelude(t *testing.T) {
 		}
 		lua[n] = kv[1]
 	}
-	names := goOutcomes(t)
+	var names []string
+	for _, name := range goOutcomes(t) {
+		if name == "_" || !ast.IsExported(name) {
+			break // the count past the last outcome
+		}
+		names = append(names, name)
+	}
 	if len(names) < 11 {
 		t.Fatalf("outcome.go declares the outcomes %v: the parse missed some", names)
 	}
@@ -101,6 +123,39 @@ func TestOutcomesAgreeWithThePrelude(t *testing.T) {
 	}
 	if salestate.Outcome(len(names)).Known() {
 		t.Errorf("outcome %d, past the last, is Known", len(names))
+	}
+
+	// Every script answers by name, and only with names the table has: a
+	// misspelt one is nil in Lua, which shifts every number after it.
+	scripts, err := filepath.Glob("../../lua/*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("../gate/testdata/*.lua")
+	declared := map[string]bool{}
+	for _, name := range lua {
+		declared[name] = true
+	}
+	used := 0
+	byName := regexp.MustCompile(`OUTCOME\.(\w+)`)
+	byNumber := regexp.MustCompile(`\b(answer|all)\(\d|return \{\d`)
+	for _, path := range append(scripts, more...) {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range byName.FindAllStringSubmatch(string(src), -1) {
+			used++
+			if !declared[m[1]] {
+				t.Errorf("%s: OUTCOME.%s is not in the table", filepath.Base(path), m[1])
+			}
+		}
+		if strings.Contains(string(src), "OUTCOME.") && byNumber.MatchString(string(src)) {
+			t.Errorf("%s answers an outcome by its number: %q", filepath.Base(path), byNumber.FindString(string(src)))
+		}
+	}
+	if used < 20 {
+		t.Errorf("the scripts name %d outcomes: the gate's script and its one-attempt twin answer by name", used)
 	}
 }
 

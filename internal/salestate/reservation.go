@@ -29,6 +29,8 @@ func ParseReservation(voucherID, orderID int64, v string) (order.Event, error) {
 	return order.Event{OrderID: orderID, UserID: uid, VoucherID: voucherID, AcceptedAt: at, Trace: traceparent}, nil
 }
 
+var _ order.Confirmer = (*Store)(nil)
+
 // Confirm removes the reservations of orders the order-writer has settled
 // (inserted or recorded as failed): one variadic HDEL and ZREM per bucket
 // (each order's reservation is in its buyer's home bucket).

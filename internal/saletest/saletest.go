@@ -73,3 +73,22 @@ func (u NoMySQL) FindSettledOf(context.Context, int64, int64) (order.Status, boo
 	u.TB.Error("a lookup of a live sale read MySQL")
 	return order.Status{}, false, nil
 }
+
+// Stallable is a voucher on sale with stock units in a Redis of the test's
+// own, which the test may stall, on a client configured as the programs
+// configure theirs (timeouts, retries): in the sale state newSales makes
+// of it (New when nil).
+func Stallable(tb testing.TB, stock int64, newSales func(testing.TB, redis.UniversalClient, string) *Sales) (*testsupport.Redis, *Sales, int64) {
+	tb.Helper()
+	r, _ := testsupport.MustPrivateRedis(tb)
+	client := testsupport.MustProductionClient(tb, r.Addr)
+	s := New(client, "")
+	if newSales != nil {
+		s = newSales(tb, client, "")
+	}
+	const voucher = 1
+	if err := s.Gate.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		tb.Fatal(err)
+	}
+	return r, s, voucher
+}

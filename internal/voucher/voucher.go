@@ -481,8 +481,8 @@ func (vs *Vouchers) List(ctx context.Context, shopID int64) ([]Voucher, error) {
 }
 
 // BotCheckModes reads each sale's bot check from its row (botcheck.Modes).
-// It is apart from Vouchers, which writes the mode through the bot checks:
-// each is built with the other already in hand.
+// It is apart from Vouchers, which writes the mode through the bot checks,
+// so that the bot checks can be built first and Vouchers with them.
 type BotCheckModes struct{ DB *sql.DB }
 
 // BotCheck is flash-sale voucher id's bot check as its row has it; found
