@@ -30,7 +30,7 @@ func TestStockChangeOfAFrozenBucketChangesNoBucket(t *testing.T) {
 	ctx := context.Background()
 	before := [n][2]string{}
 	for b := range n {
-		before[b] = g.Window(t, n, b)
+		before[b] = g.Window(t, b)
 	}
 	if err := g.R.Client.HSet(ctx, salestate.BucketKeys(g.R.Prefix, g.Voucher, n, 2).Voucher, salestate.FieldFrozen, time.Now().UnixMilli()).Err(); err != nil {
 		t.Fatal(err)
@@ -41,10 +41,10 @@ func TestStockChangeOfAFrozenBucketChangesNoBucket(t *testing.T) {
 			t.Fatalf("a change of %+d with bucket 2 frozen: %v, want ErrFrozen", delta, err)
 		}
 		for b := range n {
-			if w := g.Window(t, n, b); w != before[b] {
+			if w := g.Window(t, b); w != before[b] {
 				t.Fatalf("after the refused change of %+d bucket %d's window is %v, was %v", delta, b, w, before[b])
 			}
-			if s := g.BucketVoucher(t, n, b)[salestate.FieldStock]; s != "10" {
+			if s := g.BucketVoucher(t, b)[salestate.FieldStock]; s != "10" {
 				t.Fatalf("after the refused change of %+d bucket %d holds %s units, want its 10", delta, b, s)
 			}
 		}
@@ -65,12 +65,12 @@ func TestAStockChangeWhoseUndoFailsIsNoRefusal(t *testing.T) {
 			g.R.Client.HSet(ctx, k1, salestate.FieldFrozen, time.Now().UnixMilli())
 		}
 	}
-	oldWindow := g.Window(t, n, 0)
+	oldWindow := g.Window(t, 0)
 	g.Store.Gate.AfterAdjustStep = freezeBucket1
 	_, err := g.Store.Gate.Adjust(ctx, g.Voucher, 5, time.Time{}, time.Now().Add(3*time.Hour))
 	g.Store.Gate.AfterAdjustStep = nil
-	if !errors.Is(err, sale.ErrFrozen) || g.BucketVoucher(t, n, 0)[salestate.FieldStock] != "10" || g.Window(t, n, 0) != oldWindow {
-		t.Fatalf("a change whose second step met a freeze: %v, bucket 0 %v; want ErrFrozen and bucket 0 as it was", err, g.BucketVoucher(t, n, 0))
+	if !errors.Is(err, sale.ErrFrozen) || g.BucketVoucher(t, 0)[salestate.FieldStock] != "10" || g.Window(t, 0) != oldWindow {
+		t.Fatalf("a change whose second step met a freeze: %v, bucket 0 %v; want ErrFrozen and bucket 0 as it was", err, g.BucketVoucher(t, 0))
 	}
 	g.R.Client.HDel(ctx, k1, salestate.FieldFrozen)
 
@@ -91,7 +91,7 @@ func TestAStockChangeWhoseUndoFailsIsNoRefusal(t *testing.T) {
 	if err == nil || errors.Is(err, sale.ErrFrozen) || errors.Is(err, sale.ErrNotWarmed) {
 		t.Fatalf("a change whose undo failed: %v, want an error that is no refusal", err)
 	}
-	if s := g.BucketVoucher(t, n, 0)[salestate.FieldStock]; s != "3" {
+	if s := g.BucketVoucher(t, 0)[salestate.FieldStock]; s != "3" {
 		t.Fatalf("bucket 0 holds %s units, want the 15 less the 12 sold", s)
 	}
 }
@@ -133,7 +133,7 @@ func TestSuspectBucketGetsNoUnits(t *testing.T) {
 	if err != nil || !errors.Is(d.Err, order.ErrPaused) {
 		t.Fatalf("a buyer of the suspect bucket: %+v %v, want paused", d, err)
 	}
-	if s := g.BucketVoucher(t, n, 1)[salestate.FieldStock]; s != "0" {
+	if s := g.BucketVoucher(t, 1)[salestate.FieldStock]; s != "0" {
 		t.Fatalf("the suspect bucket holds %s units, want none moved in", s)
 	}
 	// The other buckets' 20 units to their 20 buyers.
@@ -188,7 +188,7 @@ func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
 			k2 := salestate.BucketKeys(g.R.Prefix, g.Voucher, n, 2).Voucher
 			before := [n][2]string{}
 			for b := range n {
-				before[b] = g.Window(t, n, b)
+				before[b] = g.Window(t, b)
 			}
 			client := g.R.NewClient(t)
 			hook := &loseReplies{every: c.every, match: func(cmd redis.Cmder) bool {
@@ -208,13 +208,13 @@ func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
 			}
 			newEnd := strconv.FormatInt(end.UnixMilli(), 10)
 			stock := func(b int) int {
-				v, _ := strconv.Atoi(g.BucketVoucher(t, n, b)[salestate.FieldStock])
+				v, _ := strconv.Atoi(g.BucketVoucher(t, b)[salestate.FieldStock])
 				return v
 			}
 			if !c.every {
 				total := 0
 				for b := range n {
-					if w := g.Window(t, n, b); err != nil || w[1] != newEnd {
+					if w := g.Window(t, b); err != nil || w[1] != newEnd {
 						t.Fatalf("bucket %d: end %s, err %v; want every bucket at the new end %s", b, w[1], err, newEnd)
 					}
 					total += stock(b)
@@ -228,11 +228,11 @@ func TestAStepWhoseReplyIsLostIsSentAgain(t *testing.T) {
 				t.Fatalf("a step whose outcome stayed unknown: %v; want ErrChangeUnknown and no refusal", err)
 			}
 			for b := range n - 1 {
-				if w := g.Window(t, n, b); w != before[b] || stock(b) != 10 {
+				if w := g.Window(t, b); w != before[b] || stock(b) != 10 {
 					t.Fatalf("bucket %d: window %v, stock %d after an unknown step; want them undone to %v, 10", b, w, stock(b), before[b])
 				}
 			}
-			if w, s2 := g.Window(t, n, 2), stock(2); w[1] != newEnd || s2 != 10 && s2 != 4 {
+			if w, s2 := g.Window(t, 2), stock(2); w[1] != newEnd || s2 != 10 && s2 != 4 {
 				t.Fatalf("bucket 2: end %s, stock %d; its step ran once (only the replies were lost): want %s and 10 or 4", w[1], s2, newEnd)
 			}
 		})

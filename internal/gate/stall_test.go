@@ -15,9 +15,8 @@ import (
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
-// stall is longer than the production client's read timeout, so go-redis
-// gives up on the reply and sends the command again: both then run.
-const stall = 1500 * time.Millisecond
+// stall is past the production client's read timeout (saletest.Stall).
+const stall = saletest.Stall
 
 // A stall past the client's read timeout must not make the gate decide
 // twice: the buyer is told "accepted" with the order id the gate recorded,

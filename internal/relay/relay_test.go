@@ -426,7 +426,7 @@ func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
 	}
 	// Bucket 1's units sold, and a transfer of 5 from bucket 0 to it cut
 	// half way.
-	for i, u := range homedIn(n, 1, 10) {
+	for i, u := range saletest.HomedIn(n, 1, 10) {
 		if d, err := rig.store.Gate.Try(ctx, voucher, u, int64(i+1)); err != nil || d.Err != nil {
 			t.Fatal(d.Err, err)
 		}
@@ -467,20 +467,8 @@ func TestRelayGoesOnPastAnUnreadableBucket(t *testing.T) {
 func cutTransfer(t *testing.T, rig *relayRig, voucher int64, n, from, to int, units int64) {
 	t.Helper()
 	k := salestate.BucketKeys(rig.r.Prefix, voucher, n, from)
-	keys := []string{k.Voucher, k.Buyers, k.Pending, k.PendingAt, k.Changes, k.Settled, k.Transfers}
-	taken, err := lua.BucketTake.Run(context.Background(), rig.r.Client, keys, "cut-"+strconv.Itoa(from), to, units, "").Int64()
+	taken, err := lua.BucketTake.Run(context.Background(), rig.r.Client, k.List(), "cut-"+strconv.Itoa(from), to, units, "").Int64()
 	if err != nil || taken != units {
 		t.Fatalf("the cut transfer's take: %d units (%v), want %d", taken, err, units)
 	}
-}
-
-// homedIn is count user ids whose home is bucket b of n.
-func homedIn(n, b, count int) []int64 {
-	var users []int64
-	for u := int64(1 << 30); len(users) < count; u++ {
-		if salestate.Home(u, n) == b {
-			users = append(users, u)
-		}
-	}
-	return users
 }

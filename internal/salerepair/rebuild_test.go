@@ -17,9 +17,8 @@ import (
 	"github.com/seckill/seckill/internal/testsupport"
 )
 
-// stall is longer than the production client's read timeout, so go-redis
-// gives up on the reply and sends the command again: both then run.
-const stall = 1500 * time.Millisecond
+// stall is past the production client's read timeout (saletest.Stall).
+const stall = saletest.Stall
 
 // A reconcile that stops part way through the rebuild leaves every bucket
 // frozen, not the rebuilt ones selling beside one that is not: with
@@ -36,7 +35,7 @@ func TestReconcileStoppedPartWayLeavesEveryBucketFrozen(t *testing.T) {
 	if c := saletest.Buy(t, g.Store, g.Voucher, first, 1); len(c.Accepted) != 12 {
 		t.Fatalf("%d of 12 bought", len(c.Accepted))
 	}
-	if b0 := g.BucketVoucher(t, n, 0); b0[salestate.FieldStock] != "3" || b0[salestate.FieldReceived] != "5" {
+	if b0 := g.BucketVoucher(t, 0); b0[salestate.FieldStock] != "3" || b0[salestate.FieldReceived] != "5" {
 		t.Fatalf("bucket 0 before the reconcile: %v, want stock 3 having received 5", b0)
 	}
 	g.Store.Repair.BeforeRebuildScript = func(b int) error {

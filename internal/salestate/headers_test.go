@@ -333,7 +333,7 @@ func TestDesignTableNamesEveryWriter(t *testing.T) {
 }
 
 // saleScripts are the scripts of a sale's state by file name: those whose
-// header says they receive the sale's keys. There are more than ten; fewer
+// header says they receive the sale's keys. There are ten or more; fewer
 // is a header that stopped saying so.
 func saleScripts(t *testing.T) map[string]string {
 	t.Helper()

@@ -109,7 +109,9 @@ func (c *Crowd) Early() int {
 	return n
 }
 
-// HomedIn is count user ids whose home is bucket b of n.
+// HomedIn is the first count user ids from 1<<30 up whose home is bucket
+// b of n: the same ids on every call, so that a test can take the next
+// ones by asking for more.
 func HomedIn(n, b, count int) []int64 {
 	var users []int64
 	for u := int64(1 << 30); len(users) < count; u++ {

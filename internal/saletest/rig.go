@@ -18,6 +18,7 @@ type Rig struct {
 	R       *testsupport.Redis
 	Store   *Sales
 	Voucher int64
+	N       int // the sale's buckets
 	Rec     *reconcile.Reconciler
 }
 
@@ -26,7 +27,7 @@ type Rig struct {
 func NewRig(t testing.TB, stock int64, n int) *Rig {
 	t.Helper()
 	m, k := testsupport.MustMySQL(t), testsupport.MustKafka(t)
-	g := &Rig{}
+	g := &Rig{N: n}
 	g.R, g.Store, g.Voucher = HotSale(t, stock, n)
 	m.MustSeedVoucherIn(t, g.Voucher, stock, n)
 	g.Rec = &reconcile.Reconciler{Sale: g.Store.Repair, Records: &orderdb.Orders{DB: m.DB},
@@ -36,9 +37,9 @@ func NewRig(t testing.TB, stock int64, n int) *Rig {
 }
 
 // BucketVoucher is bucket b's voucher hash.
-func (g *Rig) BucketVoucher(t testing.TB, n, b int) map[string]string {
+func (g *Rig) BucketVoucher(t testing.TB, b int) map[string]string {
 	t.Helper()
-	v, err := g.R.Client.HGetAll(context.Background(), salestate.BucketKeys(g.R.Prefix, g.Voucher, n, b).Voucher).Result()
+	v, err := g.R.Client.HGetAll(context.Background(), salestate.BucketKeys(g.R.Prefix, g.Voucher, g.N, b).Voucher).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,8 @@ func (g *Rig) BucketVoucher(t testing.TB, n, b int) map[string]string {
 }
 
 // Window is bucket b's begin and end, ms.
-func (g *Rig) Window(t testing.TB, n, b int) [2]string {
-	v := g.BucketVoucher(t, n, b)
+func (g *Rig) Window(t testing.TB, b int) [2]string {
+	t.Helper()
+	v := g.BucketVoucher(t, b)
 	return [2]string{v[salestate.FieldBegin], v[salestate.FieldEnd]}
 }

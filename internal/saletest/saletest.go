@@ -74,18 +74,22 @@ func (u NoMySQL) FindSettledOf(context.Context, int64, int64) (order.Status, boo
 	return order.Status{}, false, nil
 }
 
+// Stall is longer than the production client's read timeout, so go-redis
+// gives up on a reply stalled that long and sends the command again: both
+// then run.
+const Stall = 1500 * time.Millisecond
+
 // Stallable is a voucher on sale with stock units in a Redis of the test's
-// own, which the test may stall, on a client configured as the programs
-// configure theirs (timeouts, retries): in the sale state newSales makes
-// of it (New when nil).
+// own, which the test may stall for Stall, reached through a client
+// configured as the programs configure theirs (timeouts, retries). The
+// sale state is what newSales makes of that client, or New's when nil.
 func Stallable(tb testing.TB, stock int64, newSales func(testing.TB, redis.UniversalClient, string) *Sales) (*testsupport.Redis, *Sales, int64) {
 	tb.Helper()
 	r, _ := testsupport.MustPrivateRedis(tb)
-	client := testsupport.MustProductionClient(tb, r.Addr)
-	s := New(client, "")
-	if newSales != nil {
-		s = newSales(tb, client, "")
+	if newSales == nil {
+		newSales = func(_ testing.TB, rdb redis.UniversalClient, prefix string) *Sales { return New(rdb, prefix) }
 	}
+	s := newSales(tb, testsupport.MustProductionClient(tb, r.Addr), "")
 	const voucher = 1
 	if err := s.Gate.Warm(context.Background(), voucher, stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
 		tb.Fatal(err)
