@@ -236,6 +236,28 @@ mcluster_wait() {
   wait_for "mariadb cluster node $1 (Synced, Primary)" "$2" mcluster_synced "$1"
 }
 
+# mcluster_join N: mcluster_wait for a node that joins. Two nodes joining
+# at once can miss each other's view on a loaded machine and give up
+# ("failed to reach primary view"): a node that exits so is launched again
+# once, on its own, rather than waited for until the timeout.
+mcluster_join() {
+  local n=$1 try deadline
+  for try in first again; do
+    deadline=$((SECONDS + 180))
+    until mcluster_synced "$n"; do
+      mcluster_running "$n" && [ $SECONDS -lt $deadline ] || break
+      sleep 0.5
+    done
+    if mcluster_synced "$n"; then
+      say "mariadb cluster node $n (Synced, Primary) answers"
+      return 0
+    fi
+    if [ "$try" = again ] || mcluster_running "$n"; then return 1; fi
+    say "mariadb cluster node $n exited while joining (see $logs_dir/mariadb-cluster-$n.log); launching it again"
+    mcluster_launch "$n"
+  done
+}
+
 # Some running node is in a Primary component (Synced or not: a donor
 # and a joiner in a long snapshot are, too).
 mcluster_primary_somewhere() {
@@ -377,7 +399,7 @@ mariadb_cluster_up() {
     if ! mcluster_running "$n"; then mcluster_launch "$n"; fi
   done
   for n in $(seq 1 $MYSQL_CLUSTER_NODES); do
-    mcluster_wait "$n" 180 \
+    mcluster_join "$n" \
       || die "mariadb cluster node $n is not Synced in a Primary component; see $logs_dir/mariadb-cluster-$n.log"
   done
   mcluster_rebuild_forked

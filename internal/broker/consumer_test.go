@@ -74,7 +74,7 @@ func TestConsumerRetriesFailuresWithoutSkipping(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 
-	if !testsupport.Poll(20*time.Second, func() bool { return committed(t, k, group, topic) == total }) {
+	if !testsupport.PollEvery(20*time.Second, 50*time.Millisecond, func() bool { return committed(t, k, group, topic) == total }) {
 		t.Fatalf("committed %d of %d after 20 s", committed(t, k, group, topic), total)
 	}
 	cancel()

@@ -128,7 +128,7 @@ func withoutFetchMetadata(t *testing.T) chromedp.ExecAllocatorOption {
 func pageSays(t *testing.T, ctx context.Context, prefixes ...string) string {
 	t.Helper()
 	var out, last string
-	if !testsupport.Poll(20*time.Second, func() bool {
+	if !testsupport.PollEvery(20*time.Second, 50*time.Millisecond, func() bool {
 		var err error
 		if out, err = chromedp.Run(ctx, chromedp.Text(chromedp.ID("out"))); err != nil {
 			t.Fatal(err)

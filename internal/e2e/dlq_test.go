@@ -89,7 +89,7 @@ func TestDeadLettersListedAndReplayedIdempotently(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
-	if !testsupport.Poll(30*time.Second, func() bool { return redelivered()-before >= 4 }) {
+	if !testsupport.PollEvery(30*time.Second, 100*time.Millisecond, func() bool { return redelivered()-before >= 4 }) {
 		t.Fatalf("the writer counted %v redeliveries after two replays of two dead letters, want 4", redelivered()-before)
 	}
 	s.audit(t, voucher, accepted, 5, 0)

@@ -220,7 +220,7 @@ func (s *sale) audit(t *testing.T, voucher int64, accepted []string, want, stock
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second) // for the orders and the reservations both
 	var orders int
-	testsupport.Poll(time.Until(deadline), func() bool {
+	testsupport.PollEvery(time.Until(deadline), 100*time.Millisecond, func() bool {
 		if err := s.mysql.DB.QueryRow("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?", voucher).Scan(&orders); err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func (s *sale) audit(t *testing.T, voucher int64, accepted []string, want, stock
 		t.Fatalf("Redis stock %d, want %d", rs, stockLeft)
 	}
 	pending := salestate.KeysFor(s.redis.Prefix, voucher).Pending
-	testsupport.Poll(time.Until(deadline), func() bool { return s.redis.Client.HLen(context.Background(), pending).Val() == 0 })
+	testsupport.PollEvery(time.Until(deadline), 100*time.Millisecond, func() bool { return s.redis.Client.HLen(context.Background(), pending).Val() == 0 })
 	if n := s.redis.Client.HLen(context.Background(), pending).Val(); n != 0 {
 		t.Fatalf("%d reservations still pending", n)
 	}
@@ -356,7 +356,7 @@ func (s *sale) waitForGroupOf(t *testing.T, n int) {
 	client := &kafka.Client{Addr: kafka.TCP(s.kafka.Brokers...), Timeout: 10 * time.Second}
 	group := s.writerEnv["SECKILL_ORDER_GROUP"]
 	var last string
-	if !testsupport.Poll(60*time.Second, func() bool {
+	if !testsupport.PollEvery(60*time.Second, 200*time.Millisecond, func() bool {
 		res, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 		if err != nil || len(res.Groups) != 1 {
 			last = fmt.Sprintf("describe group: %v", err)

@@ -41,7 +41,7 @@ func TestWriterReconcilesWhenRedisLostWrites(t *testing.T) {
 	p.waitOrders(t, voucher, 21)
 	var redisStock, buyers int64
 	var frozen bool
-	if !testsupport.Poll(30*time.Second, func() bool {
+	if !testsupport.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
 		redisStock, _ = p.r.Client.HGet(ctx, k.Voucher, "stock").Int64()
 		frozen = p.r.Client.HExists(ctx, k.Voucher, "frozen").Val()
 		buyers = p.r.Client.HLen(ctx, k.Buyers).Val()
@@ -136,7 +136,7 @@ func settledSale(t *testing.T, voucherID, stock int64) *pipeline {
 func placeOnceResumed(t *testing.T, svc *order.Service, userID, voucherID int64, while ...error) (refused int) {
 	t.Helper()
 	var err error
-	if !testsupport.Poll(30*time.Second, func() bool {
+	if !testsupport.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
 		if _, err = svc.Place(context.Background(), userID, voucherID); err == nil {
 			return true
 		}

@@ -86,7 +86,7 @@ func (p *pipeline) startWriter(t *testing.T) (stop func()) {
 func (p *pipeline) waitOrders(t *testing.T, voucher int64, want int64) {
 	t.Helper()
 	var c testsupport.SaleState
-	if !testsupport.Poll(30*time.Second, func() bool {
+	if !testsupport.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
 		if c = p.m.MustSaleState(t, voucher); c.Orders > want {
 			t.Fatalf("%d orders, want %d", c.Orders, want)
 		}
@@ -149,7 +149,7 @@ func TestWriterSettlesBatchesAndDeadLetters(t *testing.T) {
 
 	// Everything gets committed: the group's offsets cover all 6 messages.
 	var committed int64
-	testsupport.Poll(10*time.Second, func() bool { committed = committedTotal(t, p); return committed == 6 })
+	testsupport.PollEvery(10*time.Second, 50*time.Millisecond, func() bool { committed = committedTotal(t, p); return committed == 6 })
 	stop()
 	if committed != 6 {
 		t.Fatalf("committed offsets sum to %d, want 6", committed)
@@ -203,7 +203,7 @@ func TestWriterDeadLettersAnOrderIDCollision(t *testing.T) {
 		t.Fatalf("MySQL after the collision: %+v, want 2 orders and stock 8", got)
 	}
 	var committed int64
-	testsupport.Poll(10*time.Second, func() bool { committed = committedTotal(t, p); return committed == 3 })
+	testsupport.PollEvery(10*time.Second, 50*time.Millisecond, func() bool { committed = committedTotal(t, p); return committed == 3 })
 	if committed != 3 {
 		t.Fatalf("committed offsets sum to %d, want 3", committed)
 	}

@@ -296,12 +296,19 @@ func Wait(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 // a goroutine of its own, or for which a condition not met in time is an
 // answer rather than a failure.
 func Poll(timeout time.Duration, cond func() bool) bool {
+	return PollEvery(timeout, 20*time.Millisecond, cond)
+}
+
+// PollEvery is Poll asking cond every interval: for a condition that costs
+// the servers under test (a count over MySQL, a consumer group described,
+// a page read), asked no more often than the test needs.
+func PollEvery(timeout, interval time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
 	return true
 }
